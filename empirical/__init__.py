@@ -1,0 +1,1 @@
+"""PALSGD and its baselines on torch.distributed: algorithms, models, data, trainer, probe."""

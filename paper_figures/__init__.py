@@ -1,0 +1,1 @@
+"""Regenerates the paper's figures from training runs and verification reports."""

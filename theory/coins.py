@@ -1,0 +1,87 @@
+"""Counter-based random streams shared by the simulator and the distributed trainer.
+
+A PALSGD coin (pull step or gradient step) is a pure function of
+``(seed, replica, step, worker)``: no generator state, so
+
+* the vectorised simulator draws the coins of ``R`` replicas x ``K`` workers in one call,
+* a distributed rank draws its own coin for step ``t`` and gets the same value,
+* checkpoint/resume needs only the step counter,
+* independent coins (each worker its own) and shared coins (the authors' code: every
+  worker draws the same coin) differ only in the ``worker`` index used (0 for shared).
+
+The hash is the SplitMix64 finaliser (Steele, Lea and Flood, "Fast splittable
+pseudorandom number generators", OOPSLA 2014) applied to a mix of the counters; the
+top 53 bits give a uniform double in ``[0, 1)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["uniforms", "pull_coins", "normals", "STREAM_COINS", "STREAM_NOISE"]
+
+STREAM_COINS = 0
+STREAM_NOISE = 1
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+_MULTS = (
+    np.uint64(0xD1B54A32D192ED03),
+    np.uint64(0xABC98388FB8FAC03),
+    np.uint64(0x8CB92BA72F3D8DD7),
+    np.uint64(0xDB4F0B9175AE2165),
+    np.uint64(0xC2B2AE3D27D4EB4F),
+)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def uniforms(seed: int, step, worker, replica=0, stream: int = STREAM_COINS) -> np.ndarray:
+    """Uniform doubles in ``[0, 1)``, one per broadcast element of the counters.
+
+    ``step``, ``worker`` and ``replica`` are nonnegative integers or integer arrays that
+    broadcast together; ``seed`` and ``stream`` are nonnegative integers.
+    """
+    if int(seed) < 0 or int(stream) < 0:
+        raise ValueError("seed and stream must be nonnegative integers")
+    with np.errstate(over="ignore"):
+        parts = [
+            np.asarray(seed, dtype=np.uint64),
+            np.asarray(stream, dtype=np.uint64),
+            np.asarray(replica, dtype=np.uint64),
+            np.asarray(step, dtype=np.uint64),
+            np.asarray(worker, dtype=np.uint64),
+        ]
+        x = np.zeros(np.broadcast_shapes(*(a.shape for a in parts)), dtype=np.uint64)
+        for a, m in zip(parts, _MULTS, strict=True):
+            x = _mix(x + _GOLD + a * m)
+        return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def pull_coins(seed: int, p: float, step, worker, replica=0, shared: bool = False) -> np.ndarray:
+    """Boolean pull indicators ``b = 1[u < p]`` (True: pull step, False: gradient step).
+
+    With ``shared=True`` every worker uses worker index 0, i.e. all workers pull on the
+    same steps (the authors' code); otherwise the coins are independent across workers.
+    """
+    w = np.zeros_like(np.asarray(worker)) if shared else worker
+    return uniforms(seed, step, w, replica, STREAM_COINS) < p
+
+
+def normals(seed: int, step, worker, replica=0, index=0, stream: int = STREAM_NOISE) -> np.ndarray:
+    """Standard normal draws (Box-Muller) as a pure function of the counters.
+
+    ``index`` enumerates the coordinates of one draw (e.g. ``np.arange(d)``).
+    """
+    idx = np.asarray(index, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        key = np.asarray(step, dtype=np.uint64) * np.uint64(0x100000001B3) + idx * np.uint64(2)
+    u1 = uniforms(seed, key, worker, replica, stream)
+    with np.errstate(over="ignore"):
+        u2 = uniforms(seed, key + np.uint64(1), worker, replica, stream)
+    return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
