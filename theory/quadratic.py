@@ -1,0 +1,654 @@
+"""Exact first and second moments of every algorithm on heterogeneous quadratics.
+
+Problem class. Worker ``k`` minimises ``f_k(x) = 1/2 (x - b_k)^T A (x - b_k)`` with ``A``
+symmetric positive semi-definite, ``b`` of shape ``(K, d)``. A stochastic gradient is
+``g_k(x) = A (x - b_k) + xi`` with additive noise ``xi`` of mean zero, independent across
+workers and steps, with covariance ``Sigma`` (for the simulator's Gaussian model,
+``Sigma = s2 * I`` with ``s2 = sigma^2 / d``). The global objective
+``f = (1/K) sum_k f_k`` has minimiser ``x* = bbar = (1/K) sum_k b_k`` (on ``range(A)``) and
+
+    f(x) - f_star = 1/2 (x - bbar)^T A (x - bbar),     grad f(x) = A (x - bbar).
+
+Why the moments are exact. In the eigenbasis ``A = U diag(lambda) U^T`` the coordinates
+decouple: coordinate ``i`` of every worker, of the anchor ``z`` and of the outer momentum
+buffer evolves by an affine map whose random coefficients (the pull coins) are drawn fresh
+at each step, independently of the current state, plus additive noise with variance
+``(U^T Sigma U)_ii``. Coins are common to all coordinates of a worker, but a coordinate's
+second moment only involves that coordinate's own moments, so per eigendirection the
+augmented second-moment matrix ``S = E[y y^T]`` of ``y = (x_1..x_K, z, buf, 1)`` (the
+constant 1 carries the means and the heterogeneity offsets) obeys an exact linear
+recursion, step by step. This module propagates it for ``t = 0..T-1``. No symmetry between
+workers is assumed: with heterogeneity the workers' means differ, and the full ``K x K``
+worker block is tracked. Cost: ``O(T d K^2)`` for the local steps plus ``O(d K^3)`` per
+sync.
+
+The step (notation of the PALSGD paper, Naganuma et al., TMLR 2025; see
+``design/algorithm.md``): ``alpha`` inner learning rate, ``eta`` pull rate, ``p`` pull
+probability. On each local step, worker ``k`` with a coin ``c ~ Bernoulli(p)``:
+
+* pull (``c = 1``): ``x <- x - (alpha*eta/p) (x - z)``,
+* gradient (``c = 0``): ``x <- x - (alpha/(1-p)) g_k(x)``.
+
+Coins are independent across workers (``coins='independent'``, the algorithm as
+described) or common to all workers (``coins='shared'``, the authors' code). Warm-up steps
+``t < T0`` are minibatch SGD ``x <- x - alpha (1/K) sum_k g_k(x)``; at ``t = T0`` the
+anchor is set ``z <- x`` and the outer momentum buffer to zero. The sync after local step
+``t`` happens when ``(t - T0 + 1 + sync_offset) % H == 0``: with ``Delta = z - mean_k x_k``,
+outer SGD is ``z <- z - gamma Delta`` (averaging is ``gamma = 1``) and outer Nesterov is the
+PyTorch form ``buf <- mu buf + Delta; z <- z - gamma (Delta + mu buf)``; then every worker
+restarts from ``z``.
+
+Sources of the closed forms checked against this recursion (``tests/test_quadratic.py``):
+the within-round mean ``A_H = -(lambda/(lambda+eta)) (1 - c^H)``, ``c = 1 - alpha
+(lambda+eta)``, the per-step mean-square contraction ``rho2 = c^2 + p(1-p) alpha^2
+(eta/p - lambda/(1-p))^2`` and the noise injection ``alpha^2 s2 / (1-p)`` are identities
+I4 and I5 of the project's theory notes (``reference/anchors-theory.md`` sections 1.3 and
+4.1); the Local SGD round mean factor ``(1-gamma) + gamma (1 - alpha lambda)^H`` is from
+Khaled et al., "Understanding outer optimizers in local SGD" (NeurIPS 2025, section on
+quadratics).
+
+The pull-fraction option of the trainer (pulling only part of the parameters) is not
+modelled here; a spec that asks for it is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from theory.validation import UserInputError, validate, validate_one
+
+__all__ = [
+    "QuadraticProblem",
+    "ExactCurves",
+    "Branch",
+    "exact_moments",
+    "local_step_branches",
+    "within_round_moments",
+    "within_round_closed_form",
+    "local_sgd_round_mean_factor",
+]
+
+_OUTER_AVG = ("avg", "average", "averaging", "mean")
+_OUTER_SGD = ("sgd",)
+_OUTER_NESTEROV = ("nesterov",)
+_KIND_MINIBATCH = ("minibatch", "minibatch_sgd", "sgd", "ddp", "mbsgd")
+
+
+# ----------------------------------------------------------------------------- problem
+
+
+@dataclass(frozen=True)
+class QuadraticProblem:
+    """Heterogeneous quadratic ``f_k(x) = 1/2 (x - b_k)^T A (x - b_k)`` with additive noise.
+
+    ``A``: ``(d, d)`` symmetric PSD matrix. ``b``: ``(K, d)`` per-worker centres.
+    ``noise``: the covariance of the additive gradient noise of one worker at one step, as
+    a scalar ``s2`` (isotropic, ``Sigma = s2 I``; ``s2 = sigma^2/d`` for total variance
+    ``sigma^2``), a ``(d,)`` vector of variances along A's eigenvectors (in the order of
+    ``numpy.linalg.eigh``), or a ``(d, d)`` covariance matrix in the original coordinates.
+    Only additive noise is exact here; minibatch (multiplicative) noise is not.
+    ``x0``: starting point (zeros if omitted).
+    """
+
+    A: np.ndarray
+    b: np.ndarray
+    noise: float | np.ndarray = 0.0
+    x0: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        A = np.asarray(self.A, dtype=float)
+        if A.ndim == 0:
+            A = A.reshape(1, 1)
+        if A.ndim != 2 or A.shape[0] != A.shape[1]:
+            raise UserInputError(f"A must be a square matrix, got shape {A.shape}")
+        if not np.all(np.isfinite(A)):
+            raise UserInputError("A has NaN or infinite entries")
+        if not np.allclose(A, A.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(A).max()))):
+            raise UserInputError("A must be symmetric")
+        d = A.shape[0]
+        b = np.asarray(self.b, dtype=float)
+        if b.ndim == 1 and d == 1:
+            b = b.reshape(-1, 1)
+        if b.ndim != 2 or b.shape[1] != d:
+            raise UserInputError(f"b must have shape (K, {d}), got {b.shape}")
+        validate_one("K", b.shape[0])
+        if not np.all(np.isfinite(b)):
+            raise UserInputError("b has NaN or infinite entries")
+        x0 = np.zeros(d) if self.x0 is None else np.asarray(self.x0, dtype=float).reshape(-1)
+        if x0.shape != (d,) or not np.all(np.isfinite(x0)):
+            raise UserInputError(f"x0 must be a finite vector of length {d}")
+        object.__setattr__(self, "A", A)
+        object.__setattr__(self, "b", b)
+        object.__setattr__(self, "x0", x0)
+        lam, U = np.linalg.eigh(0.5 * (A + A.T))
+        tol = 1e-12 * max(1.0, float(np.abs(lam).max()))
+        if lam.min() < -tol:
+            raise UserInputError(
+                f"A must be positive semi-definite (smallest eigenvalue {lam.min():.3g})"
+            )
+        object.__setattr__(self, "_lam", np.clip(lam, 0.0, None))
+        object.__setattr__(self, "_U", U)
+        object.__setattr__(self, "_s2", _noise_in_eigenbasis(self.noise, U))
+
+    @property
+    def K(self) -> int:
+        return int(self.b.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.A.shape[0])
+
+    @property
+    def eigenvalues(self) -> np.ndarray:
+        """Eigenvalues of ``A`` in ascending order."""
+        return self._lam  # type: ignore[attr-defined]
+
+    @property
+    def eigenvectors(self) -> np.ndarray:
+        """Orthonormal eigenvectors of ``A`` as columns."""
+        return self._U  # type: ignore[attr-defined]
+
+    @property
+    def noise_variances(self) -> np.ndarray:
+        """Per-eigendirection noise variances ``(U^T Sigma U)_ii``, shape ``(d,)``."""
+        return self._s2  # type: ignore[attr-defined]
+
+    @property
+    def x_star(self) -> np.ndarray:
+        """The minimiser ``bbar`` of ``f`` (unique when ``A`` is positive definite)."""
+        return self.b.mean(axis=0)
+
+
+def _noise_in_eigenbasis(noise: Any, U: np.ndarray) -> np.ndarray:
+    d = U.shape[0]
+    arr = np.asarray(noise, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise UserInputError("noise variance has NaN or infinite entries")
+    if arr.ndim == 0:
+        out = np.full(d, float(arr))
+    elif arr.shape == (d,):
+        out = arr.copy()
+    elif arr.shape == (d, d):
+        out = np.einsum("ij,ik,kj->j", U, arr, U)
+    else:
+        raise UserInputError(
+            f"noise must be a scalar variance, a ({d},) vector or a ({d}, {d}) covariance; "
+            f"got shape {arr.shape}"
+        )
+    if np.any(out < -1e-12 * max(1.0, float(np.abs(out).max()))):
+        raise UserInputError("noise variance must be nonnegative")
+    return np.clip(out, 0.0, None)
+
+
+def _as_problem(problem: Any) -> QuadraticProblem:
+    """Accept a :class:`QuadraticProblem` or any object exposing a quadratic's data.
+
+    Recognised attributes (duck typing, so that ``theory.problems`` quadratics work):
+    ``A`` (or ``Q``/``hessian``), ``b`` (or ``centers``/``b_k``), and the noise as
+    ``noise_cov``/``noise_var``/``s2`` or ``sigma2`` (total variance, ``s2 = sigma2/d``,
+    the Gaussian model); a noise model other than additive Gaussian/Rademacher (e.g.
+    minibatch sampling) is rejected because its noise is not additive.
+    """
+    if isinstance(problem, QuadraticProblem):
+        return problem
+    if isinstance(problem, Mapping):
+        get = problem.get
+    else:
+
+        def get(name: str, default: Any = None) -> Any:
+            return getattr(problem, name, default)
+
+    A = _first(get, ("A", "Q", "hessian"))
+    b = _first(get, ("b", "centers", "b_k"))
+    if A is None or b is None:
+        raise UserInputError(
+            f"problem {type(problem).__name__} is not a quadratic: exact moments need A and b"
+        )
+    model = get("noise_model") or get("noise")
+    if isinstance(model, str) and model.lower() not in (
+        "gaussian",
+        "rademacher",
+        "additive",
+        "none",
+    ):
+        raise UserInputError(
+            f"noise model {model!r} is not additive: exact moments support additive noise "
+            "(gaussian, rademacher)"
+        )
+    d = np.asarray(A).shape[0] if np.ndim(A) else 1
+    noise = _first(get, ("noise_cov", "noise_var", "s2"))
+    if noise is None:
+        sigma2 = get("sigma2")
+        if sigma2 is None and get("sigma") is not None:
+            sigma2 = float(get("sigma")) ** 2
+        noise = 0.0 if sigma2 is None else float(sigma2) / d
+    return QuadraticProblem(A=A, b=b, noise=noise, x0=get("x0"))
+
+
+def _first(get: Any, names: Sequence[str]) -> Any:
+    for name in names:
+        val = get(name)
+        if val is not None and not callable(val):
+            return val
+    return None
+
+
+# ----------------------------------------------------------------------------- algorithm
+
+
+@dataclass(frozen=True)
+class _Algo:
+    alpha: float
+    H: int
+    p: float
+    eta: float
+    outer: str  # "sgd" or "nesterov"
+    gamma: float
+    mu: float
+    T0: float  # math.inf for minibatch SGD
+    shared: bool
+    sync_offset: int
+
+
+def _spec_get(spec: Any, name: str, default: Any = None) -> Any:
+    if isinstance(spec, Mapping):
+        return spec.get(name, default)
+    return getattr(spec, name, default)
+
+
+def _as_algo(spec: Any) -> _Algo:
+    """Normalise an algorithm spec (``theory.simulate.AlgorithmSpec``, a dict, or any object
+    with the fields ``kind, alpha, H, p, eta, outer, gamma, mu, T0, coins, sync_offset``)."""
+    kind = str(_spec_get(spec, "kind", "palsgd") or "palsgd").lower().replace("-", "_")
+    alpha = _spec_get(spec, "alpha", _spec_get(spec, "lr"))
+    if alpha is None:
+        raise UserInputError("algorithm spec lacks the inner learning rate 'alpha'")
+    H = _spec_get(spec, "H", 1)
+    p = _spec_get(spec, "p", 0.0) or 0.0
+    eta = _spec_get(spec, "eta", 0.0) or 0.0
+    T0 = _spec_get(spec, "T0", 0) or 0
+    sync_offset = int(_spec_get(spec, "sync_offset", 0) or 0)
+    outer = str(_spec_get(spec, "outer", "avg") or "avg").lower()
+    gamma = _spec_get(spec, "gamma", 1.0)
+    mu = _spec_get(spec, "mu", 0.0) or 0.0
+    coins = str(_spec_get(spec, "coins", "independent") or "independent").lower()
+    fraction = _spec_get(spec, "pull_fraction", None)
+    if fraction is not None and float(fraction) != 1.0:
+        raise UserInputError(
+            "pull_fraction != 1 is not supported by exact moments (a partial pull is not "
+            "a per-eigendirection affine map)"
+        )
+    if coins not in ("independent", "shared"):
+        raise UserInputError(f"coins must be 'independent' or 'shared', got {coins!r}")
+    validate(alpha=alpha, H=H, p=p, eta=eta, T0=T0, mu=mu)
+    if kind in _KIND_MINIBATCH:
+        return _Algo(float(alpha), 1, 0.0, 0.0, "sgd", 1.0, 0.0, math.inf, False, 0)
+    if outer in _OUTER_AVG:
+        outer, gamma, mu = "sgd", 1.0, 0.0
+    elif outer in _OUTER_SGD:
+        mu = 0.0
+    elif outer not in _OUTER_NESTEROV:
+        raise UserInputError(
+            f"outer optimizer {outer!r} has no exact moment recursion: use 'avg', 'sgd' or "
+            "'nesterov' (Adam is nonlinear; simulate it)"
+        )
+    validate(gamma=gamma)
+    return _Algo(
+        float(alpha),
+        int(H),
+        float(p),
+        float(eta),
+        outer,
+        float(gamma),
+        float(mu),
+        float(T0),
+        coins == "shared",
+        sync_offset,
+    )
+
+
+# ----------------------------------------------------------------------------- one step
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One branch of a local step on one eigendirection (scalars or sympy expressions).
+
+    With probability ``prob`` a worker's shifted coordinate ``y = x - bbar`` becomes
+    ``scale*y + pull*(z - bbar) + drift*delta_k + noise term``, where
+    ``delta_k = b_k - bbar`` and the noise term has mean zero and variance ``noise``.
+    """
+
+    prob: Any
+    scale: Any
+    pull: Any
+    drift: Any
+    noise: Any
+
+
+def local_step_branches(lam: Any, alpha: Any, eta: Any, p: Any, s2: Any) -> tuple[Branch, ...]:
+    """The two branches of a PALSGD local step along an eigendirection with eigenvalue ``lam``.
+
+    Gradient branch (probability ``1-p``): ``y <- y - (alpha/(1-p)) (lam (y - delta_k) + xi)``
+    with ``Var xi = s2``. Pull branch (probability ``p``): ``y <- y - (alpha eta/p)(y - z)``.
+    Pure arithmetic, so the arguments may be numbers, numpy arrays or sympy symbols. A
+    numeric ``p == 0`` (Local SGD, DiLoCo) returns the gradient branch only.
+    """
+    cg = alpha / (1 - p)
+    grad = Branch(prob=1 - p, scale=1 - cg * lam, pull=0 * lam, drift=cg * lam, noise=cg**2 * s2)
+    if isinstance(p, int | float) and p == 0:
+        return (grad,)
+    cp = alpha * eta / p
+    pull = Branch(prob=p, scale=1 - cp + 0 * lam, pull=cp + 0 * lam, drift=0 * lam, noise=0 * s2)
+    return (grad, pull)
+
+
+def within_round_moments(lam: Any, alpha: Any, eta: Any, p: Any, s2: Any, H: int):
+    """Coefficients ``(A_H, B_H, C_H)`` of one worker's deviation ``e = x - z`` after ``H``
+    local steps from ``x = z`` on a homogeneous quadratic (``delta_k = 0``, ``x* = 0``):
+    ``E[e | z] = A_H z`` and ``E[e^2 | z] = B_H z^2 + C_H`` (the recursion of the theory
+    notes, section 4.1), computed from :func:`local_step_branches`. Works with sympy."""
+    validate_one("H", H)
+    A, B, C = 0 * lam, 0 * lam, 0 * lam
+    for _ in range(int(H)):
+        nA, nB, nC = 0 * lam, 0 * lam, 0 * lam
+        for br in local_step_branches(lam, alpha, eta, p, s2):
+            # x = z + e; x' - z = scale*e + (scale + pull - 1) z + noise
+            u = br.scale + br.pull - 1
+            nA = nA + br.prob * (br.scale * A + u)
+            nB = nB + br.prob * (br.scale**2 * B + 2 * br.scale * u * A + u**2)
+            nC = nC + br.prob * (br.scale**2 * C + br.noise)
+        A, B, C = nA, nB, nC
+    return A, B, C
+
+
+def within_round_closed_form(lam: Any, alpha: Any, eta: Any, p: Any, s2: Any, H: Any):
+    """Closed forms ``(A_H, C_H, rho2)`` (identities I4, I5 of the theory notes):
+    ``A_H = -(lam/(lam+eta)) (1 - c^H)`` with ``c = 1 - alpha (lam+eta)``;
+    ``rho2 = c^2 + p(1-p) alpha^2 (eta/p - lam/(1-p))^2`` (per-step mean-square contraction);
+    ``C_H = alpha^2 s2/(1-p) (1 - rho2^H)/(1 - rho2)`` (noise accumulated in a round)."""
+    c = 1 - alpha * (lam + eta)
+    A = -(lam / (lam + eta)) * (1 - c**H)
+    rho2 = c**2 + p * (1 - p) * alpha**2 * (eta / p - lam / (1 - p)) ** 2
+    C = alpha**2 * s2 / (1 - p) * (1 - rho2**H) / (1 - rho2)
+    return A, C, rho2
+
+
+def local_sgd_round_mean_factor(lam: Any, alpha: Any, gamma: Any, H: Any) -> Any:
+    """Mean contraction of one Local SGD round with outer SGD(``gamma``) along eigenvalue
+    ``lam``: ``(1 - gamma) + gamma (1 - alpha lam)^H`` (Khaled et al. 2025)."""
+    return (1 - gamma) + gamma * (1 - alpha * lam) ** H
+
+
+# ----------------------------------------------------------------------------- curves
+
+
+@dataclass
+class ExactCurves:
+    """Exact expected curves; the state is recorded before step ``t`` for ``t = 0..T-1``.
+
+    ``loss_gap[t] = E f(xbar_t) - f_star``; ``grad_norm_sq[t] = E||grad f(xbar_t)||^2``;
+    ``consensus[t] = E (1/K) sum_k ||x_k,t - xbar_t||^2``. Rounds: ``round_steps[r]`` is the
+    step before which anchor ``z_r`` is in place (``r = 0``: start of the local phase,
+    ``r >= 1``: after the ``r``-th sync; a sync after the last step gives ``T``);
+    ``z_dist_sq[r] = E||z_r - x*||^2`` and ``z_mean[r] = E z_r - x*`` (shape ``(rounds, d)``).
+    """
+
+    steps: np.ndarray
+    loss_gap: np.ndarray
+    grad_norm_sq: np.ndarray
+    consensus: np.ndarray
+    round_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    z_dist_sq: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    z_mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def mean_grad_norm_sq(self) -> float:
+        """``(1/T) sum_t E||grad f(xbar_t)||^2``: the quantity the nonconvex bounds control."""
+        return float(np.mean(self.grad_norm_sq))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (arrays as lists)."""
+        out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self).items()}
+        out["mean_grad_norm_sq"] = self.mean_grad_norm_sq()
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def to_csv(self) -> str:
+        """Per-step CSV: ``step,loss_gap,grad_norm_sq,consensus``."""
+        rows = ["step,loss_gap,grad_norm_sq,consensus"]
+        for t, f, g, c in zip(
+            self.steps, self.loss_gap, self.grad_norm_sq, self.consensus, strict=True
+        ):
+            rows.append(f"{int(t)},{f!r},{g!r},{c!r}")
+        return "\n".join(rows) + "\n"
+
+
+# ----------------------------------------------------------------------------- engine
+
+
+def exact_moments(problem: Any, spec: Any, *, T: int, x0: Any = None) -> ExactCurves:
+    """Exact expected curves of the algorithm ``spec`` on the quadratic ``problem``.
+
+    ``problem``: a :class:`QuadraticProblem` or a quadratic from ``theory.problems`` (see
+    :func:`_as_problem`). ``spec``: ``theory.simulate.AlgorithmSpec`` or any object/dict
+    with ``kind, alpha, H, p, eta, outer ('avg'|'sgd'|'nesterov'), gamma, mu, T0,
+    coins ('independent'|'shared'), sync_offset``; ``kind`` in
+    ``('minibatch', 'sgd', 'ddp')`` runs minibatch SGD at every step. ``T``: number of
+    steps (pull steps count). ``x0``: starting point (default: the problem's).
+    All workers start at ``x0``; the anchor starts at ``x0`` (``T0 = 0``) or at the
+    warm-up iterate (``T0 > 0``), the outer momentum buffer at zero.
+    """
+    prob = _as_problem(problem)
+    algo = _as_algo(spec)
+    validate_one("T", T)
+    T = int(T)
+    lam, U, s2 = prob.eigenvalues, prob.eigenvectors, prob.noise_variances
+    K, d = prob.K, prob.d
+    bbar = prob.b.mean(axis=0)
+    delta = ((prob.b - bbar) @ U).T  # (d, K): heterogeneity offsets per eigendirection
+    start = prob.x0 if x0 is None else np.asarray(x0, dtype=float).reshape(-1)
+    if start.shape != (d,) or not np.all(np.isfinite(start)):
+        raise UserInputError(f"x0 must be a finite vector of length {d}")
+    y0 = U.T @ (start - bbar)
+
+    n = K + 3  # workers, z, buf, constant 1
+    iz, i1 = K, K + 2
+    v0 = np.zeros((d, n))
+    v0[:, :K] = y0[:, None]
+    v0[:, iz] = y0
+    v0[:, i1] = 1.0
+    S = v0[:, :, None] * v0[:, None, :]
+
+    ones = np.ones(K)
+    a, eta, p = algo.alpha, algo.eta, algo.p
+    branches = local_step_branches(lam, a, eta, p, s2)
+    warm = Branch(prob=1.0, scale=1 - a * lam, pull=0 * lam, drift=0 * lam, noise=a**2 * s2 / K)
+    sync_J = _sync_matrix(K, algo)
+    start_J = _start_matrix(K)
+
+    loss = np.empty(T)
+    grad = np.empty(T)
+    cons = np.empty(T)
+    r_steps: list[int] = []
+    r_dist: list[float] = []
+    r_mean: list[np.ndarray] = []
+
+    def record_round(step: int) -> None:
+        e_z = S[:, iz, i1]
+        r_steps.append(step)
+        r_dist.append(float(np.sum(S[:, iz, iz])))
+        r_mean.append(U @ e_z)
+
+    for t in range(T):
+        local = t >= algo.T0
+        if local and t == algo.T0:
+            if algo.T0 > 0:
+                S = _apply_linear(start_J, S)
+            record_round(t)
+        W = S[:, :K, :K]
+        ybar2 = np.einsum("dkj->d", W) / K**2
+        loss[t] = 0.5 * float(lam @ ybar2)
+        grad[t] = float((lam**2) @ ybar2)
+        cons[t] = float(np.sum(np.einsum("dkk->d", W) / K - ybar2))
+        if local:
+            S = _local_step(S, K, branches, delta, algo.shared)
+            if (t - int(algo.T0) + 1 + algo.sync_offset) % algo.H == 0:
+                S = _apply_linear(sync_J, S)
+                record_round(t + 1)
+        else:
+            S = _warm_step(S, K, warm, ones)
+
+    return ExactCurves(
+        steps=np.arange(T),
+        loss_gap=loss,
+        grad_norm_sq=grad,
+        consensus=np.maximum(cons, 0.0),
+        round_steps=np.asarray(r_steps, dtype=int),
+        z_dist_sq=np.asarray(r_dist),
+        z_mean=np.asarray(r_mean).reshape(len(r_mean), d),
+        meta={
+            "K": K,
+            "d": d,
+            "T": T,
+            "alpha": a,
+            "H": algo.H,
+            "p": p,
+            "eta": eta,
+            "outer": algo.outer,
+            "gamma": algo.gamma,
+            "mu": algo.mu,
+            "T0": None if math.isinf(algo.T0) else int(algo.T0),
+            "coins": "shared" if algo.shared else "independent",
+            "sync_offset": algo.sync_offset,
+        },
+    )
+
+
+def _branch_blocks(br: Branch, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-direction scale ``(d,)`` and the ``(d, K, 3)`` coefficients on ``(z, buf, 1)``."""
+    d, K = delta.shape
+    scale = np.broadcast_to(np.asarray(br.scale, dtype=float), (d,))
+    B = np.zeros((d, K, 3))
+    B[:, :, 0] = np.broadcast_to(np.asarray(br.pull, dtype=float), (d,))[:, None]
+    B[:, :, 2] = np.broadcast_to(np.asarray(br.drift, dtype=float), (d,))[:, None] * delta
+    return scale, B
+
+
+def _map_blocks(W, C, O, scale, B):
+    """Worker block and worker/others block after ``y_w <- scale*y_w + B y_o`` (exact)."""
+    CB = np.einsum("dki,dji->dkj", C, B)
+    BO = np.einsum("dki,dij->dkj", B, O)
+    BOB = np.einsum("dki,dji->dkj", BO, B)
+    s = scale[:, None, None]
+    W_new = s**2 * W + s * (CB + CB.transpose(0, 2, 1)) + BOB
+    C_new = s * C + BO
+    return W_new, C_new
+
+
+def _local_step(S: np.ndarray, K: int, branches, delta: np.ndarray, shared: bool) -> np.ndarray:
+    """One local step of every worker: exact update of ``S = E[y y^T]`` per direction.
+
+    Shared coins: every worker takes the same branch, so ``S'`` is the branch average of
+    ``M S M^T``. Independent coins: a worker's row is linear in its own coin, so
+    cross-worker entries use the mean map and each worker's own second moment is the branch
+    average (the diagonal of the shared-coin formula). Noise is independent per worker and
+    enters the diagonal only.
+    """
+    W, C, O = S[:, :K, :K], S[:, :K, K:], S[:, K:, K:]
+    d = S.shape[0]
+    W_sh = np.zeros_like(W)
+    C_new = np.zeros_like(C)
+    noise = np.zeros(d)
+    mean_scale = np.zeros(d)
+    mean_B = np.zeros((d, K, 3))
+    for br in branches:
+        scale, B = _branch_blocks(br, delta)
+        Wb, Cb = _map_blocks(W, C, O, scale, B)
+        W_sh += br.prob * Wb
+        C_new += br.prob * Cb
+        noise += br.prob * np.broadcast_to(np.asarray(br.noise, dtype=float), (d,))
+        mean_scale += br.prob * scale
+        mean_B += br.prob * B
+    if shared or len(branches) == 1:
+        W_new = W_sh
+    else:
+        W_new, _ = _map_blocks(W, C, O, mean_scale, mean_B)
+        idx = np.arange(K)
+        W_new[:, idx, idx] = W_sh[:, idx, idx]
+    idx = np.arange(K)
+    W_new[:, idx, idx] += noise[:, None]
+    out = S.copy()
+    out[:, :K, :K] = W_new
+    out[:, :K, K:] = C_new
+    out[:, K:, :K] = C_new.transpose(0, 2, 1)
+    return out
+
+
+def _warm_step(S: np.ndarray, K: int, warm: Branch, ones: np.ndarray) -> np.ndarray:
+    """Minibatch SGD step ``y <- (1 - alpha lam) y - alpha mean_k xi_k`` on every worker
+    (the workers hold the same model; the averaged noise is common to all of them)."""
+    W, C, O = S[:, :K, :K], S[:, :K, K:], S[:, K:, K:]
+    d = S.shape[0]
+    scale = np.broadcast_to(np.asarray(warm.scale, dtype=float), (d,))
+    B = np.zeros((d, K, 3))
+    W_new, C_new = _map_blocks(W, C, O, scale, B)
+    W_new = W_new + np.asarray(warm.noise, dtype=float)[:, None, None] * np.outer(ones, ones)
+    out = S.copy()
+    out[:, :K, :K] = W_new
+    out[:, :K, K:] = C_new
+    out[:, K:, :K] = C_new.transpose(0, 2, 1)
+    return out
+
+
+def _apply_linear(J: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """``S <- J S J^T`` for a deterministic linear map ``J`` common to all directions."""
+    return np.einsum("ij,djk,lk->dil", J, S, J, optimize=True)
+
+
+def _sync_matrix(K: int, algo: _Algo) -> np.ndarray:
+    """Outer step and restart as a linear map on ``(x_1..x_K, z, buf, 1)`` (shifted coords).
+
+    ``Delta = z - xbar``. SGD: ``z' = z - gamma Delta``. Nesterov (PyTorch):
+    ``buf' = mu buf + Delta``, ``z' = z - gamma (Delta + mu buf')
+    = z - gamma (1+mu) Delta - gamma mu^2 buf``. Then ``x_k' = z'``.
+    """
+    n = K + 3
+    iz, ib, i1 = K, K + 1, K + 2
+    g, mu = algo.gamma, algo.mu
+    delta_row = np.zeros(n)
+    delta_row[:K] = -1.0 / K
+    delta_row[iz] = 1.0
+    z_row = np.zeros(n)
+    z_row[iz] = 1.0
+    buf_row = np.zeros(n)
+    if algo.outer == "nesterov":
+        buf_row[ib] = mu
+        buf_row += delta_row
+        z_row = z_row - g * (delta_row + mu * buf_row)
+    else:
+        z_row = z_row - g * delta_row
+    J = np.zeros((n, n))
+    J[:K] = z_row
+    J[iz] = z_row
+    J[ib] = buf_row
+    J[i1, i1] = 1.0
+    return J
+
+
+def _start_matrix(K: int) -> np.ndarray:
+    """End of warm-up: ``z <- xbar``, ``buf <- 0``, workers unchanged."""
+    n = K + 3
+    J = np.eye(n)
+    J[K] = 0.0
+    J[K, :K] = 1.0 / K
+    J[K + 1] = 0.0
+    return J
