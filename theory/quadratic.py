@@ -266,7 +266,9 @@ def _as_algo(spec: Any) -> _Algo:
     """Normalise an algorithm spec (``theory.simulate.AlgorithmSpec``, a dict, or any object
     with the fields ``kind, alpha, H, p, eta, outer, gamma, mu, T0, coins, sync_offset``)."""
     kind = str(_spec_get(spec, "kind", "palsgd") or "palsgd").lower().replace("-", "_")
-    alpha = _spec_get(spec, "alpha", _spec_get(spec, "lr"))
+    alpha = _spec_get(spec, "alpha")
+    if alpha is None:
+        alpha = _spec_get(spec, "lr")
     if alpha is None:
         raise UserInputError("algorithm spec lacks the inner learning rate 'alpha'")
     H = _spec_get(spec, "H", 1)
@@ -372,7 +374,15 @@ def within_round_closed_form(lam: Any, alpha: Any, eta: Any, p: Any, s2: Any, H:
     """Closed forms ``(A_H, C_H, rho2)`` (identities I4, I5 of the theory notes):
     ``A_H = -(lam/(lam+eta)) (1 - c^H)`` with ``c = 1 - alpha (lam+eta)``;
     ``rho2 = c^2 + p(1-p) alpha^2 (eta/p - lam/(1-p))^2`` (per-step mean-square contraction);
-    ``C_H = alpha^2 s2/(1-p) (1 - rho2^H)/(1 - rho2)`` (noise accumulated in a round)."""
+    ``C_H = alpha^2 s2/(1-p) (1 - rho2^H)/(1 - rho2)`` (noise accumulated in a round).
+    A numeric ``p == 0`` never pulls (Local SGD): ``eta`` is then taken as 0."""
+    if isinstance(p, int | float) and p == 0:
+        eta, p = 0 * eta, 0
+        c = 1 - alpha * lam
+        A = -(1 - c**H) + 0 * lam
+        rho2 = c**2
+        C = alpha**2 * s2 * (1 - rho2**H) / (1 - rho2)
+        return A, C, rho2
     c = 1 - alpha * (lam + eta)
     A = -(lam / (lam + eta)) * (1 - c**H)
     rho2 = c**2 + p * (1 - p) * alpha**2 * (eta / p - lam / (1 - p)) ** 2
