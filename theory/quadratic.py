@@ -60,6 +60,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from theory.validation import UserInputError, validate, validate_one
 
@@ -445,7 +446,9 @@ class ExactCurves:
 # ----------------------------------------------------------------------------- engine
 
 
-def exact_moments(problem: Any, spec: Any, *, T: int, x0: Any = None) -> ExactCurves:
+def exact_moments(
+    problem: Any, spec: Any, *, T: int, x0: Any = None, progress: bool = False
+) -> ExactCurves:
     """Exact expected curves of the algorithm ``spec`` on the quadratic ``problem``.
 
     ``problem``: a :class:`QuadraticProblem` or a quadratic from ``theory.problems`` (see
@@ -455,7 +458,8 @@ def exact_moments(problem: Any, spec: Any, *, T: int, x0: Any = None) -> ExactCu
     ``('minibatch', 'sgd', 'ddp')`` runs minibatch SGD at every step. ``T``: number of
     steps (pull steps count). ``x0``: starting point (default: the problem's).
     All workers start at ``x0``; the anchor starts at ``x0`` (``T0 = 0``) or at the
-    warm-up iterate (``T0 > 0``), the outer momentum buffer at zero.
+    warm-up iterate (``T0 > 0``), the outer momentum buffer at zero. ``progress`` shows a
+    tqdm bar over the steps.
     """
     prob = _as_problem(problem)
     algo = _as_algo(spec)
@@ -498,7 +502,7 @@ def exact_moments(problem: Any, spec: Any, *, T: int, x0: Any = None) -> ExactCu
         r_dist.append(float(np.sum(S[:, iz, iz])))
         r_mean.append(U @ e_z)
 
-    for t in range(T):
+    for t in tqdm(range(T), desc="exact moments", disable=not progress, leave=False):
         local = t >= algo.T0
         if local and t == algo.T0:
             if algo.T0 > 0:
@@ -555,11 +559,12 @@ def _branch_blocks(br: Branch, delta: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _map_blocks(W, C, O, scale, B):
     """Worker block and worker/others block after ``y_w <- scale*y_w + B y_o`` (exact)."""
-    CB = np.einsum("dki,dji->dkj", C, B)
-    BO = np.einsum("dki,dij->dkj", B, O)
-    BOB = np.einsum("dki,dji->dkj", BO, B)
+    Bt = B.transpose(0, 2, 1)
+    BO = B @ O
     s = scale[:, None, None]
-    W_new = s**2 * W + s * (CB + CB.transpose(0, 2, 1)) + BOB
+    # s^2 W + s (C B^T + B C^T) + B O B^T, with B C^T = (C B^T)^T
+    CB = s * (C @ Bt)
+    W_new = s**2 * W + CB + CB.transpose(0, 2, 1) + BO @ Bt
     C_new = s * C + BO
     return W_new, C_new
 
