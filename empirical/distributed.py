@@ -1,0 +1,225 @@
+"""Process-group helpers: initialise from a ``torchrun`` environment or as a single process,
+and spawn small multi-process groups for tests and benchmarks.
+
+Backends: ``gloo`` on CPU, ``nccl`` when CUDA is available and requested (``backend=None``
+picks ``nccl`` if ``torch.cuda.is_available()`` else ``gloo``). Nothing here touches global
+random state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import multiprocessing as mp
+import os
+import pickle
+import queue as queue_mod
+import socket
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "DistContext",
+    "init_distributed",
+    "cleanup",
+    "find_free_port",
+    "spawn_workers",
+    "group_rank",
+    "group_size",
+    "WorkerError",
+]
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Where this process stands: ``rank``/``world_size`` in the default group, ``local_rank``
+    on its node, the ``device`` to put the model on, the ``backend``, and whether this call
+    created the group (so :func:`cleanup` may destroy it)."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    created: bool
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _default_backend() -> str:
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def _device_for(backend: str, local_rank: int) -> torch.device:
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def init_distributed(
+    backend: str | None = None, *, timeout_s: float = 1800.0, device: str | None = None
+) -> DistContext:
+    """Initialise (or join) the default process group.
+
+    * Already initialised: return its context unchanged.
+    * ``torchrun`` environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``):
+      ``init_process_group(backend, init_method="env://")``; ``LOCAL_RANK`` picks the GPU.
+    * Otherwise a single-process group (world size 1) on an in-memory store, so that the
+      same code path (including ``torch`` DDP) runs without a launcher.
+
+    ``device`` (``"cpu"``/``"cuda"``) overrides the device; with ``backend=None`` a CUDA
+    device implies ``nccl`` and a CPU device ``gloo``.
+    """
+    if backend is None:
+        backend = {"cpu": "gloo", "cuda": "nccl"}.get(device or "", _default_backend())
+    if backend not in ("gloo", "nccl"):
+        from theory.validation import UserInputError
+
+        raise UserInputError(f"'backend' = {backend!r} is not one of 'gloo', 'nccl'")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if dist.is_available() and dist.is_initialized():
+        be = str(dist.get_backend())
+        dev = torch.device(device) if device else _device_for(be, local_rank)
+        return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, dev, be, False)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    env = os.environ
+    if all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        dist.init_process_group(backend, init_method="env://", timeout=timeout)
+    else:
+        dist.init_process_group(
+            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
+        )
+    dev = torch.device(device) if device else _device_for(backend, local_rank)
+    return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, dev, backend, True)
+
+
+def cleanup(ctx: DistContext | None = None) -> None:
+    """Destroy the default group if it exists (and, given ``ctx``, only if ``ctx`` created it)."""
+    if dist.is_available() and dist.is_initialized() and (ctx is None or ctx.created):
+        dist.destroy_process_group()
+
+
+def group_rank(group: Any = None) -> int:
+    """Rank in ``group`` (0 when no process group is initialised)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0
+    return dist.get_rank(group)
+
+
+def group_size(group: Any = None) -> int:
+    """Size of ``group`` (1 when no process group is initialised)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1
+    return dist.get_world_size(group)
+
+
+def find_free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        return int(s.getsockname()[1])
+
+
+class WorkerError(RuntimeError):
+    """A spawned worker raised; the message carries its rank and traceback."""
+
+
+def _worker_entry(
+    rank: int,
+    world_size: int,
+    port: int,
+    backend: str,
+    threads: int,
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    results: Any,
+) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    torch.set_num_threads(threads)
+    payload: tuple[int, str, bytes]
+    try:
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=300),
+        )
+        try:
+            out = fn(rank, world_size, *args)
+        finally:
+            dist.destroy_process_group()
+        payload = (rank, "ok", pickle.dumps(out))
+    except BaseException:  # noqa: BLE001 - reported to the parent with its traceback
+        payload = (rank, "error", traceback.format_exc().encode())
+    results.put(payload)
+
+
+def spawn_workers(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    backend: str = "gloo",
+    timeout_s: float = 300.0,
+    threads_per_worker: int = 1,
+) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes and return the
+    results ordered by rank.
+
+    Each process joins a ``backend`` group on a free local port (``tcp://127.0.0.1``) and
+    uses ``threads_per_worker`` intra-op threads. ``fn`` must be importable (module level)
+    and its result picklable. A worker exception is re-raised here as :class:`WorkerError`
+    with the worker's traceback; a worker that does not finish within ``timeout_s`` seconds
+    is terminated. Meant for tests and benchmarks (CPU, gloo, a few processes).
+    """
+    if world_size < 1:
+        raise ValueError("world_size must be >= 1")
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = find_free_port()
+    procs = [
+        ctx.Process(
+            target=_worker_entry,
+            args=(r, world_size, port, backend, threads_per_worker, fn, tuple(args), results),
+            daemon=False,
+        )
+        for r in range(world_size)
+    ]
+    for proc in procs:
+        proc.start()
+    collected: dict[int, tuple[str, bytes]] = {}
+    deadline = datetime.datetime.now() + datetime.timedelta(seconds=timeout_s)
+    try:
+        while len(collected) < world_size:
+            left = (deadline - datetime.datetime.now()).total_seconds()
+            if left <= 0:
+                raise TimeoutError(f"spawned workers did not finish within {timeout_s} s")
+            try:
+                rank, status, data = results.get(timeout=min(left, 1.0))
+            except queue_mod.Empty:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead and len(collected) + len(dead) >= world_size:
+                    codes = {i: p.exitcode for i, p in enumerate(procs)}
+                    raise WorkerError(f"worker(s) died without a result, exit codes {codes}") from None
+                continue
+            collected[rank] = (status, data)
+            if status == "error":
+                raise WorkerError(f"worker {rank} failed:\n{data.decode()}")
+    finally:
+        for proc in procs:
+            proc.join(timeout=5 if len(collected) == world_size else 0.1)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5)
+        results.close()
+    return [pickle.loads(collected[r][1]) for r in range(world_size)]
