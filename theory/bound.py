@@ -5,19 +5,27 @@ A bound states
     (1/T) sum_{t<T} E||grad f(xbar_t)||^2  <=  expression(L, sigma, zeta, F0, K, H, p, alpha, ...)
 
 whenever every step-size condition holds. ``xbar_t`` is the average of the workers'
-iterates at step ``t`` (for single-model methods, the model itself). Everything numeric
-is vectorised: any parameter may be a numpy array and results broadcast.
+iterates at step ``t`` (for single-model methods, the model itself; a bound whose averaged
+model is different, e.g. EASGD's, says so in its ``notes``). Units: the bound is in units of
+squared gradient norm; ``F0`` is in units of loss, ``L`` of loss/length^2, ``sigma`` and
+``zeta`` of gradient norm, ``alpha`` of length^2/loss; ``K``, ``H``, ``T`` are counts.
+
+Everything numeric is vectorised: any parameter may be a numpy array, and results have the
+broadcast shape of *all* supplied parameters (including ones the bound does not use).
+Sympy expressions are compiled once per bound with :func:`sympy.lambdify` and cached.
+Public methods validate their inputs once through :func:`theory.validation.validate`;
+the iterative solvers work on the validated arrays without validating again.
 
 Numerical methods assume what the encoded bounds satisfy and the tests check:
 the bound is unimodal in ``log(alpha)`` (used by :meth:`Bound.optimal_step`), each
 condition is monotone in ``alpha`` (holds on an interval ``(0, alpha_max]``, used by
-:meth:`Bound.max_step`), and the bound and the conditions are monotone in ``H``
+:meth:`Bound.max_step`), and the rate terms and conditions are monotone in ``H``
 (used by :meth:`Bound.max_H`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -27,9 +35,14 @@ import sympy as sp
 
 from theory import symbols as S
 from theory.assumptions import Assumption
-from theory.validation import UserInputError, canonical_name, validate
+from theory.validation import UserInputError, validate
 
 __all__ = ["Condition", "ConditionResult", "Bound", "RateTerm", "param_name"]
+
+#: relative tolerance for a non-strict condition ``lhs <= rhs``: it holds when
+#: ``lhs <= rhs + RTOL * (|lhs| + |rhs|)``; this absorbs floating-point rounding only
+#: (e.g. ``alpha = 1/L`` evaluated as ``alpha * L = 1.0000000000000002``).
+RTOL = 1e-12
 
 
 def param_name(sym: sp.Symbol) -> str:
@@ -39,7 +52,7 @@ def param_name(sym: sp.Symbol) -> str:
 
 @dataclass(frozen=True)
 class Condition:
-    """A step-size or stability condition ``lhs <= rhs`` (or ``<``) with its meaning."""
+    """A step-size or stability condition ``lhs <= rhs`` (or ``<``, ``>=``, ``>``) with its meaning."""
 
     name: str
     relation: sp.core.relational.Relational
@@ -56,10 +69,16 @@ class Condition:
         return self.relation.rel_op in ("<", ">")
 
     @property
-    def margin(self) -> sp.Expr:
-        """``rhs - lhs`` for ``lhs <= rhs``: the condition holds iff margin >= 0 (> 0 if strict)."""
+    def sides(self) -> tuple[sp.Expr, sp.Expr]:
+        """``(small, big)``: the condition reads ``small <= big`` (``<`` if strict)."""
         r = self.relation
-        return r.rhs - r.lhs if r.rel_op in ("<=", "<") else r.lhs - r.rhs
+        return (r.lhs, r.rhs) if r.rel_op in ("<=", "<") else (r.rhs, r.lhs)
+
+    @property
+    def margin(self) -> sp.Expr:
+        """``big - small``: the condition holds iff margin >= 0 (> 0 if strict)."""
+        small, big = self.sides
+        return big - small
 
     def latex(self) -> str:
         return sp.latex(self.relation)
@@ -67,6 +86,8 @@ class Condition:
 
 @dataclass(frozen=True)
 class ConditionResult:
+    """Verdict of one condition: ``holds`` (bool array) and ``margin = big - small``."""
+
     name: str
     text: str
     holds: np.ndarray
@@ -81,12 +102,49 @@ class RateTerm:
     coefficient: sp.Expr
     t_exponent: sp.Rational
 
+    @property
+    def expression(self) -> sp.Expr:
+        return self.coefficient * S.T**self.t_exponent
+
     def __str__(self) -> str:
         return f"({self.coefficient}) * T^({self.t_exponent})"
 
 
-def _as_arrays(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v, dtype=float) for k, v in values.items()}
+class _Compiled:
+    """A lambdified expression (or tuple of expressions) with its parameter names."""
+
+    __slots__ = ("names", "fn", "owner", "multi")
+
+    def __init__(self, exprs: sp.Expr | Sequence[sp.Expr], owner: str):
+        self.multi = isinstance(exprs, list | tuple)
+        items = list(exprs) if self.multi else [exprs]
+        syms = sorted(set().union(*(sp.sympify(e).free_symbols for e in items)), key=lambda s: s.name)
+        self.names = tuple(param_name(s) for s in syms)
+        self.fn: Callable[..., Any] = sp.lambdify(syms, items if self.multi else items[0], "numpy")
+        self.owner = owner
+
+    def __call__(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> Any:
+        try:
+            args = [arr[n] for n in self.names]
+        except KeyError:
+            missing = sorted(set(self.names) - set(arr))
+            raise UserInputError(f"bound {self.owner!r} needs parameter(s) {missing}") from None
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            out = self.fn(*args)
+        if self.multi:
+            return [_shaped(o, shape) for o in out]
+        return _shaped(out, shape)
+
+
+def _shaped(out: Any, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.asarray(out, dtype=float)
+    if out.shape != shape:
+        out = np.array(np.broadcast_to(out, shape))
+    return out
+
+
+def _shape_of(arr: Mapping[str, np.ndarray]) -> tuple[int, ...]:
+    return np.broadcast_shapes(*(a.shape for a in arr.values())) if arr else ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +164,7 @@ class Bound:
     recommended_step: a closed-form step size ``alpha(T, K, ...)`` used by :meth:`rate`
         (usually the step that balances the leading terms); ``None`` means none.
     notes: caveats shown with the bound.
+    step_symbol: the step-size symbol the solvers optimise over (default ``alpha``).
     """
 
     name: str
@@ -131,6 +190,8 @@ class Bound:
     ) -> Bound:
         """Build a user bound from strings in the project's symbols.
 
+        ``recommended_step`` may also be given as a string.
+
         >>> b = Bound.from_strings("mine", "2*F0/(alpha*T) + L*alpha*sigma**2/K",
         ...                        ["alpha*L <= 1"], provenance="my notes")
         """
@@ -144,27 +205,40 @@ class Bound:
                 raise UserInputError(f"bound {name!r}: cannot parse {what} {text!r}: {exc}") from None
 
         expr = parse(expression, "expression")
+        if isinstance(expr, sp.core.relational.Relational) or not isinstance(expr, sp.Expr):
+            raise UserInputError(f"bound {name!r}: expression {expression!r} is not a formula")
         items = conditions.items() if isinstance(conditions, Mapping) else enumerate(conditions)
         conds = []
         for key, text in items:
             rel = parse(text, "condition")
-            if not isinstance(rel, sp.core.relational.Relational):
+            if not isinstance(rel, sp.core.relational.Relational) or rel.rel_op not in (
+                "<=",
+                "<",
+                ">=",
+                ">",
+            ):
                 raise UserInputError(f"bound {name!r}: condition {text!r} is not an inequality")
             conds.append(Condition(f"C{key + 1}" if isinstance(key, int) else str(key), rel))
+        if isinstance(kwargs.get("recommended_step"), str):
+            kwargs["recommended_step"] = parse(kwargs["recommended_step"], "recommended_step")
         kwargs.setdefault("title", name)
         return cls(name=name, expression=expr, conditions=tuple(conds), **kwargs)
 
     def __post_init__(self) -> None:
         allowed = set(S.ALL)
-        for what, e in [("expression", self.expression)] + [
-            (f"condition {c.name}", c.relation) for c in self.conditions
-        ]:
+        checks = [("expression", self.expression)]
+        checks += [(f"condition {c.name}", c.relation) for c in self.conditions]
+        if self.recommended_step is not None:
+            checks.append(("recommended_step", self.recommended_step))
+        for what, e in checks:
             unknown = e.free_symbols - allowed
             if unknown:
                 raise UserInputError(
                     f"bound {self.name!r}: {what} uses unknown symbols "
                     f"{sorted(map(str, unknown))}; use theory.symbols ({[s.name for s in S.ALL]})"
                 )
+        if self.step_symbol not in allowed:
+            raise UserInputError(f"bound {self.name!r}: step symbol must be one of theory.symbols")
 
     # ----------------------------------------------------------------- structure
     @cached_property
@@ -194,9 +268,15 @@ class Bound:
             "name": self.name,
             "title": self.title,
             "expression": str(self.expression),
+            "terms": [str(t) for t in self.terms],
             "latex": self.latex(),
             "conditions": [
-                {"name": c.name, "relation": str(c.relation), "description": c.description}
+                {
+                    "name": c.name,
+                    "relation": str(c.relation),
+                    "latex": c.latex(),
+                    "description": c.description,
+                }
                 for c in self.conditions
             ],
             "assumptions": [str(a) for a in self.assumptions],
@@ -208,125 +288,121 @@ class Bound:
             "notes": self.notes,
         }
 
-    # ----------------------------------------------------------------- numerics
-    def _symbols_of(self, expr: sp.Expr) -> list[sp.Symbol]:
-        return sorted(expr.free_symbols, key=lambda s: s.name)
-
-    def _compile(self, expr: sp.Expr) -> tuple[list[str], Callable[..., Any]]:
-        syms = self._symbols_of(expr)
-        fn = sp.lambdify(syms, expr, modules="numpy")
-        return [param_name(s) for s in syms], fn
-
-    @cached_property
-    def _compiled_expression(self):
-        return self._compile(self.expression)
-
-    @cached_property
-    def _compiled_terms(self):
-        return [self._compile(t) for t in self.terms]
-
-    @cached_property
-    def _compiled_margins(self):
-        return [self._compile(c.margin) for c in self.conditions]
-
-    def _prepare(self, values: Mapping[str, Any], needed: Iterable[str]) -> dict[str, np.ndarray]:
-        vals = validate(values)
-        missing = sorted(set(needed) - set(vals))
-        if missing:
-            raise UserInputError(
-                f"bound {self.name!r} needs parameter(s) {missing} (it depends on "
-                f"{list(self.parameters)})"
-            )
-        return _as_arrays(vals)
-
-    @staticmethod
-    def _call(compiled, vals: Mapping[str, np.ndarray]) -> np.ndarray:
-        names, fn = compiled
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            out = fn(*(vals[n] for n in names))
-        shape = np.broadcast_shapes(*(np.shape(vals[n]) for n in names)) if names else ()
-        return np.broadcast_to(np.asarray(out, dtype=float), shape).copy()
-
-    def evaluate(self, **values: Any) -> np.ndarray:
-        """Value of the bound (vectorised; parameters may be arrays, aliases accepted)."""
-        names = self._compiled_expression[0]
-        vals = self._prepare(values, names)
-        return self._call(self._compiled_expression, vals)
-
-    def term_values(self, **values: Any) -> list[tuple[str, np.ndarray]]:
-        """Each additive term's value, labelled by its sympy string."""
-        needed = {n for names, _ in self._compiled_terms for n in names}
-        vals = self._prepare(values, needed)
-        return [(str(t), self._call(c, vals)) for t, c in zip(self.terms, self._compiled_terms, strict=True)]
-
-    def condition_report(self, **values: Any) -> list[ConditionResult]:
-        """Each condition's verdict and margin (``rhs - lhs``; >= 0 means it holds)."""
-        needed = {n for names, _ in self._compiled_margins for n in names}
-        vals = self._prepare(values, needed)
-        out = []
-        for c, comp in zip(self.conditions, self._compiled_margins, strict=True):
-            m = self._call(comp, vals)
-            holds = m > 0 if c.strict else m >= -1e-12 * (1 + np.abs(m))
-            holds = holds & np.isfinite(m)
-            out.append(ConditionResult(c.name, str(c.relation), holds, m, c.description))
-        return out
-
-    def conditions_hold(self, **values: Any) -> np.ndarray:
-        """True where every condition holds (vectorised)."""
-        rep = self.condition_report(**values)
-        if not rep:
-            shape = np.broadcast_shapes(*(np.shape(v) for v in values.values())) if values else ()
-            return np.ones(shape, dtype=bool)
-        return np.logical_and.reduce([r.holds for r in rep])
-
+    # ----------------------------------------------------------------- compiled pieces
     def _step_name(self) -> str:
         return param_name(self.step_symbol)
 
-    def max_step(self, *, iters: int = 80, **values: Any) -> np.ndarray:
-        """Largest step ``alpha`` for which every condition holds (NaN if none does).
+    @cached_property
+    def _f_expression(self) -> _Compiled:
+        return _Compiled(self.expression, self.name)
 
-        Bisection in ``log(alpha)``, vectorised; assumes the feasible set is ``(0, alpha_max]``.
-        """
+    @cached_property
+    def _f_terms(self) -> _Compiled:
+        return _Compiled(list(self.terms), self.name)
+
+    @cached_property
+    def _f_conditions(self) -> _Compiled | None:
+        if not self.conditions:
+            return None
+        sides = [e for c in self.conditions for e in c.sides]
+        return _Compiled(sides, self.name)
+
+    @cached_property
+    def _f_recommended(self) -> _Compiled | None:
+        return None if self.recommended_step is None else _Compiled(self.recommended_step, self.name)
+
+    @cached_property
+    def _rate_cache(self) -> dict[Any, list[RateTerm]]:
+        return {}
+
+    @cached_property
+    def _speedup_cache(self) -> dict[Any, tuple[_Compiled, _Compiled]]:
+        return {}
+
+    # ----------------------------------------------------------------- input handling
+    def _arrays(
+        self, values: Mapping[str, Any], drop: Sequence[str] = ()
+    ) -> tuple[dict[str, np.ndarray], tuple[int, ...]]:
+        """Validate once; return float arrays keyed by project name, and their broadcast shape."""
+        vals = validate(values)
+        arr = {k: np.asarray(v, dtype=float) for k, v in vals.items() if k not in drop}
+        try:
+            shape = _shape_of(arr)
+        except ValueError as exc:
+            raise UserInputError(f"bound {self.name!r}: parameter arrays do not broadcast: {exc}") from None
+        return arr, shape
+
+    # ----------------------------------------------------------------- numerics on arrays
+    def _value(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        return self._f_expression(arr, shape)
+
+    def _margins(
+        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per condition: (holds, margin)."""
+        if self._f_conditions is None:
+            return []
+        sides = self._f_conditions(arr, shape)
+        out = []
+        for i, c in enumerate(self.conditions):
+            small, big = sides[2 * i], sides[2 * i + 1]
+            m = big - small
+            if c.strict:
+                holds = m > 0
+            else:
+                holds = m >= -RTOL * (np.abs(small) + np.abs(big))
+            out.append((holds & np.isfinite(m), m))
+        return out
+
+    def _holds(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        res = self._margins(arr, shape)
+        if not res:
+            return np.ones(shape, dtype=bool)
+        return np.logical_and.reduce([h for h, _ in res])
+
+    def _max_step_arr(
+        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], iters: int = 80
+    ) -> np.ndarray:
         step = self._step_name()
-        values = {canonical_name(k): v for k, v in values.items() if canonical_name(k) != step}
-        probe = {**values, step: 1.0}
-        shape = np.broadcast_shapes(*(np.shape(v) for v in probe.values()))
+
+        def ok(a: np.ndarray) -> np.ndarray:
+            return self._holds({**arr, step: a}, shape)
+
         lo = np.full(shape, 1e-300)
         hi = np.full(shape, 1e-12)
-        ok_lo = self.conditions_hold(**{**values, step: np.full(shape, 1e-14)})
-        ok_hi = self.conditions_hold(**{**values, step: hi})
-        for _ in range(120):  # grow hi while it is still feasible
+        ok_lo = ok(np.full(shape, 1e-14))
+        ok_hi = ok(hi)
+        for _ in range(30):  # grow hi by decades while it is still feasible
             grow = ok_hi & (hi < 1e12)
             if not grow.any():
                 break
             lo = np.where(grow, hi, lo)
             hi = np.where(grow, hi * 10.0, hi)
-            ok_hi = np.where(grow, self.conditions_hold(**{**values, step: hi}), ok_hi)
-        for _ in range(iters):
-            mid = np.sqrt(lo * hi)
-            ok = self.conditions_hold(**{**values, step: mid})
-            lo = np.where(ok, mid, lo)
-            hi = np.where(ok, hi, mid)
+            ok_hi = np.where(grow, ok(hi), ok_hi)
+        active = ~ok_hi & ok_lo
+        if active.any():
+            for _ in range(iters):
+                mid = np.sqrt(lo * hi)
+                good = ok(mid)
+                lo = np.where(good, mid, lo)
+                hi = np.where(good, hi, mid)
         out = np.where(ok_hi, np.inf, lo)
         return np.where(ok_lo, out, np.nan)
 
-    def optimal_step(self, *, iters: int = 100, **values: Any) -> np.ndarray:
-        """Step ``alpha`` minimising the bound subject to the conditions.
-
-        Golden-section search in ``log(alpha)`` over ``[alpha_max * 1e-12, alpha_max]``;
-        assumes the bound is unimodal in ``log(alpha)``. NaN where no step is feasible.
-        """
+    def _optimal_step_arr(
+        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], iters: int = 100
+    ) -> np.ndarray:
         step = self._step_name()
-        values = {canonical_name(k): v for k, v in values.items() if canonical_name(k) != step}
-        amax = self.max_step(**values)
-        top = np.where(np.isinf(amax), 1e12, amax)
-        feasible = np.isfinite(top)
-        top = np.where(feasible, top, 1.0)
-        a, b = np.log(top) - 12 * np.log(10.0), np.log(top)
+        amax = self._max_step_arr(arr, shape)
+        unbounded = np.isinf(amax)
+        feasible = ~np.isnan(amax)
+        top = np.where(unbounded, 1e20, np.where(feasible, amax, 1.0))
+        a = np.log(top) - np.where(unbounded, 40.0, 20.0) * np.log(10.0)
+        b = np.log(top)
         g = (np.sqrt(5.0) - 1) / 2
 
         def f(logs: np.ndarray) -> np.ndarray:
-            v = self.evaluate(**{**values, step: np.exp(logs)})
+            v = self._value({**arr, step: np.exp(logs)}, shape)
             return np.where(np.isnan(v), np.inf, v)
 
         c, d = b - g * (b - a), a + g * (b - a)
@@ -336,13 +412,59 @@ class Bound:
             a, b = np.where(left, a, c), np.where(left, d, b)
             c_new = np.where(left, b - g * (b - a), d)
             d_new = np.where(left, c, a + g * (b - a))
-            fc, fd = np.where(left, f(c_new), fd), np.where(left, fc, f(d_new))
-            c, d = c_new, d_new
+            fc_new = np.where(left, f(c_new), fd)
+            fd_new = np.where(left, fc, f(d_new))
+            c, d, fc, fd = c_new, d_new, fc_new, fd_new
         best = np.exp((a + b) / 2)
         # the optimum may sit on the boundary alpha_max
         better_top = f(np.log(top)) <= f(np.log(best))
-        best = np.where(better_top, top, best)
+        best = np.where(better_top & ~unbounded, top, best)
         return np.where(feasible, best, np.nan)
+
+    # ----------------------------------------------------------------- public numerics
+    def evaluate(self, **values: Any) -> np.ndarray:
+        """Value of the bound (vectorised; parameters may be arrays, aliases accepted)."""
+        arr, shape = self._arrays(values)
+        return self._value(arr, shape)
+
+    def term_values(self, **values: Any) -> list[tuple[str, np.ndarray]]:
+        """Each additive term's value, labelled by its sympy string (same order as :attr:`terms`)."""
+        arr, shape = self._arrays(values)
+        vals = self._f_terms(arr, shape)
+        return [(str(t), v) for t, v in zip(self.terms, vals, strict=True)]
+
+    def condition_report(self, **values: Any) -> list[ConditionResult]:
+        """Each condition's verdict and margin (``big - small``; >= 0 means it holds)."""
+        arr, shape = self._arrays(values)
+        return [
+            ConditionResult(c.name, str(c.relation), h, m, c.description)
+            for c, (h, m) in zip(self.conditions, self._margins(arr, shape), strict=True)
+        ]
+
+    def conditions_hold(self, **values: Any) -> np.ndarray:
+        """True where every condition holds (vectorised)."""
+        arr, shape = self._arrays(values)
+        return self._holds(arr, shape)
+
+    def max_step(self, *, iters: int = 80, **values: Any) -> np.ndarray:
+        """Largest step ``alpha`` for which every condition holds.
+
+        ``inf`` if the conditions hold up to ``alpha = 1e12``; NaN if they fail already at
+        ``alpha = 1e-14``. Bisection in ``log(alpha)``, vectorised; assumes the feasible set
+        is ``(0, alpha_max]``. A given ``alpha`` is ignored.
+        """
+        arr, shape = self._arrays(values, drop=(self._step_name(),))
+        return self._max_step_arr(arr, shape, iters)
+
+    def optimal_step(self, *, iters: int = 100, **values: Any) -> np.ndarray:
+        """Step ``alpha`` minimising the bound subject to the conditions.
+
+        Golden-section search in ``log(alpha)`` over ``[alpha_max * 1e-20, alpha_max]``
+        (``[1e-20, 1e20]`` when no condition limits ``alpha``); assumes the bound is unimodal
+        in ``log(alpha)``. NaN where no step is feasible. A given ``alpha`` is ignored.
+        """
+        arr, shape = self._arrays(values, drop=(self._step_name(),))
+        return self._optimal_step_arr(arr, shape, iters)
 
     def optimal_step_symbolic(self) -> list[sp.Expr]:
         """Positive stationary points of the bound in ``alpha`` (empty if sympy finds none).
@@ -362,9 +484,11 @@ class Bound:
         ``step`` defaults to :attr:`recommended_step`. Returned slowest-decaying first, so
         ``rate()[0]`` is the leading term and the rest are higher-order terms.
         """
-        step = self.recommended_step if step is None else step
+        step = self.recommended_step if step is None else sp.sympify(step)
         if step is None:
             raise UserInputError(f"bound {self.name!r} has no recommended step; pass one")
+        if step in self._rate_cache:
+            return list(self._rate_cache[step])
         expr = sp.expand(sp.powsimp(self.expression.subs(self.step_symbol, step), force=True))
         groups: dict[sp.Expr, sp.Expr] = {}
         for term in sp.Add.make_args(expr):
@@ -374,8 +498,18 @@ class Bound:
                     f"bound {self.name!r}: term {term} is not a power of T times a T-free factor"
                 )
             groups[expo] = groups.get(expo, 0) + coeff
-        out = [RateTerm(sp.simplify(c), e) for e, c in groups.items() if c != 0]
-        return sorted(out, key=lambda r: -float(r.t_exponent))
+        out = [RateTerm(sp.factor(sp.simplify(c)), e) for e, c in groups.items() if c != 0]
+        out.sort(key=lambda r: -float(r.t_exponent))
+        self._rate_cache[step] = out
+        return list(out)
+
+    def _speedup_fns(self, step: sp.Expr) -> tuple[_Compiled, _Compiled]:
+        if step not in self._speedup_cache:
+            rate = self.rate(step)
+            lead = rate[0].expression
+            rest = sp.Add(*(r.expression for r in rate[1:]))
+            self._speedup_cache[step] = (_Compiled(lead, self.name), _Compiled(rest, self.name))
+        return self._speedup_cache[step]
 
     def max_H(
         self,
@@ -387,92 +521,81 @@ class Bound:
     ) -> dict[str, np.ndarray]:
         """Largest sync interval ``H`` that keeps linear speed-up, and that keeps the conditions.
 
-        ``speedup``: largest ``H`` such that the bound's higher-order terms (those that decay
-        faster than the leading power of ``T`` under ``step``) are at most ``factor`` times
-        the leading terms. ``conditions``: largest ``H`` for which the conditions hold at that
-        step. ``step`` is ``"recommended"`` (the bound's schedule), ``"optimal"`` (numeric
-        optimum at each H) or a number. Returns NaN where ``H = 1`` already fails, and
-        ``h_max`` where no limit was found below it.
+        ``speedup``: with ``step="recommended"``, the largest ``H`` such that the bound's
+        higher-order terms (those that decay faster in ``T`` than the leading term of
+        :meth:`rate`) are at most ``factor`` times the leading term; otherwise the largest
+        ``H`` with ``bound(H) <= (1 + factor) * bound(1)`` at that step.
+        ``conditions``: largest ``H`` for which the conditions hold at that step.
+        ``step`` is ``"recommended"`` (the bound's schedule; falls back to ``"optimal"`` if
+        it has none), ``"optimal"`` (numeric optimum at each H) or a number. A given ``H``
+        (and, unless ``step`` is a number, ``alpha``) is ignored. Returns NaN where ``H = 1``
+        already fails, and ``h_max`` where no limit was found below it (always, if the bound
+        does not depend on ``H``).
         """
-        values = {canonical_name(k): v for k, v in values.items() if canonical_name(k) != "H"}
-        H = S.H
-        uses_h = H in self.expression.free_symbols or any(
-            H in c.relation.free_symbols for c in self.conditions
+        stepname = self._step_name()
+        if step == "recommended" and self.recommended_step is None:
+            step = "optimal"
+        drop = ("H",) if isinstance(step, int | float) else ("H", stepname)
+        arr, shape = self._arrays(values, drop=drop)
+        if isinstance(step, int | float):
+            arr[stepname] = np.asarray(validate({stepname: step})[stepname], dtype=float)
+            shape = _shape_of(arr)
+        elif step not in ("recommended", "optimal"):
+            raise UserInputError(f"max_H: step must be 'recommended', 'optimal' or a number, not {step!r}")
+        uses_h = S.H in self.expression.free_symbols or any(
+            S.H in c.relation.free_symbols for c in self.conditions
         )
-        rate = self.rate() if step == "recommended" else None
+        if not uses_h:
+            full = np.full(shape, float(h_max))
+            return {"speedup": full, "conditions": full.copy()}
 
-        def step_at(hv: np.ndarray) -> np.ndarray:
+        def with_step(hv: np.ndarray) -> dict[str, np.ndarray]:
+            a = {**arr, "H": hv}
             if step == "recommended":
-                names, fn = self._compile(self.recommended_step)
-                vals = _as_arrays(validate({**values, "H": hv}))
-                return self._call((names, fn), vals)
-            if step == "optimal":
-                return self.optimal_step(**{**values, "H": hv})
-            return np.broadcast_to(np.asarray(float(step)), np.shape(hv))
+                a[stepname] = self._f_recommended(a, shape)
+            elif step == "optimal":
+                a[stepname] = self._optimal_step_arr(a, shape)
+            return a
 
-        def speedup_ok(hv: np.ndarray) -> np.ndarray:
-            vals = {**values, "H": hv}
-            if rate is not None:
-                lead, rest = rate[0], rate[1:]
-                arr = _as_arrays(validate(vals))
-                lv = self._call(self._compile(lead.coefficient * S.T**lead.t_exponent), arr)
-                rv = sum(
-                    (self._call(self._compile(r.coefficient * S.T**r.t_exponent), arr) for r in rest),
-                    np.zeros_like(lv),
-                )
-                return rv <= factor * lv
-            one = self.evaluate(**{**vals, "H": np.ones_like(hv), self._step_name(): step_at(np.ones_like(hv))})
-            return self.evaluate(**{**vals, self._step_name(): step_at(hv)}) <= (1 + factor) * one
+        if step == "recommended":
+            lead_fn, rest_fn = self._speedup_fns(self.recommended_step)
+
+            def speedup_ok(hv: np.ndarray) -> np.ndarray:
+                a = {**arr, "H": hv}
+                return rest_fn(a, shape) <= factor * lead_fn(a, shape)
+        else:
+            base = self._value(with_step(np.ones(shape)), shape)
+
+            def speedup_ok(hv: np.ndarray) -> np.ndarray:
+                return self._value(with_step(hv), shape) <= (1 + factor) * base
 
         def cond_ok(hv: np.ndarray) -> np.ndarray:
-            return self.conditions_hold(**{**values, "H": hv, self._step_name(): step_at(hv)})
+            return self._holds(with_step(hv), shape)
 
-        shape = np.broadcast_shapes(*(np.shape(v) for v in values.values())) if values else ()
         result = {}
         for key, pred in (("speedup", speedup_ok), ("conditions", cond_ok)):
-            if not uses_h:
-                result[key] = np.full(shape, float(h_max))
-                continue
-            lo = np.ones(shape)
-            ok1 = pred(lo)
-            hi = np.full(shape, 2.0)
-            ok_hi = pred(hi)
-            for _ in range(64):
-                grow = ok_hi & (hi < h_max)
-                if not grow.any():
-                    break
-                lo = np.where(grow, hi, lo)
-                hi = np.where(grow, np.minimum(hi * 2, h_max), hi)
-                ok_hi = np.where(grow, pred(hi), ok_hi)
-            while True:
-                gap = (hi - lo > 1) & ~ok_hi
-                if not gap.any():
-                    break
-                mid = np.floor((lo + hi) / 2)
-                ok = pred(mid)
-                lo = np.where(gap & ok, mid, lo)
-                hi = np.where(gap & ~ok, mid, hi)
-            best = np.where(ok_hi, hi, lo)
-            result[key] = np.where(ok1, best, np.nan)
+            result[key] = _largest_true_integer(pred, shape, float(h_max))
         return result
 
     def rounds_to_eps(self, eps: float, *, t_max: int = 10**15, **values: Any) -> np.ndarray:
         """Communication rounds ``R = T/H`` needed to guarantee bound <= ``eps``.
 
-        Uses the optimal step at each ``T``; bisection over ``R`` assumes the optimised bound
-        decreases in ``T``. Returns ``inf`` where even ``T = t_max`` is not enough.
+        ``T = R * H`` (``H = 1`` if the bound has no ``H``: every step is a round). Uses the
+        optimal step at each ``T``; bisection over ``R`` assumes the optimised bound decreases
+        in ``T``. Returns ``inf`` where even ``T = t_max`` is not enough. A given ``T`` and
+        ``alpha`` are ignored.
         """
-        validate(eps=eps)
-        values = {canonical_name(k): v for k, v in values.items() if canonical_name(k) != "T"}
-        hv = np.asarray(values.get("H", 1.0), dtype=float)
+        eps = float(validate(eps=eps)["eps"])
+        arr, shape = self._arrays(values, drop=("T", self._step_name()))
+        hv = arr.get("H", np.ones(()))
+        step = self._step_name()
 
         def ok(r: np.ndarray) -> np.ndarray:
-            t = r * hv
-            a = self.optimal_step(**{**values, "T": t})
-            v = self.evaluate(**{**values, "T": t, self._step_name(): np.where(np.isnan(a), 1.0, a)})
-            return np.isfinite(a) & (v <= eps)
+            a = {**arr, "T": r * hv}
+            best = self._optimal_step_arr(a, shape)
+            v = self._value({**a, step: np.where(np.isnan(best), 1.0, best)}, shape)
+            return np.isfinite(best) & (v <= eps)
 
-        shape = np.broadcast_shapes(hv.shape, *(np.shape(v) for v in values.values()))
         r_max = np.floor(t_max / hv) * np.ones(shape)
         lo = np.zeros(shape)  # infeasible by convention
         hi = np.ones(shape)
@@ -488,8 +611,38 @@ class Bound:
             gap = ok_hi & (hi - lo > 1)
             if not gap.any():
                 break
-            mid = np.floor((lo + hi) / 2)
+            mid = np.where(gap, np.floor((lo + hi) / 2), hi)
             good = ok(mid)
             hi = np.where(gap & good, mid, hi)
             lo = np.where(gap & ~good, mid, lo)
         return np.where(ok_hi, hi, np.inf)
+
+
+def _largest_true_integer(
+    pred: Callable[[np.ndarray], np.ndarray], shape: tuple[int, ...], h_max: float
+) -> np.ndarray:
+    """Largest integer ``h`` in ``[1, h_max]`` with ``pred(h)`` (pred monotone: true then false).
+
+    NaN where ``pred(1)`` is false; ``h_max`` where ``pred(h_max)`` is true.
+    """
+    lo = np.ones(shape)
+    ok1 = pred(lo)
+    hi = np.full(shape, min(2.0, h_max))
+    ok_hi = pred(hi)
+    for _ in range(64):
+        grow = ok_hi & (hi < h_max)
+        if not grow.any():
+            break
+        lo = np.where(grow, hi, lo)
+        hi = np.where(grow, np.minimum(hi * 2, h_max), hi)
+        ok_hi = np.where(grow, pred(hi), ok_hi)
+    while True:
+        gap = (hi - lo > 1) & ~ok_hi & ok1
+        if not gap.any():
+            break
+        mid = np.where(gap, np.floor((lo + hi) / 2), lo)
+        ok = pred(mid)
+        lo = np.where(gap & ok, mid, lo)
+        hi = np.where(gap & ~ok, mid, hi)
+    best = np.where(ok_hi, hi, lo)
+    return np.where(ok1, best, np.nan)

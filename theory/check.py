@@ -1,0 +1,687 @@
+"""The hyperparameter checker behind ``palsgd check``.
+
+Given problem constants (``L``, ``sigma``, ``zeta``, ``F0``) and hyperparameters (``K``,
+``H``, ``p``, ``alpha``, ``eta``, ``gamma``, ``mu``, ``T``, ...), :func:`check` reports for
+every applicable encoded bound: each condition with pass/fail and margin, the bound's value
+and each term's share, the dominant term, the step ``alpha`` that minimises the bound, the
+largest ``H`` that keeps linear speed-up, and the communication rounds to reach ``eps``.
+It also flags configuration-level stability problems of the PALSGD step (pull coefficient
+``alpha*eta/p`` and gradient-branch step ``alpha L/(1-p)``, anchors-theory.md I5 / theory
+plan I3). The report is a :class:`CheckReport`; ``to_dict()`` is JSON-ready and
+``to_text()`` is what the CLI prints.
+
+Python use (notebooks, the probe)::
+
+    from theory.check import check
+    rep = check({"L": 1.0, "sigma": 1.0, "F0": 1.0, "K": 4, "H": 32, "T": 10**5,
+                 "alpha": 0.01})
+    rep.bounds[0].value, rep.to_dict()
+
+CLI: ``palsgd check --L 1 --sigma 1 --F0 1 --K 4 --H 32 --T 100000 --lr 0.01 [--json]``,
+``--config run.yaml`` (keys: parameter names or the authors' flag names; flags override the
+file), ``--preset NAME`` (:mod:`theory.presets`), ``--bound NAME`` (repeatable), ``--eps``.
+Exit status 0 whether or not conditions hold (it is a report); 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from theory import bounds as registry
+from theory.assumptions import A3_IID, OUTER_AVERAGING
+from theory.bound import Bound, param_name
+from theory.presets import get_preset, preset_names
+from theory.validation import ALIASES, PARAMS, UserInputError, canonicalize, validate
+
+__all__ = [
+    "ALGORITHMS",
+    "BoundCheck",
+    "CheckReport",
+    "ConditionCheck",
+    "ConfigWarning",
+    "TermShare",
+    "add_arguments",
+    "check",
+    "infer_algorithm",
+    "load_config",
+    "run",
+]
+
+#: algorithms a configuration can name (``--algorithm``); bounds list theirs in ``algorithms``
+ALGORITHMS = ("sgd", "ddp", "local_sgd", "easgd", "palsgd")
+
+#: (project name, extra option strings) for every parameter flag of ``palsgd check``
+_FLAGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("L", ()),
+    ("sigma", ()),
+    ("zeta", ()),
+    ("F0", ()),
+    ("K", ("--world_size", "--num_gpus")),
+    ("H", ("--sync_interval",)),
+    ("T", ("--steps",)),
+    ("T0", ("--local_sgd_start_iter",)),
+    ("p", ("--prob_no_grad",)),
+    ("alpha", ("--lr",)),
+    ("eta", ()),
+    ("gamma", ("--outer_lr",)),
+    ("mu", ("--outer_momentum",)),
+    ("A", ("--grad_accu_step",)),
+    ("eps", ()),
+)
+_CONFIG_EXTRA_KEYS = ("algorithm", "bound", "bounds", "preset")
+
+
+# --------------------------------------------------------------------------- report types
+@dataclass
+class ConditionCheck:
+    """One condition at the checked configuration; ``margin = big - small`` (>= 0 holds)."""
+
+    name: str
+    relation: str
+    description: str
+    holds: bool
+    margin: float
+
+
+@dataclass
+class TermShare:
+    """One additive term of a bound: its value and its share of the bound (percent)."""
+
+    term: str
+    value: float
+    share: float
+
+
+@dataclass
+class ConfigWarning:
+    """A configuration-level finding; ``level`` is ``"warning"`` or ``"info"``."""
+
+    level: str
+    code: str
+    message: str
+    margin: float | None = None
+
+
+@dataclass
+class BoundCheck:
+    """The check of one bound. ``status`` is ``"evaluated"`` or ``"skipped"`` (see ``reason``).
+
+    ``alpha_source`` is ``"given"`` (the configuration's ``alpha``) or ``"optimal"`` (no
+    ``alpha`` given: the bound is evaluated at :meth:`Bound.optimal_step`). ``max_H_speedup``
+    and ``max_H_conditions`` are ``None`` when the bound does not depend on ``H``;
+    ``max_H_step`` says at which step size they were computed.
+    """
+
+    name: str
+    title: str
+    provenance: str
+    derived_here: bool
+    algorithms: list[str]
+    assumptions: list[str]
+    notes: str
+    status: str
+    reason: str = ""
+    applicable: bool = True
+    caveats: list[str] = field(default_factory=list)
+    alpha: float | None = None
+    alpha_source: str | None = None
+    conditions: list[ConditionCheck] = field(default_factory=list)
+    conditions_hold: bool | None = None
+    value: float | None = None
+    terms: list[TermShare] = field(default_factory=list)
+    dominant_term: str | None = None
+    optimal_alpha: float | None = None
+    max_alpha: float | None = None
+    uses_H: bool = False
+    max_H_speedup: float | None = None
+    max_H_conditions: float | None = None
+    max_H_step: str | None = None
+    rounds_to_eps: float | None = None
+
+
+@dataclass
+class CheckReport:
+    """Everything :func:`check` found. ``to_dict()`` for JSON, ``to_text()`` for people."""
+
+    inputs: dict[str, float]
+    algorithm: str
+    algorithm_reason: str
+    eps: float | None
+    preset: str | None
+    warnings: list[ConfigWarning]
+    bounds: list[BoundCheck]
+
+    def bound(self, name: str) -> BoundCheck:
+        """The check of the bound called ``name``."""
+        for b in self.bounds:
+            if b.name == name:
+                return b
+        raise KeyError(f"no bound {name!r} in this report: {[b.name for b in self.bounds]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ``inf`` becomes the string ``"inf"`` and NaN becomes ``None``."""
+        return _json_safe(asdict(self))
+
+    def to_text(self) -> str:
+        return _render(self)
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return None
+        if math.isinf(obj):
+            return "inf" if obj > 0 else "-inf"
+    return obj
+
+
+# --------------------------------------------------------------------------- the check
+def infer_algorithm(values: Mapping[str, float]) -> tuple[str, str]:
+    """The algorithm a configuration implies, and why.
+
+    ``p > 0``: PALSGD. Otherwise ``H > 1``: Local SGD (``p = 0``, any outer optimizer).
+    Otherwise (``H`` absent or 1): minibatch SGD / DDP.
+    """
+    p, H = values.get("p"), values.get("H")
+    if p is not None and p > 0:
+        return "palsgd", f"p = {_fmt(p)} > 0"
+    if H is not None and H > 1:
+        why = "p = 0" if p is not None else "p not given"
+        return "local_sgd", f"{why} and H = {_fmt(H)} > 1"
+    return "sgd", "H not given" if H is None else "H = 1 and no pull steps"
+
+
+def _scalar_inputs(values: Mapping[str, Any]) -> dict[str, float]:
+    vals = validate(values)
+    out = {}
+    for k, v in vals.items():
+        arr = np.asarray(v, dtype=float)
+        if arr.size != 1:
+            raise UserInputError(f"check takes one configuration: parameter '{k}' must be a scalar")
+        out[k] = float(arr.reshape(()))
+    return out
+
+
+def _resolve_bounds(bounds: Iterable[str | Bound] | None) -> list[Bound] | None:
+    if bounds is None:
+        return None
+    out = []
+    for b in bounds:
+        out.append(b if isinstance(b, Bound) else registry.get(str(b)))
+    return out
+
+
+def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarning]:
+    w: list[ConfigWarning] = []
+    p, eta, alpha, L = v.get("p"), v.get("eta"), v.get("alpha"), v.get("L")
+    if p is not None and p > 0 and eta is not None:
+        if alpha is None:
+            w.append(
+                ConfigWarning(
+                    "info", "pull_coefficient", "alpha not given: the pull coefficient alpha*eta/p is not checked"
+                )
+            )
+        else:
+            c = alpha * eta / p
+            if c > 2:
+                w.append(
+                    ConfigWarning(
+                        "warning",
+                        "pull_unstable",
+                        f"pull coefficient alpha*eta/p = {_fmt(c)} > 2: a pull step moves x past the "
+                        "anchor by more than its distance, so repeated pulls diverge",
+                        2 - c,
+                    )
+                )
+            elif c > 1:
+                w.append(
+                    ConfigWarning(
+                        "warning",
+                        "pull_overshoot",
+                        f"pull coefficient alpha*eta/p = {_fmt(c)} in (1, 2]: a pull step overshoots "
+                        "the anchor (stable, but oscillating around it)",
+                        1 - c,
+                    )
+                )
+            else:
+                w.append(
+                    ConfigWarning(
+                        "info",
+                        "pull_coefficient",
+                        f"pull coefficient alpha*eta/p = {_fmt(c)} <= 1: each pull moves x a fraction "
+                        "of the way to the anchor (no overshoot)",
+                        1 - c,
+                    )
+                )
+    if p is not None and alpha is not None and L is not None:
+        g = alpha * L / (1 - p)
+        if g > 2:
+            w.append(
+                ConfigWarning(
+                    "warning",
+                    "gradient_step_unstable",
+                    f"gradient branch alpha*L/(1-p) = {_fmt(g)} > 2: a gradient step of size "
+                    "alpha/(1-p) diverges along the sharpest direction of an L-smooth quadratic",
+                    2 - g,
+                )
+            )
+        else:
+            w.append(
+                ConfigWarning(
+                    "info",
+                    "gradient_step",
+                    f"gradient branch alpha*L/(1-p) = {_fmt(g)} <= 2",
+                    2 - g,
+                )
+            )
+    if p is not None and p == 0 and eta is not None and eta > 0:
+        w.append(ConfigWarning("info", "eta_unused", "p = 0: there are no pull steps, eta has no effect"))
+    if p is not None and p > 0 and eta is not None and eta == 0:
+        w.append(
+            ConfigWarning(
+                "info",
+                "pull_noop",
+                "eta = 0: pull steps do nothing; a worker skips a fraction p of its gradient "
+                "steps and scales the others by 1/(1-p)",
+            )
+        )
+    gamma, mu = v.get("gamma"), v.get("mu")
+    if _outer_not_averaging(v):
+        w.append(
+            ConfigWarning(
+                "warning",
+                "outer_optimizer",
+                f"outer step gamma = {_fmt(gamma)}, mu = {_fmt(mu)}: bounds that assume plain "
+                "averaging (gamma = 1, mu = 0) do not cover this outer optimizer; it is checked "
+                "empirically only",
+            )
+        )
+    T0 = v.get("T0")
+    if T0 is not None and T0 > 0:
+        w.append(
+            ConfigWarning(
+                "info",
+                "warm_up",
+                f"T0 = {_fmt(T0)} DDP warm-up steps are not part of the bounds; they cover the "
+                "local phase (give its length as T)",
+            )
+        )
+    if v.get("A") is not None and v["A"] > 1:
+        w.append(
+            ConfigWarning(
+                "info",
+                "accumulation",
+                f"A = {_fmt(v['A'])} micro-batches per step: sigma^2 must be the noise variance of "
+                "one step's accumulated gradient",
+            )
+        )
+    return w
+
+
+def _outer_not_averaging(v: Mapping[str, float]) -> bool:
+    gamma, mu = v.get("gamma"), v.get("mu")
+    return (gamma is not None and gamma != 1) or (mu is not None and mu != 0)
+
+
+def _f(x: np.ndarray | float) -> float:
+    return float(np.asarray(x, dtype=float).reshape(()))
+
+
+def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | None) -> BoundCheck:
+    rep = BoundCheck(
+        name=b.name,
+        title=b.title,
+        provenance=b.provenance,
+        derived_here=b.derived_here,
+        algorithms=list(b.algorithms),
+        assumptions=[str(a) for a in b.assumptions],
+        notes=b.notes,
+        status="skipped",
+    )
+    step = param_name(b.step_symbol)
+    if algorithm not in b.algorithms and not (algorithm == "ddp" and "sgd" in b.algorithms):
+        rep.applicable = False
+        rep.caveats.append(
+            f"this bound covers {list(b.algorithms)}, the configuration is {algorithm!r}: "
+            "evaluated because it was asked for"
+        )
+    if OUTER_AVERAGING in b.assumptions and _outer_not_averaging(v):
+        rep.caveats.append(
+            "assumes plain averaging (gamma = 1, mu = 0); the configured outer optimizer is "
+            "not covered"
+        )
+    missing = sorted(set(b.parameters) - set(v) - {step})
+    if missing:
+        rep.reason = f"missing parameter(s) {missing}"
+        return rep
+    if A3_IID in b.assumptions and v.get("zeta", 0.0) > 0:
+        rep.reason = f"assumes i.i.d. data (zeta = 0) but zeta = {_fmt(v['zeta'])}"
+        return rep
+    rep.status = "evaluated"
+    base = {k: x for k, x in v.items() if k not in (step, "eps")}
+    rep.optimal_alpha = _f(b.optimal_step(**base))
+    rep.max_alpha = _f(b.max_step(**base))
+    if step in v:
+        alpha, rep.alpha_source = v[step], "given"
+    elif math.isfinite(rep.optimal_alpha):
+        alpha, rep.alpha_source = rep.optimal_alpha, "optimal"
+    else:
+        alpha = None
+        rep.reason = f"{step} not given and no {step} satisfies the conditions"
+    if alpha is not None:
+        rep.alpha = alpha
+        at = {**base, step: alpha}
+        for c in b.condition_report(**at):
+            rep.conditions.append(
+                ConditionCheck(c.name, c.text, c.description, bool(c.holds), _f(c.margin))
+            )
+        rep.conditions_hold = all(c.holds for c in rep.conditions)
+        rep.value = _f(b.evaluate(**at))
+        for term, val in b.term_values(**at):
+            val = _f(val)
+            share = 100.0 * val / rep.value if rep.value else float("nan")
+            rep.terms.append(TermShare(term, val, share))
+        if rep.terms:
+            rep.dominant_term = max(rep.terms, key=lambda t: t.value).term
+    rep.uses_H = "H" in b.parameters
+    if rep.uses_H:
+        mode = "recommended" if b.recommended_step is not None else "optimal"
+        mh = b.max_H(step=mode, **base)
+        rep.max_H_speedup = _f(mh["speedup"])
+        rep.max_H_conditions = _f(mh["conditions"])
+        rep.max_H_step = (
+            f"recommended alpha = {b.recommended_step}" if mode == "recommended" else "optimal alpha"
+        )
+    if eps is not None:
+        rep.rounds_to_eps = _f(b.rounds_to_eps(eps, **base))
+    return rep
+
+
+def check(
+    values: Mapping[str, Any],
+    bounds: Iterable[str | Bound] | None = None,
+    *,
+    algorithm: str | None = None,
+    preset: str | None = None,
+    notes: Sequence[str] = (),
+) -> CheckReport:
+    """Check one configuration against encoded bounds.
+
+    ``values``: parameters by project name or the authors' alias (scalars); ``eps`` among
+    them asks for the rounds to reach ``eps``. ``bounds``: names (or :class:`Bound` objects);
+    default: every registered bound whose ``algorithms`` include the algorithm implied by the
+    inputs (:func:`infer_algorithm`, or ``algorithm`` if given). ``preset``: a
+    :mod:`theory.presets` name whose values ``values`` override; its caveats are reported.
+    ``notes``: extra caveats to include as warnings.
+
+    A bound missing a parameter (other than ``alpha``) is skipped with the reason; without
+    ``alpha`` a bound is evaluated at its optimal step. Raises
+    :class:`~theory.validation.UserInputError` on bad input.
+    """
+    merged: dict[str, Any] = {}
+    warnings: list[ConfigWarning] = []
+    if preset is not None:
+        pre = get_preset(preset)
+        merged.update(pre.values)
+        warnings += [ConfigWarning("warning", f"preset:{pre.name}", n) for n in pre.notes]
+    merged.update(canonicalize(values))
+    v = _scalar_inputs(merged)
+    eps = v.get("eps")
+    if algorithm is None:
+        algorithm, why = infer_algorithm(v)
+    else:
+        if algorithm not in ALGORITHMS:
+            raise UserInputError(f"unknown algorithm {algorithm!r}; known: {list(ALGORITHMS)}")
+        why = "given"
+    warnings = _config_warnings(v, algorithm) + warnings
+    warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
+    chosen = _resolve_bounds(bounds)
+    if chosen is None:
+        chosen = [
+            b
+            for b in registry.all_bounds()
+            if algorithm in b.algorithms or (algorithm == "ddp" and "sgd" in b.algorithms)
+        ]
+        if not chosen:
+            warnings.append(
+                ConfigWarning(
+                    "warning",
+                    "no_bound",
+                    f"no registered bound covers algorithm {algorithm!r}; registered bounds: "
+                    f"{registry.names()} (ask for one with --bound NAME)",
+                )
+            )
+    checks = [_check_bound(b, v, algorithm, eps) for b in chosen]
+    return CheckReport(
+        inputs=v,
+        algorithm=algorithm,
+        algorithm_reason=why,
+        eps=eps,
+        preset=preset,
+        warnings=warnings,
+        bounds=checks,
+    )
+
+
+# --------------------------------------------------------------------------- text output
+def _fmt(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.4g}"
+
+
+def _fmt_h(x: float | None, h_max: float = 1e9) -> str:
+    if x is None or math.isnan(x):
+        return "none (fails already at H = 1)"
+    if x >= h_max:
+        return f">= {_fmt(h_max)}"
+    return _fmt(x)
+
+
+def _render(r: CheckReport) -> str:
+    out = []
+    shown = " ".join(f"{k}={_fmt(val)}" for k, val in r.inputs.items())
+    out.append(f"configuration: {shown}")
+    pre = f" (preset {r.preset})" if r.preset else ""
+    out.append(f"algorithm: {r.algorithm} ({r.algorithm_reason}){pre}")
+    for w in r.warnings:
+        tag = "WARNING" if w.level == "warning" else "info"
+        margin = "" if w.margin is None else f" [margin {_fmt(w.margin)}]"
+        out.append(f"  {tag} {w.code}: {w.message}{margin}")
+    for b in r.bounds:
+        out.append("")
+        flag = "derived here" if b.derived_here else "published"
+        out.append(f"== {b.name}: {b.title} [{flag}]")
+        out.append(f"   source: {b.provenance}")
+        for c in b.caveats:
+            out.append(f"   caveat: {c}")
+        if b.status == "skipped":
+            out.append(f"   SKIPPED: {b.reason}")
+            continue
+        if b.reason:
+            out.append(f"   {b.reason}")
+        if b.alpha is not None:
+            out.append("   conditions:")
+            for c in b.conditions:
+                out.append(
+                    f"     [{'pass' if c.holds else 'FAIL'}] {c.name}: {c.relation}  "
+                    f"(margin {_fmt(c.margin)})"
+                )
+            if not b.conditions:
+                out.append("     (none)")
+            src = "given" if b.alpha_source == "given" else "optimal, alpha not given"
+            verdict = "" if b.conditions_hold else "  -- conditions FAIL: the bound does not apply"
+            out.append(f"   bound at alpha = {_fmt(b.alpha)} ({src}): {_fmt(b.value)}{verdict}")
+            width = max(len(t.term) for t in b.terms)
+            for t in b.terms:
+                out.append(f"     {t.term:<{width}}  {_fmt(t.value):>10}  {t.share:6.1f}%")
+            out.append(f"   dominant term: {b.dominant_term}")
+        out.append(
+            f"   recommended alpha (minimises the bound under the conditions): "
+            f"{_fmt(b.optimal_alpha)}; largest alpha meeting the conditions: {_fmt(b.max_alpha)}"
+        )
+        if b.uses_H:
+            out.append(
+                f"   max H for linear speed-up: {_fmt_h(b.max_H_speedup)}; max H meeting the "
+                f"conditions: {_fmt_h(b.max_H_conditions)}  (at {b.max_H_step})"
+            )
+        else:
+            out.append("   max H: not applicable (the bound does not depend on H)")
+        if b.rounds_to_eps is not None:
+            out.append(
+                f"   communication rounds to reach eps = {_fmt(r.eps)} (optimal alpha): "
+                f"{_fmt(b.rounds_to_eps)}"
+            )
+        if b.notes:
+            out.append(f"   notes: {b.notes}")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- config files
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML or JSON mapping of parameters (project or authors' names) and options.
+
+    Allowed keys: every parameter, its aliases, and ``algorithm``, ``bound``/``bounds``,
+    ``preset``. A malformed file or an unknown key raises :class:`UserInputError` naming
+    the file (and the key).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserInputError(f"config file '{path}': cannot read it ({exc.strerror})") from None
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"config file '{path}' is malformed: {first}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserInputError(
+            f"config file '{path}' must hold a mapping of parameter: value, not {type(data).__name__}"
+        )
+    out: dict[str, Any] = {}
+    for key, val in data.items():
+        key = str(key)
+        if key in _CONFIG_EXTRA_KEYS:
+            out[key] = val
+            continue
+        if key not in PARAMS and key not in ALIASES:
+            raise UserInputError(
+                f"config file '{path}': unknown key '{key}'; allowed keys are the parameters "
+                f"{sorted(PARAMS)}, their aliases {sorted(ALIASES)}, and {list(_CONFIG_EXTRA_KEYS)}"
+            )
+        if isinstance(val, str):
+            try:
+                val = float(val)
+            except ValueError:
+                raise UserInputError(
+                    f"config file '{path}': key '{key}' has the non-numeric value {val!r}"
+                ) from None
+        out[key] = val
+    return out
+
+
+# --------------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``palsgd check``."""
+    g = parser.add_argument_group(
+        "parameters", "problem constants and hyperparameters (authors' flag names accepted)"
+    )
+    for name, extra in _FLAGS:
+        spec = PARAMS[name]
+        g.add_argument(
+            f"--{name}",
+            *extra,
+            dest=name,
+            type=float,
+            default=None,
+            metavar="X",
+            help=f"{spec.meaning}; allowed {spec.allowed}",
+        )
+    parser.add_argument("--config", metavar="FILE", help="YAML or JSON file of parameters (flags override it)")
+    parser.add_argument(
+        "--preset",
+        metavar="NAME",
+        help=f"named hyperparameter setting, overridden by the file and flags: {preset_names()}",
+    )
+    parser.add_argument(
+        "--bound",
+        action="append",
+        metavar="NAME",
+        help="check this bound (repeatable); default: every bound covering the configuration's algorithm",
+    )
+    parser.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        help="the algorithm the configuration runs (default: inferred from p and H)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``palsgd check``; returns 0 (the report is printed whatever it says)."""
+    if args.list_presets:
+        from theory.presets import PRESETS
+
+        if args.json:
+            print(json.dumps([p.to_dict() for p in PRESETS.values()], indent=2))
+        else:
+            for p in PRESETS.values():
+                vals = " ".join(f"{k}={_fmt(float(x))}" for k, x in p.values.items())
+                print(f"{p.name}: {p.title}\n  {vals}\n  source: {p.source}")
+        return 0
+    values: dict[str, Any] = {}
+    preset, bounds, algorithm = None, None, None
+    if args.config:
+        cfg = load_config(args.config)
+        preset = cfg.pop("preset", None)
+        algorithm = cfg.pop("algorithm", None)
+        b = cfg.pop("bounds", None)
+        b1 = cfg.pop("bound", None)
+        if b is not None and b1 is not None:
+            raise UserInputError(f"config file '{args.config}': give 'bound' or 'bounds', not both")
+        b = b if b is not None else b1
+        if b is not None:
+            bounds = [b] if isinstance(b, str) else [str(x) for x in b]
+        try:
+            values.update(canonicalize(cfg))
+            validate(values)
+        except UserInputError as exc:
+            raise UserInputError(f"config file '{args.config}': {exc}") from None
+    for name, _ in _FLAGS:
+        val = getattr(args, name)
+        if val is not None:
+            values[name] = val
+    preset = args.preset or preset
+    bounds = args.bound or bounds
+    algorithm = args.algorithm or algorithm
+    report = check(values, bounds, algorithm=algorithm, preset=preset)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.to_text())
+    return 0

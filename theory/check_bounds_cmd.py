@@ -1,0 +1,64 @@
+"""``palsgd bounds``: list the encoded bounds, or print one bound's LaTeX.
+
+``palsgd bounds`` lists every registered bound (name, title, published or derived here,
+algorithms, assumptions, conditions, provenance); ``palsgd bounds NAME ...`` only those;
+``--latex NAME`` prints the statement's LaTeX; ``--json`` prints
+:meth:`theory.bound.Bound.describe` for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from theory import bounds as registry
+
+__all__ = ["add_arguments", "run", "render"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``palsgd bounds``."""
+    parser.add_argument("names", nargs="*", metavar="NAME", help="bounds to show (default: all)")
+    parser.add_argument("--latex", metavar="NAME", help="print the LaTeX statement of one bound")
+    parser.add_argument("--json", action="store_true", help="print the descriptions as JSON")
+
+
+def render(desc: dict) -> str:
+    """Human-readable text of one :meth:`Bound.describe` dict."""
+    flag = "derived here" if desc["derived_here"] else "published statement"
+    lines = [
+        f"{desc['name']}: {desc['title']}",
+        f"  kind: {flag}; algorithms: {', '.join(desc['algorithms']) or '-'}",
+        f"  bound: {desc['expression']}",
+        "  conditions:",
+    ]
+    lines += [
+        f"    {c['name']}: {c['relation']}" + (f"   ({c['description']})" if c["description"] else "")
+        for c in desc["conditions"]
+    ] or ["    (none)"]
+    lines.append("  assumptions:")
+    lines += [f"    {a}" for a in desc["assumptions"]] or ["    (none listed)"]
+    if desc["recommended_step"]:
+        lines.append(f"  recommended step: alpha = {desc['recommended_step']}")
+    lines.append(f"  provenance: {desc['provenance']}")
+    if desc["notes"]:
+        lines.append(f"  notes: {desc['notes']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``palsgd bounds``; unknown names raise UserInputError (exit 2)."""
+    if args.latex:
+        b = registry.get(args.latex)
+        if args.json:
+            print(json.dumps({"name": b.name, "latex": b.latex()}, indent=2))
+        else:
+            print(b.latex())
+        return 0
+    chosen = [registry.get(n) for n in args.names] if args.names else registry.all_bounds()
+    descs = [b.describe() for b in chosen]
+    if args.json:
+        print(json.dumps(descs, indent=2))
+    else:
+        print("\n\n".join(render(d) for d in descs))
+    return 0
