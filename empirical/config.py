@@ -74,8 +74,10 @@ class TrainConfig:
 
     # model and data
     model: str = "gptneo-tiny"
-    dataset: str = "tiny-text"
+    dataset: str = "embedded-text"
     data_path: str | None = None
+    tokenizer: str | None = None
+    iid: bool = True
     seq_len: int = 64
     batch_size: int = 8
     A: int = 1
@@ -112,6 +114,7 @@ class TrainConfig:
     checkpoint_interval: int = 0
     keep_checkpoints: int = 3
     resume: str | None = None
+    overwrite: bool = False
     max_steps_this_run: int | None = None
     # run
     seed: int = 0
@@ -156,6 +159,8 @@ ALGORITHM_FIELDS: dict[str, str] = {
 #: fields a checkpoint must share with the run that resumes it (besides the world size)
 MATCH_FIELDS = (
     "algorithm",
+    "iid",
+    "tokenizer",
     "reference_faithful",
     "model",
     "dataset",

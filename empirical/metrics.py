@@ -66,6 +66,7 @@ EVAL_FIELDS: tuple[str, ...] = (
     "step",
     "eval_loss",
     "eval_perplexity",
+    "eval_token_accuracy",
     "eval_accuracy",
     "evaluated",
     "wall_s",

@@ -1,0 +1,902 @@
+"""``palsgd train``: distributed training with DDP, Local SGD, Post-Local SGD, DiLoCo, PALSGD.
+
+Launch:
+
+* ``palsgd train [options]``: one process (world size 1) unless ``--nproc N`` (N > 1), in
+  which case it validates the options, writes the resolved configuration to
+  ``OUTPUT_DIR/launch_config.json`` and runs ``python -m torch.distributed.run --standalone
+  --nproc-per-node N -m empirical.train --config OUTPUT_DIR/launch_config.json``.
+* ``torchrun --nproc-per-node N -m empirical.train [options]`` (any torchrun setup,
+  multi-node included): every rank reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+  ``MASTER_ADDR``/``MASTER_PORT``; NCCL when the device is CUDA, gloo on CPU.
+* Without ``WORLD_SIZE`` in the environment the trainer runs as a single process (for
+  debugging), through the same code path.
+
+With no options it trains a tiny GPT-Neo on the embedded text with PALSGD on the CPU
+(preset ``tiny``; well under a minute). ``--preset`` picks another preset
+(:data:`empirical.config.PRESETS`), ``--config FILE`` reads YAML/JSON, flags override both;
+the authors' flag names (``--lr``, ``--prob_no_grad``, ``--sync_interval``, ``--outer_lr``,
+``--local_sgd_start_iter``, ``--grad_accu_step``) are accepted as aliases.
+
+Each step asks the algorithm for its action (Naganuma et al. 2025, Algorithm 1): a
+gradient step runs ``A`` micro-batches of forward/backward with loss/A (the first ``A-1``
+under ``algo.no_sync()``); a pull step runs no forward/backward (with
+``discard_batch_on_pull``, as in the authors' code, its ``A`` micro-batches are drawn and
+dropped). ``algo.step()`` then performs the inner step or the pull and, every ``H`` steps,
+the sync. Outputs (rank 0) in ``--output-dir``: ``metrics.jsonl``, ``train.csv``,
+``eval.csv`` (:mod:`empirical.metrics`), ``config.json``, ``summary.json``; checkpoints in
+``--checkpoint-dir`` (:mod:`empirical.checkpoint`).
+
+Evaluation is of the anchor, the global model at the last sync
+(``algo.anchor_state_dict()`` loaded into a copy of the model), not of a rank's local model.
+
+Exit codes: 0 finished (or stopped by ``--max-steps-this-run``), 2 bad input
+(:class:`~theory.validation.UserInputError`; raised on every rank before the process
+group exists, so no rank waits for another), 3 the loss or the parameters became NaN/inf
+(the last checkpoint written before is intact).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import importlib.metadata
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from empirical.config import (
+    ALGORITHM_FIELDS,
+    MATCH_FIELDS,
+    OPTIMIZERS,
+    PRESETS,
+    TrainConfig,
+    config_to_dict,
+    resolve_config,
+)
+from empirical.metrics import TRAIN_FIELDS, atomic_write_json
+from theory.validation import UserInputError
+
+__all__ = [
+    "add_arguments",
+    "run",
+    "main",
+    "train",
+    "prepare",
+    "build_inner_optimizer",
+    "Prepared",
+    "EXIT_OK",
+    "EXIT_USER_ERROR",
+    "EXIT_DIVERGED",
+]
+
+EXIT_OK = 0
+EXIT_USER_ERROR = 2
+EXIT_DIVERGED = 3
+
+_PROG = "palsgd train"
+
+# ----------------------------------------------------------------------------- CLI
+
+#: authors'-code flag names accepted on the command line, with the field they set
+_CLI_ALIASES: dict[str, str] = {
+    "lr": "alpha",
+    "prob_no_grad": "p",
+    "sync_interval": "H",
+    "outer_lr": "gamma",
+    "outer_momentum": "mu",
+    "local_sgd_start_iter": "T0",
+    "grad_accu_step": "A",
+    "steps": "T",
+    "bs_per_gpu": "batch_size",
+    "clip_gradnorm": "clip_grad_norm",
+    "wd": "weight_decay",
+    "max_length": "seq_len",
+}
+
+_HELP: dict[str, str] = {
+    "model": "model name (empirical.models.MODEL_NAMES)",
+    "dataset": "dataset name (empirical.data.DATASET_NAMES)",
+    "data_path": "file or directory of the dataset (needed by file-based datasets)",
+    "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
+    "directory (nothing is downloaded)",
+    "iid": "each rank samples the whole data set (--no-iid: each rank owns a block, "
+    "heterogeneous workers)",
+    "seq_len": "tokens per sequence (language models)",
+    "batch_size": "micro-batch size B per rank",
+    "A": "micro-batches per optimizer step (gradient accumulation)",
+    "T": "total optimizer steps (pull steps count)",
+    "optimizer": f"inner optimizer: {', '.join(OPTIMIZERS)}",
+    "alpha": "inner learning rate alpha",
+    "weight_decay": "inner weight decay",
+    "momentum": "momentum of sgd_momentum",
+    "beta1": "AdamW beta1",
+    "beta2": "AdamW beta2",
+    "algorithm": "ddp | local_sgd | post_local_sgd | diloco | palsgd",
+    "reference_faithful": "switch on every quirk of the authors' code (AlgorithmConfig."
+    "reference_faithful); individual switches below override",
+    "H": "local steps between syncs (pull steps count)",
+    "p": "probability of a pull step",
+    "eta": "pull (mixing) rate; pull coefficient alpha*eta/p",
+    "T0": "DDP warm-up steps before local steps start",
+    "outer": "outer optimizer: average | sgd | nesterov",
+    "gamma": "outer learning rate",
+    "mu": "outer momentum",
+    "coins": "independent (one coin per worker) | shared (the authors' code)",
+    "clip_grad_norm": "global gradient-norm clip before the inner step ('none': off)",
+    "buffers": "buffer policy at syncs: average | anchor | local",
+    "pull_first_tensor_only": "pull only the first parameter tensor (authors' code)",
+    "discard_batch_on_pull": "draw and drop A micro-batches on a pull step (authors' code)",
+    "outer_steps_per_sync": "outer-optimizer steps per sync (authors' README: A)",
+    "sync_offset": "sync when (t - T0 + 1 + offset) % H == 0 (authors' PALSGD: 1)",
+    "eval_interval": "steps between evaluations of the anchor (0: none)",
+    "eval_batches": "batches per evaluation",
+    "checkpoint_dir": "checkpoint directory (default OUTPUT_DIR/checkpoints)",
+    "checkpoint_interval": "steps between checkpoints (0: none)",
+    "keep_checkpoints": "checkpoints kept on disk (oldest deleted first)",
+    "resume": "'auto' (latest complete checkpoint, if any) or a checkpoint path",
+    "overwrite": "start afresh even if the checkpoint directory holds checkpoints "
+    "(they are deleted)",
+    "max_steps_this_run": "stop after this many steps of this invocation, without a final "
+    "checkpoint (as a crash would); resume with --resume auto",
+    "seed": "seed of initialisation, data order and coins",
+    "device": "auto | cpu | cuda | cuda:N (auto: cuda:LOCAL_RANK if available)",
+    "output_dir": "directory of metrics, config.json and summary.json",
+    "log_interval": "steps between train records",
+    "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
+    "progress": "progress bar on rank 0",
+    "nproc": "processes on this node; > 1 launches torchrun (palsgd train only)",
+    "max_restarts": "torchrun restarts after a failure (each resumes from the latest "
+    "checkpoint)",
+}
+
+_FIELD_TYPES = {f.name: f.type for f in fields(TrainConfig)}
+
+
+def _optional(base: type):
+    def parse(text: str):
+        if text.lower() in ("none", "null"):
+            return None
+        return base(text)
+
+    parse.__name__ = base.__name__
+    return parse
+
+
+def _flag_names(name: str) -> list[str]:
+    dashed = "--" + name.replace("_", "-")
+    under = "--" + name
+    return [dashed] if dashed == under else [dashed, under]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd train`` (every :class:`TrainConfig` field plus aliases)."""
+    parser.add_argument("--config", dest="cfg:config", default=argparse.SUPPRESS,
+                        metavar="FILE", help="YAML or JSON file of options (flags override)")
+    parser.add_argument("--preset", dest="cfg:preset", default=argparse.SUPPRESS,
+                        choices=sorted(PRESETS), help="named preset (default: tiny)")
+    parser.add_argument("--print-config", dest="cfg:print_config", action="store_true",
+                        default=argparse.SUPPRESS,
+                        help="print the resolved configuration as JSON and exit")
+    for f in fields(TrainConfig):
+        typ = str(f.type)
+        names = _flag_names(f.name)
+        help_text = _HELP.get(f.name, "")
+        kw: dict[str, Any] = {"dest": f"opt:{f.name}", "default": argparse.SUPPRESS,
+                              "help": help_text}
+        if "bool" in typ:
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            base = int if typ.startswith("int") else float if typ.startswith("float") else str
+            kw["type"] = _optional(base) if "None" in typ else base
+            kw["metavar"] = f.name.upper() if len(f.name) > 2 else f.name
+        parser.add_argument(*names, **kw)
+    for alias, target in _CLI_ALIASES.items():
+        typ = str(_FIELD_TYPES[target])
+        base = int if typ.startswith("int") else float if typ.startswith("float") else str
+        parser.add_argument(*_flag_names(alias), dest=f"opt:{alias}",
+                            type=_optional(base) if "None" in typ else base,
+                            default=argparse.SUPPRESS,
+                            help=f"alias of --{target.replace('_', '-')} (authors' code)")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """Resolve preset < --config file < flags into a validated :class:`TrainConfig`."""
+    ns = vars(args)
+    overrides = {k[4:]: v for k, v in ns.items() if k.startswith("opt:")}
+    return resolve_config(
+        preset=ns.get("cfg:preset"), file=ns.get("cfg:config"), overrides=overrides
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``palsgd train`` (see the module docstring for exit codes)."""
+    cfg = config_from_args(args)
+    if vars(args).get("cfg:print_config"):
+        import json
+
+        print(json.dumps(config_to_dict(cfg), indent=2))
+        return EXIT_OK
+    if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
+        return launch_torchrun(cfg)
+    return train(cfg)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m empirical.train`` (the torchrun entry): parse, train, map errors to codes."""
+    parser = argparse.ArgumentParser(prog="python -m empirical.train",
+                                     description="PALSGD trainer (one rank of a torchrun job)")
+    add_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        return run(args)
+    except UserInputError as exc:
+        print(f"{_PROG}: error{_rank_tag()}: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"{_PROG}: interrupted{_rank_tag()}", file=sys.stderr)
+        return 130
+
+
+def _rank_tag() -> str:
+    ws = os.environ.get("WORLD_SIZE")
+    return f" (rank {os.environ.get('RANK', '?')})" if ws and ws != "1" else ""
+
+
+# ----------------------------------------------------------------------------- launch
+
+
+def launch_torchrun(cfg: TrainConfig) -> int:
+    """Run ``cfg.nproc`` ranks on this node through ``torch.distributed.run``.
+
+    The resolved configuration is passed as a JSON file, so every rank sees exactly the
+    options validated here. Returns the launcher's exit code, except that a run whose ranks
+    stopped on a non-finite loss returns :data:`EXIT_DIVERGED` (torchrun itself reports
+    any failing child as 1).
+    """
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex
+    launch = copy.copy(cfg)
+    cfg_path = atomic_write_json(out / "launch_config.json", config_to_dict(launch))
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc-per-node={cfg.nproc}", f"--max-restarts={cfg.max_restarts}",
+        "-m", "empirical.train", "--config", str(cfg_path),
+    ]
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PALSGD_RUN_ID"] = run_id
+    code = subprocess.run(cmd, env=env, check=False).returncode
+    if code != 0:
+        summary = out / "summary.json"
+        with contextlib.suppress(OSError, ValueError):
+            import json
+
+            data = json.loads(summary.read_text())
+            if data.get("run_id") == run_id and data.get("status") == "diverged":
+                return EXIT_DIVERGED
+    return code
+
+
+# ----------------------------------------------------------------------------- preparation
+
+
+@dataclass
+class Prepared:
+    """What :func:`prepare` found: everything that can fail on bad input, before any
+    process group exists."""
+
+    cfg: TrainConfig
+    algorithm: Any  # empirical.algorithms.AlgorithmConfig
+    stability: Any  # empirical.algorithms.StabilityReport
+    task: str
+    train_set: Any
+    eval_set: Any
+    model_overrides: dict[str, Any]
+    vocab_size: int | None
+    num_classes: int | None
+    rank: int
+    world_size: int
+    local_rank: int
+    device: str
+    resume_dir: Path | None
+    manifest: dict[str, Any] | None
+
+
+def _world() -> tuple[int, int, int]:
+    """``(rank, world_size, local_rank)`` from an existing group or the torchrun env."""
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), local
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), local
+
+
+def algorithm_config(cfg: TrainConfig):
+    """The :class:`empirical.algorithms.AlgorithmConfig` of a training configuration."""
+    from empirical.algorithms import AlgorithmConfig
+
+    kw = {ALGORITHM_FIELDS[k]: getattr(cfg, k) for k in ALGORITHM_FIELDS}
+    kw = {k: v for k, v in kw.items() if v is not None}
+    if kw.get("clip_grad_norm") == 0:
+        kw["clip_grad_norm"] = None
+    if cfg.reference_faithful:
+        if cfg.algorithm == "palsgd" and "outer_steps_per_sync" not in kw:
+            kw["A"] = cfg.A
+        return AlgorithmConfig.reference_faithful(**kw)
+    return AlgorithmConfig(**kw)
+
+
+def _resolve_device(cfg: TrainConfig, local_rank: int) -> str:
+    import torch
+
+    if cfg.device == "auto":
+        return f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+    if cfg.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise UserInputError(f"device '{cfg.device}' requested but CUDA is not available")
+        if cfg.device == "cuda":
+            return f"cuda:{local_rank}"
+        if int(cfg.device[5:]) >= torch.cuda.device_count():
+            raise UserInputError(f"device '{cfg.device}' does not exist "
+                                 f"({torch.cuda.device_count()} CUDA devices)")
+    return cfg.device
+
+
+def _checkpoint_meta(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
+    meta = {k: getattr(cfg, k) for k in MATCH_FIELDS}
+    meta["world_size"] = world_size
+    return meta
+
+
+def prepare(cfg: TrainConfig, rank: int | None = None,
+            world_size: int | None = None) -> Prepared:
+    """Every check that bad input can fail, without a process group (so that a bad option
+    makes every rank exit 2 instead of leaving the others waiting in a collective).
+
+    Names (model, dataset, algorithm), the data path, the algorithm's fields, the pull's
+    stability (``alpha*eta/p >= 2`` is an error, ``> 1`` a warning; see
+    :func:`empirical.algorithms.check_stability`), the device and the checkpoint to resume
+    from (format, match with this run, files present with the recorded sizes).
+    """
+    from empirical import data as data_mod
+    from empirical import models
+    from empirical.algorithms import check_stability
+    from empirical.checkpoint import (
+        check_compatible,
+        check_rank_files,
+        latest_complete,
+        read_manifest,
+        resolve_resume,
+    )
+
+    r, ws, local = _world()
+    rank = r if rank is None else rank
+    world_size = ws if world_size is None else world_size
+    task = models.model_task(cfg.model)
+    if cfg.dataset not in data_mod.DATASET_NAMES:
+        raise UserInputError(
+            f"unknown dataset '{cfg.dataset}': known datasets are "
+            f"{', '.join(data_mod.DATASET_NAMES)}"
+        )
+    alg = algorithm_config(cfg)
+    stability = check_stability(alg, cfg.alpha, strict=True)
+    overrides: dict[str, Any] = {}
+    if task == "lm":
+        context = models.model_spec(cfg.model).get("max_position_embeddings", cfg.seq_len)
+        if cfg.seq_len > context:
+            overrides["max_position_embeddings"] = cfg.seq_len
+    try:
+        kw: dict[str, Any] = {"tokenizer": cfg.tokenizer} if task == "lm" else {}
+        train_set = data_mod.build_dataset(cfg.dataset, path=cfg.data_path, split="train",
+                                           seq_len=cfg.seq_len, seed=cfg.seed, **kw)
+        eval_set = None
+        if cfg.eval_interval > 0:
+            eval_set = data_mod.build_dataset(cfg.dataset, path=cfg.data_path, split="val",
+                                              seq_len=cfg.seq_len, seed=cfg.seed, **kw)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        raise UserInputError(f"dataset '{cfg.dataset}': {exc}") from None
+    data_task = getattr(train_set, "task", task)
+    if data_task != task:
+        raise UserInputError(
+            f"model '{cfg.model}' is a {task} model but dataset '{cfg.dataset}' is a "
+            f"{data_task} dataset"
+        )
+    vocab = getattr(train_set, "vocab_size", None) if task == "lm" else None
+    classes = getattr(train_set, "num_classes", None) if task == "image" else None
+    device = _resolve_device(cfg, local)
+
+    root = cfg.checkpoint_path()
+    resume = cfg.resume
+    if resume is None and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
+        resume = "auto"  # a torchrun restart continues from the latest checkpoint
+    resume_dir = resolve_resume(resume, root)
+    manifest = None
+    if resume_dir is not None:
+        manifest = read_manifest(resume_dir)
+        check_compatible(manifest, _checkpoint_meta(cfg, world_size), resume_dir)
+        check_rank_files(resume_dir, manifest)
+        if int(manifest["step"]) > cfg.T:
+            raise UserInputError(
+                f"checkpoint '{resume_dir}' is at step {manifest['step']}, beyond T = {cfg.T}"
+            )
+    elif resume is None and not cfg.overwrite and latest_complete(root) is not None:
+        raise UserInputError(
+            f"checkpoint directory '{root}' already holds checkpoints (latest "
+            f"'{latest_complete(root).name}'): pass --resume auto to continue that run, "
+            "--overwrite to start afresh, or choose another --output-dir/--checkpoint-dir"
+        )
+    return Prepared(cfg, alg, stability, task, train_set, eval_set, overrides, vocab, classes,
+                    rank, world_size, local, device, resume_dir, manifest)
+
+
+def build_inner_optimizer(cfg: TrainConfig, params):
+    """The inner ``torch.optim`` optimizer (learning rate ``alpha``; the algorithm applies
+    the ``1/(1-p)`` scaling of PALSGD's gradient steps itself)."""
+    import torch
+
+    params = list(params)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.alpha, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "sgd_momentum":
+        return torch.optim.SGD(params, lr=cfg.alpha, momentum=cfg.momentum,
+                               weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.alpha, betas=(cfg.beta1, cfg.beta2),
+                                 eps=1e-8, weight_decay=cfg.weight_decay)
+    raise UserInputError(f"unknown inner optimizer '{cfg.optimizer}'")  # pragma: no cover
+
+
+# ----------------------------------------------------------------------------- training
+
+
+class _Diverged(Exception):
+    def __init__(self, step: int, where: str):
+        super().__init__(step, where)
+        self.step, self.where = step, where
+
+
+def train(cfg: TrainConfig) -> int:
+    """Train one rank (joining or creating the process group); returns the exit code."""
+    prep = prepare(cfg)
+    from empirical.distributed import cleanup, init_distributed
+
+    ctx = init_distributed(device="cuda" if prep.device.startswith("cuda") else "cpu")
+    try:
+        return _Trainer(prep, ctx).fit()
+    finally:
+        cleanup(ctx)
+
+
+def _per_rank_seed(seed: int, rank: int) -> int:
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, rank, 0x7A1]).generate_state(1, np.uint64)[0]
+               >> np.uint64(1))
+
+
+def _stats_dict(stats: Any) -> dict[str, Any]:
+    if isinstance(stats, dict):
+        return dict(stats)
+    if hasattr(stats, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return asdict(stats)
+    return dict(vars(stats))
+
+
+class _Trainer:
+    """The loop of one rank (construct through :func:`train`)."""
+
+    def __init__(self, prep: Prepared, ctx: Any):
+        import torch
+        import torch.distributed as dist
+
+        from empirical import data as data_mod
+        from empirical import models
+        from empirical.algorithms import build_algorithm
+        from empirical.timing import StepTimer, Totals
+
+        self.prep, self.cfg, self.ctx = prep, prep.cfg, ctx
+        cfg = self.cfg
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.main = self.rank == 0
+        self.device = torch.device(prep.device)
+        self.dist = dist
+        self.torch = torch
+        self.models = models
+        # library code (dropout) draws from torch's default generator: seed it per rank
+        torch.manual_seed(_per_rank_seed(cfg.seed, self.rank))
+
+        model = models.build_model(cfg.model, vocab_size=prep.vocab_size,
+                                   num_classes=prep.num_classes, seed=cfg.seed,
+                                   **prep.model_overrides)
+        self.model = model.to(self.device)
+        self.optimizer = build_inner_optimizer(cfg, self.model.parameters())
+        self.algo = build_algorithm(prep.algorithm, self.model, self.optimizer)
+        self.stream = data_mod.BatchStream(prep.train_set, cfg.batch_size, rank=self.rank,
+                                           world_size=self.world, seed=cfg.seed, iid=cfg.iid)
+        self.eval_model = None
+        self.eval_loader = None
+        if self.main and prep.eval_set is not None:
+            self.eval_model = copy.deepcopy(self.model).eval()
+            # the same batches at every evaluation: a fixed seeded sample of the split
+            self.eval_loader = data_mod.make_loader(prep.eval_set, batch_size=cfg.batch_size,
+                                                    rank=0, world_size=1, seed=cfg.seed,
+                                                    shuffle=True, drop_last=False)
+        self.timer = StepTimer(self.device)
+        self.totals = Totals()
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.loss_count = 0
+        self.first_bad = math.inf
+        self._bad_pending = torch.full((), math.inf, dtype=torch.float64, device=self.device)
+        self.tokens = 0
+        self.last_loss: float | None = None
+        self.last_eval: dict[str, Any] | None = None
+        self.last_checkpoint: Path | None = prep.resume_dir
+        self.metrics_position: dict[str, int] | None = None
+        self.start_step = 0
+        self.resumed_from: str | None = None
+        if prep.resume_dir is not None:
+            self._load(prep.resume_dir, prep.manifest)
+        self.samples_per_seq = cfg.seq_len if prep.task == "lm" else 1
+
+    # ------------------------------------------------------------------ collectives
+    def _agree(self, ok: bool) -> bool:
+        flag = self.torch.tensor([0.0 if ok else 1.0], device=self.device)
+        self.dist.all_reduce(flag)
+        return float(flag.item()) == 0.0
+
+    def _barrier(self) -> None:
+        if self.world > 1:
+            self.dist.barrier()
+
+    # ------------------------------------------------------------------ resume / checkpoint
+    def _load(self, directory: Path, manifest: dict[str, Any]) -> None:
+        from empirical.checkpoint import load_rank_state, remove_after, restore_rng
+
+        error: UserInputError | None = None
+        state: dict[str, Any] = {}
+        try:
+            state = load_rank_state(directory, manifest, self.rank, map_location=self.device)
+        except UserInputError as exc:
+            error = exc
+        if not self._agree(error is None):
+            raise error or UserInputError(
+                f"checkpoint '{directory}': another rank could not load its file"
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.algo.load_state_dict(state["algorithm"])
+        self.stream.load_state_dict(state["data"])
+        tr = state["trainer"]
+        self.totals.load_state_dict(tr["totals"])
+        self.loss_sum = tr["loss_sum"].to(self.device)
+        self.loss_count = int(tr["loss_count"])
+        self.tokens = int(tr["tokens"])
+        self.last_loss = tr.get("last_loss")
+        self.last_eval = tr.get("last_eval")
+        self.metrics_position = tr.get("metrics_position")
+        restore_rng(state["rng"])
+        self.start_step = int(manifest["step"])
+        if int(self.algo.t) != self.start_step:
+            raise UserInputError(
+                f"checkpoint '{directory}' is inconsistent: manifest step {self.start_step}, "
+                f"algorithm counter {self.algo.t}"
+            )
+        self.resumed_from = str(directory)
+        if self.main:
+            removed = remove_after(self.cfg.checkpoint_path(), self.start_step)
+            for path in removed:
+                print(f"{_PROG}: removed checkpoint '{path}' (after the resumed step)",
+                      file=sys.stderr)
+        self._barrier()
+
+    def _save(self, step: int) -> Path:
+        from empirical.checkpoint import (
+            capture_rng,
+            prune,
+            save_rank_state,
+            step_dir,
+            write_manifest,
+        )
+
+        cfg = self.cfg
+        state = {
+            "format": 1,
+            "rank": self.rank,
+            "step": step,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "algorithm": self.algo.state_dict(),
+            "data": self.stream.state_dict(),
+            "rng": capture_rng(),
+            "trainer": {
+                "totals": self.totals.state_dict(),
+                "loss_sum": self.loss_sum.detach().cpu(),
+                "loss_count": self.loss_count,
+                "tokens": self.tokens,
+                "last_loss": self.last_loss,
+                "last_eval": self.last_eval,
+                "metrics_position": self.writer.position() if self.main else None,
+            },
+        }
+        info = save_rank_state(cfg.checkpoint_path(), step, self.rank, state)
+        infos: list[Any] = [None] * self.world
+        self.dist.all_gather_object(infos, info)
+        directory = step_dir(cfg.checkpoint_path(), step)
+        if self.main:
+            meta = _checkpoint_meta(cfg, self.world)
+            meta["T"] = cfg.T
+            write_manifest(cfg.checkpoint_path(), step, meta, infos)
+            prune(cfg.checkpoint_path(), cfg.keep_checkpoints)
+        self._barrier()
+        self.last_checkpoint = directory
+        return directory
+
+    # ------------------------------------------------------------------ monitoring
+    def _check_finite(self, step: int, params: bool) -> None:
+        """Collective: raise _Diverged (on every rank) if any rank saw a non-finite loss
+        (or, with ``params``, holds non-finite parameters)."""
+        torch = self.torch
+        bad = self._bad_pending.clone()
+        if params:
+            finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+            if not finite:
+                bad = torch.minimum(bad, torch.tensor(float(step), dtype=torch.float64,
+                                                      device=self.device))
+        where = "parameters" if params else "loss"
+        self.dist.all_reduce(bad, op=self.dist.ReduceOp.MIN)
+        first = float(bad.item())
+        if math.isfinite(first):
+            raise _Diverged(int(first), where)
+
+    # ------------------------------------------------------------------ evaluation
+    def _evaluate(self, step: int) -> None:
+        if self.eval_model is not None:
+            self.eval_model.load_state_dict(self.algo.anchor_state_dict())
+            res = self.models.evaluate(self.eval_model, self.eval_loader, self.prep.task,
+                                       max_batches=self.cfg.eval_batches)
+            rec: dict[str, Any] = {"step": step}
+            for key, val in res.items():
+                if key in ("loss_sum", "count", "batches"):
+                    continue
+                rec[f"eval_{key}"] = val
+            rec["evaluated"] = "anchor"
+            rec["eval_samples"] = res.get("count")
+            rec["wall_s"] = self.totals.wall_s
+            self.last_eval = self.writer.write("eval", rec)
+        self._barrier()
+
+    # ------------------------------------------------------------------ logging
+    def _log(self, step: int) -> None:
+        torch = self.torch
+        window = torch.stack([
+            self.loss_sum.to(torch.float64),
+            torch.tensor(float(self.loss_count), dtype=torch.float64, device=self.device),
+        ])
+        self.dist.all_reduce(window)
+        total, count = float(window[0].item()), int(window[1].item())
+        self.loss_sum.zero_()
+        self.loss_count = 0
+        loss = total / count if count else None
+        if loss is not None:
+            self.last_loss = loss
+        cfg = self.cfg
+        self.tokens += count * cfg.A * cfg.batch_size * self.samples_per_seq
+        s = _stats_dict(self.algo.stats)
+        rec = {
+            "step": step,
+            "loss": loss,
+            "grad_steps": s.get("grad_steps"),
+            "pull_steps": s.get("pull_steps"),
+            "syncs": s.get("syncs"),
+            "allreduce_calls": s.get("allreduce_calls"),
+            "bytes_communicated": s.get("bytes_communicated"),
+            "time_compute_s": self.totals.compute_s,
+            "time_comm_s": self.totals.comm_s,
+            "time_pull_s": self.totals.pull_s,
+            "wall_s": self.totals.wall_s,
+            "consensus": s.get("last_consensus"),
+            "lr": cfg.alpha,
+            "tokens": self.tokens,
+        }
+        assert tuple(rec) == TRAIN_FIELDS
+        self.writer.write("train", rec)
+        if self.bar is not None and loss is not None:
+            self.bar.set_postfix(loss=f"{loss:.4f}", syncs=s.get("syncs"))
+
+    # ------------------------------------------------------------------ the loop
+    def _one_step(self) -> Any:
+        torch = self.torch
+        cfg, algo = self.cfg, self.algo
+        start = self.timer.now()
+        action = algo.next_action()
+        if action == "grad":
+            acc = torch.zeros((), dtype=torch.float64, device=self.device)
+            for i in range(cfg.A):
+                batch = self.stream.next()
+                ctx = algo.no_sync() if i < cfg.A - 1 else contextlib.nullcontext()
+                with ctx:
+                    loss = self.models.compute_loss(algo.model, batch, self.prep.task)
+                    (loss / cfg.A).backward()
+                acc += loss.detach().to(torch.float64)
+            acc /= cfg.A
+        elif action == "pull":
+            acc = None
+            if self.prep.algorithm.discard_batch_on_pull:
+                for _ in range(cfg.A):
+                    self.stream.next()
+        else:  # pragma: no cover - contract violation
+            raise RuntimeError(f"algorithm returned unknown action {action!r}")
+        before_step = self.timer.now()
+        comm0, pull0 = float(algo.stats["time_comm_s"]), float(algo.stats["time_pull_s"])
+        info = algo.step()
+        end = self.timer.now()
+        comm = float(algo.stats["time_comm_s"]) - comm0
+        pull = float(algo.stats["time_pull_s"]) - pull0
+        self.totals.comm_s += comm
+        self.totals.pull_s += pull
+        self.totals.compute_s += (before_step - start) + max(end - before_step - comm - pull, 0.0)
+        self.totals.wall_s += end - start
+        step = int(algo.t)
+        if acc is not None:
+            self.loss_sum += acc
+            self.loss_count += 1
+            bad = ~torch.isfinite(acc)
+            self._bad_pending = torch.where(
+                bad & ~torch.isfinite(self._bad_pending),
+                torch.tensor(float(step), dtype=torch.float64, device=self.device),
+                self._bad_pending,
+            )
+        return info
+
+    def fit(self) -> int:
+        """Run until ``T`` steps (or ``max_steps_this_run``); return the exit code."""
+        from tqdm.auto import tqdm
+
+        from empirical.metrics import MetricsWriter
+
+        cfg = self.cfg
+        out = Path(cfg.output_dir)
+        self.run_id = os.environ.get("PALSGD_RUN_ID")
+        if self.main:
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(out / "config.json", config_to_dict(cfg))
+            if self.prep.stability.status != "ok":
+                print(f"{_PROG}: warning: {self.prep.stability.message}", file=sys.stderr)
+        self.writer = MetricsWriter(out, enabled=self.main, tensorboard=cfg.tensorboard,
+                                    resume_position=self.metrics_position,
+                                    start_step=self.start_step + 1 if self.resumed_from else 0)
+        self.bar = None
+        if self.main and cfg.progress:
+            self.bar = tqdm(total=cfg.T, initial=self.start_step, desc="train", unit="step",
+                            dynamic_ncols=True)
+        started = time.perf_counter()
+        if self.resumed_from:
+            self.writer.write("event", {"event": "resume", "step": self.start_step,
+                                        "checkpoint": self.resumed_from})
+        else:
+            self.writer.write("event", {"event": "start", "step": 0,
+                                        "world_size": self.world})
+            if cfg.eval_interval > 0:
+                self._evaluate(0)
+        status, code, message = "finished", EXIT_OK, ""
+        ran = 0
+        try:
+            step = self.start_step
+            while step < cfg.T:
+                if cfg.max_steps_this_run is not None and ran >= cfg.max_steps_this_run:
+                    status = "stopped"
+                    break
+                self._one_step()
+                step = int(self.algo.t)
+                ran += 1
+                if self.bar is not None:
+                    self.bar.update(1)
+                last = step >= cfg.T
+                if step % cfg.log_interval == 0 or last:
+                    self._check_finite(step, params=False)
+                    self._log(step)
+                if cfg.eval_interval > 0 and (step % cfg.eval_interval == 0 or last):
+                    self._evaluate(step)
+                if cfg.checkpoint_interval > 0 and (step % cfg.checkpoint_interval == 0 or last):
+                    self._check_finite(step, params=True)
+                    self._save(step)
+            if status == "stopped":
+                self.writer.write("event", {"event": "stopped", "step": step,
+                                            "reason": "max_steps_this_run"})
+        except _Diverged as exc:
+            status, code = "diverged", EXIT_DIVERGED
+            last_ckpt = str(self.last_checkpoint) if self.last_checkpoint else "none"
+            message = (
+                f"training diverged: non-finite {exc.where} at step {exc.step} "
+                f"(first such step over all ranks; stopped at step {int(self.algo.t)}); "
+                f"last good checkpoint: {last_ckpt}"
+            )
+            self.writer.write("event", {"event": "diverged", "step": exc.step,
+                                        "message": message})
+            if self.main:
+                print(f"{_PROG}: error: {message}", file=sys.stderr)
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        if self.main:
+            self._summary(status, message, time.perf_counter() - started)
+        self.writer.close()
+        return code
+
+    def _summary(self, status: str, message: str, elapsed: float) -> None:
+        torch = self.torch
+        s = _stats_dict(self.algo.stats)
+        summary = {
+            "status": status,
+            "message": message,
+            "run_id": self.run_id,
+            "step": int(self.algo.t),
+            "T": self.cfg.T,
+            "world_size": self.world,
+            "backend": str(self.dist.get_backend()),
+            "resumed_from": self.resumed_from,
+            "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+            "config": config_to_dict(self.cfg),
+            "algorithm": self.prep.algorithm.to_dict(),
+            "pull_coefficient": self.prep.stability.coefficient,
+            "totals": {
+                **{k: v for k, v in s.items() if isinstance(v, int | float | None)},
+                "time_compute_s": self.totals.compute_s,
+                "time_comm_s": self.totals.comm_s,
+                "time_pull_s": self.totals.pull_s,
+                "wall_s": self.totals.wall_s,
+                "elapsed_s_this_run": elapsed,
+                "tokens": self.tokens,
+                "parameters": sum(p.numel() for p in self.model.parameters()),
+            },
+            "final": {"train_loss": self.last_loss, "eval": self.last_eval},
+            "versions": _versions(),
+            "hardware": {
+                "platform": platform.platform(),
+                "processor": platform.processor(),
+                "cpu_count": os.cpu_count(),
+                "device": str(self.device),
+                "cuda": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+                if torch.cuda.is_available() else [],
+                "torch_threads": torch.get_num_threads(),
+            },
+        }
+        atomic_write_json(Path(self.cfg.output_dir) / "summary.json", summary)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist_name in ("torch", "transformers", "numpy", "palsgd-toolkit"):
+        try:
+            out[dist_name] = importlib.metadata.version(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist_name] = "not installed"
+    return out
+
+
+
+def _entry() -> None:  # pragma: no cover - exercised through torchrun in the tests
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    sys.exit(record(main)())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _entry()
