@@ -63,3 +63,148 @@ def test_unknown_bound_name_lists_known():
 def test_missing_parameter_is_named():
     with pytest.raises(UserInputError, match="F0"):
         get("sgd").evaluate(alpha=0.1, T=10, L=1, sigma=1, K=1)
+
+
+# ----------------------------------------------------------------------------- extensions
+def test_condition_holds_at_its_boundary_despite_rounding():
+    b = get("sgd")
+    L = np.array([3.0, 7.0, 0.1, 49.0])
+    assert b.conditions_hold(alpha=1 / L, L=L).all()
+    assert not b.conditions_hold(alpha=(1 / L) * (1 + 1e-9), L=L).any()
+
+
+def test_results_broadcast_over_every_supplied_parameter():
+    b = get("sgd")
+    out = b.evaluate(alpha=0.1, T=10, L=1, sigma=1, K=1, F0=1, p=np.array([0.1, 0.2, 0.3]))
+    assert out.shape == (3,)
+    assert b.conditions_hold(alpha=0.1, L=1, H=np.ones((2, 2))).shape == (2, 2)
+
+
+def test_mismatched_array_shapes_are_a_user_error():
+    with pytest.raises(UserInputError, match="broadcast"):
+        get("sgd").evaluate(alpha=np.ones(2), T=np.ones(3), L=1, sigma=1, K=1, F0=1)
+
+
+def test_max_step_local_sgd_matches_quadratic_root():
+    b = get("local_sgd_iid")
+    H = np.array([1, 2, 8, 100, 1000])
+    L = 2.5
+    got = b.max_step(L=L, H=H)
+    hh = H * (H - 1.0)
+    root = np.where(hh > 0, (-1 + np.sqrt(1 + 4 * hh)) / (2 * L * np.where(hh > 0, hh, 1)), 1 / L)
+    np.testing.assert_allclose(got, root, rtol=1e-9)
+
+
+def test_optimal_step_without_conditions_finds_interior_optimum():
+    b = Bound.from_strings("no_conditions_test", "2*F0/(alpha*T) + L*alpha*sigma**2/K")
+    vals = dict(F0=3.0, T=np.array([10, 10**4, 10**8]), L=2.0, sigma=0.5, K=8)
+    closed = np.sqrt(2 * 3.0 * 8 / (2.0 * 0.25 * vals["T"]))
+    np.testing.assert_allclose(b.optimal_step(**vals), closed, rtol=1e-7)
+    assert np.isinf(b.max_step(**vals)).all()
+
+
+def test_infeasible_conditions_give_nan_steps():
+    b = Bound.from_strings("infeasible_test", "F0/(alpha*T) + alpha", ["T >= 10*K"])
+    assert np.isnan(b.max_step(T=5, K=1))
+    assert np.isnan(b.optimal_step(T=5, K=1, F0=1))
+    assert b.rounds_to_eps(1e-3, F0=1.0, K=10**13) == 10**14  # T = 10 K is the first feasible T
+    assert not b.conditions_hold(T=10**14 - 1, K=10**13, alpha=1.0)
+    assert np.isinf(b.rounds_to_eps(1e-3, F0=1.0, K=10**15))  # needs T > t_max
+
+
+def test_max_H_matches_closed_form_for_local_sgd():
+    b = get("local_sgd_iid")
+    L, F0, sigma, K = 1.5, 2.0, 0.7, np.array([1, 4, 16])
+    T = 10**9
+    got = b.max_H(L=L, F0=F0, sigma=sigma, K=K, T=T, factor=0.5)["speedup"]
+    exact = 1 + 0.5 * (2 * L * F0 + sigma**2) * np.sqrt(T) / (sigma**2 * K**1.5)
+    np.testing.assert_array_equal(got, np.floor(exact))
+
+
+def test_max_H_conditions_at_recommended_step():
+    b = get("local_sgd_iid")
+    K, T, L = 4, 10**6, 1.0
+    got = b.max_H(L=L, F0=1.0, sigma=1.0, K=K, T=T)["conditions"]
+    a = np.sqrt(K / T) / L
+    H = np.arange(1, 5000)
+    ok = a * L + (a * L) ** 2 * H * (H - 1) <= 1
+    assert got == H[ok].max()
+
+
+def test_max_H_without_H_dependence_returns_h_max():
+    out = get("sgd").max_H(L=1, F0=1, sigma=1, K=2, T=100, h_max=1234)
+    assert out["speedup"] == 1234 and out["conditions"] == 1234
+
+
+def test_rounds_to_eps_for_sgd_matches_closed_form():
+    # optimised SGD bound: 2 sqrt(2 F0 L sigma^2/(K T)) while sqrt(2 F0 K/(L sigma^2 T)) <= 1/L
+    F0, L, sigma, K, eps = 1.0, 1.0, 1.0, 4, 0.0123
+    R = get("sgd").rounds_to_eps(eps, F0=F0, L=L, sigma=sigma, K=K)
+    T_exact = 8 * F0 * L * sigma**2 / (K * eps**2)
+    assert R == np.ceil(T_exact)
+    assert np.sqrt(2 * F0 * K / (L * sigma**2 * R)) <= 1 / L
+
+
+def test_rounds_to_eps_divides_steps_by_H():
+    b = get("local_sgd_iid")
+    vals = dict(F0=1.0, L=1.0, sigma=1.0, K=4)
+    R = b.rounds_to_eps(0.05, H=8, **vals)
+    T = R * 8
+    a = b.optimal_step(H=8, T=T, **vals)
+    assert b.evaluate(H=8, T=T, alpha=a, **vals) <= 0.05
+    a_prev = b.optimal_step(H=8, T=(R - 1) * 8, **vals)
+    assert b.evaluate(H=8, T=(R - 1) * 8, alpha=a_prev, **vals) > 0.05
+
+
+def test_compiled_functions_are_cached():
+    b = get("local_sgd_noniid")
+    assert b._f_expression is b._f_expression
+    assert b.rate() == b.rate()
+    assert b._rate_cache  # the default step's rate is cached
+
+
+def test_describe_is_json_ready_and_complete():
+    import json
+
+    for b in (get("sgd"), get("local_sgd_iid"), get("local_sgd_noniid"), get("easgd")):
+        d = json.loads(json.dumps(b.describe()))
+        assert d["name"] == b.name and d["conditions"] and d["assumptions"]
+        assert len(d["terms"]) == len(b.terms)
+
+
+def test_from_strings_accepts_recommended_step_string():
+    b = Bound.from_strings(
+        "rec_step_test", "2*F0/(alpha*T) + L*alpha*sigma**2", ["alpha*L <= 1"],
+        recommended_step="sqrt(F0/(L*T))",
+    )
+    assert b.rate()[0].t_exponent == sp.Rational(-1, 2)
+    with pytest.raises(UserInputError, match="unknown symbols"):
+        Bound.from_strings("bad_step", "L*alpha", recommended_step="x/T")
+
+
+def test_term_values_sum_to_the_bound():
+    b = get("local_sgd_noniid")
+    vals = dict(F0=1.0, T=1e5, L=2.0, sigma=1.5, K=4, H=16, zeta=0.5, alpha=1e-3)
+    total = sum(v for _, v in b.term_values(**vals))
+    assert total == pytest.approx(float(b.evaluate(**vals)), rel=1e-12)
+
+
+def test_benchmark_script_runs_with_tiny_n(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_bounds.py"
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--n", "500", "--n-subs", "3", "--repeat", "1",
+         "--no-progress", "--json", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(out.read_text())
+    assert res["n_compiled"] == 500 and res["n_subs"] == 3
+    assert res["compiled_evals_per_s"] > 0 and res["subs_evals_per_s"] > 0
+    assert res["max_rel_diff"] < 1e-9
+    assert "ratio" in proc.stdout

@@ -40,9 +40,10 @@ from theory.validation import UserInputError, validate
 __all__ = ["Condition", "ConditionResult", "Bound", "RateTerm", "param_name"]
 
 #: relative tolerance for a non-strict condition ``lhs <= rhs``: it holds when
-#: ``lhs <= rhs + RTOL * (|lhs| + |rhs|)``; this absorbs floating-point rounding only
-#: (e.g. ``alpha = 1/L`` evaluated as ``alpha * L = 1.0000000000000002``).
-RTOL = 1e-12
+#: ``lhs <= rhs + RTOL * (|lhs| + |rhs|)``. Four machine epsilons: this absorbs the rounding
+#: of evaluating the two sides in floating point only (e.g. ``alpha = 1/L`` evaluated as
+#: ``alpha * L = 1.0000000000000002``), nothing more.
+RTOL = 4 * float(np.finfo(float).eps)
 
 
 def param_name(sym: sp.Symbol) -> str:
