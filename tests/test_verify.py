@@ -1,0 +1,223 @@
+"""Tests of theory.verify: statistics, multiple testing, rate fit, and bound verification."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from theory import verify as V
+from theory.validation import UserInputError
+
+PLAN = V.BootstrapPlan(1999, seed=1)
+
+
+# ------------------------------------------------------------------ single tests
+
+
+def test_mean_test_holds_violated_inconclusive():
+    rng = np.random.default_rng(0)
+    y = rng.exponential(1.0, size=200)  # mean 1, right-skewed, nonnegative
+    m = y.mean()
+    holds = V.mean_test(y, 2.0, PLAN)
+    viol = V.mean_test(y, 0.5, PLAN)
+    inc = V.mean_test(y, m * 1.01, PLAN)
+    floor = 1 / (PLAN.n_resamples + 1)  # smallest bootstrap p-value
+    assert holds.direction == V.HOLDS and holds.p_holds <= floor and holds.p_violated > 0.99
+    assert viol.direction == V.VIOLATED and viol.p_violated <= floor and viol.p_holds > 0.99
+    assert inc.p_value > 0.5
+    verdicts, corr = V.decide([holds, viol, inc], 0.05, "holm")
+    assert verdicts == [V.HOLDS, V.VIOLATED, V.INCONCLUSIVE]
+    assert list(corr.reject) == [True, True, False]
+
+
+def test_t_pvalue_matches_scipy_ttest():
+    rng = np.random.default_rng(1)
+    y = rng.normal(3.0, 1.0, size=40)
+    t = V.mean_test(y, 3.2, PLAN)
+    ref = stats.ttest_1samp(y, 3.2, alternative="less").pvalue
+    assert t.p_holds_t == pytest.approx(ref, rel=1e-10)
+    ref_v = stats.ttest_1samp(y, 3.2, alternative="greater").pvalue
+    assert t.p_violated_t == pytest.approx(ref_v, rel=1e-10)
+
+
+@pytest.mark.parametrize("level", [0.001, 0.01, 0.05, 0.2])
+def test_confidence_bounds_agree_with_pvalues(level):
+    """b >= ucb  <=>  p_holds <= level, and b <= lcb  <=>  p_violated <= level."""
+    rng = np.random.default_rng(2)
+    y = rng.lognormal(0.0, 1.0, size=60)
+    t0 = V.mean_test(y, 1.0, PLAN)
+    ci = t0.confidence_bounds(level)
+    assert ci["ucb"] == max(ci["t_ucb"], ci["boot_ucb"])
+    assert ci["lcb"] == min(ci["t_lcb"], ci["boot_lcb"])
+    for b in np.linspace(ci["lcb"] * 0.8, ci["ucb"] * 1.2, 41):
+        t = V.mean_test(y, b, PLAN)
+        if b > ci["ucb"] * (1 + 1e-9):
+            assert t.p_holds <= level
+        if b < ci["ucb"] * (1 - 1e-9):
+            assert t.p_holds > level
+        if b < ci["lcb"] * (1 - 1e-9):
+            assert t.p_violated <= level
+        if b > ci["lcb"] * (1 + 1e-9):
+            assert t.p_violated > level
+
+
+def test_bootstrap_is_more_conservative_upper_bound_for_right_skew():
+    """For right-skewed draws the bootstrap-t upper bound exceeds the t bound (t undercovers)."""
+    rng = np.random.default_rng(3)
+    y = rng.lognormal(0.0, 1.5, size=50)
+    ci = V.mean_test(y, 1.0, PLAN).confidence_bounds(0.01)
+    assert ci["boot_ucb"] > ci["t_ucb"]
+    assert ci["ucb"] == ci["boot_ucb"]
+
+
+def test_coverage_of_conservative_upper_bound_on_skewed_data():
+    """On skewed draws (gamma, shape 2) the conservative upper bound covers the true mean at
+    about the nominal rate, and misses less often than the t bound alone."""
+    rng = np.random.default_rng(4)
+    true_mean = 2.0
+    level, n_rep = 0.05, 400
+    plan = V.BootstrapPlan(999, seed=5)
+    miss = miss_t = 0
+    for _ in range(n_rep):
+        y = rng.gamma(2.0, 1.0, size=30)
+        ci = V.mean_test(y, true_mean, plan).confidence_bounds(level)
+        miss += ci["ucb"] < true_mean
+        miss_t += ci["t_ucb"] < true_mean
+    # binomial(400, 0.05) exceeds 32 with probability < 1%
+    assert miss <= 32, miss
+    assert miss <= miss_t
+
+
+def test_identical_values_and_single_value():
+    t = V.mean_test(np.full(8, 2.0), 3.0, PLAN)
+    assert t.se == 0 and t.direction == V.HOLDS and t.p_holds == 0.0
+    assert t.confidence_bounds(0.01)["ucb"] == 2.0
+    t = V.mean_test(np.full(8, 2.0), 1.0, PLAN)
+    assert t.direction == V.VIOLATED and t.p_violated == 0.0
+    one = V.mean_test([1.0], 2.0, PLAN)
+    assert one.p_value == 1.0  # one replica cannot decide anything
+
+
+def test_diverged_replicas_are_a_violation():
+    y = np.array([0.1, 0.2, np.inf, 0.15, 0.12])
+    t = V.mean_test(y, 10.0, PLAN)
+    assert t.n_diverged == 1 and t.direction == V.VIOLATED and t.p_violated < 1e-100
+    assert t.confidence_bounds(0.01)["lcb"] == math.inf
+
+
+def test_mean_test_rejects_empty():
+    with pytest.raises(UserInputError):
+        V.mean_test([], 1.0, PLAN)
+
+
+# ------------------------------------------------------------------ multiple testing
+
+
+def test_holm_and_bonferroni_known_values():
+    p = [0.01, 0.04, 0.03, 0.005]
+    bon = V.correct(p, 0.05, "bonferroni")
+    assert list(bon.reject) == [True, False, False, True]
+    np.testing.assert_allclose(bon.adjusted, [0.04, 0.16, 0.12, 0.02])
+    holm = V.correct(p, 0.05, "holm")
+    # sorted 0.005 (<= .0125), 0.01 (<= .01667), 0.03 (> .025): stop
+    assert list(holm.reject) == [True, False, False, True]
+    np.testing.assert_allclose(holm.adjusted, [0.03, 0.06, 0.06, 0.02])
+    holm2 = V.correct([0.01, 0.02, 0.04, 0.001], 0.05, "holm")
+    assert holm2.reject.all()
+    assert not V.correct([0.01, 0.02, 0.04, 0.001], 0.05, "bonferroni").reject.all()
+
+
+@pytest.mark.parametrize("method", V.CORRECTIONS)
+def test_reject_iff_p_below_test_level(method):
+    rng = np.random.default_rng(6)
+    for _ in range(50):
+        p = rng.uniform(0, 0.05, size=rng.integers(1, 12)) ** rng.uniform(0.5, 2)
+        c = V.correct(p, 0.05, method)
+        np.testing.assert_array_equal(c.reject, p <= c.test_level)
+        np.testing.assert_array_equal(c.reject, c.adjusted <= 0.05)
+
+
+def test_holm_matches_independent_implementation():
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        p = rng.uniform(0, 0.1, size=8)
+        order = np.argsort(p)
+        expected = np.zeros(8, bool)
+        for j, i in enumerate(order):
+            if p[i] <= 0.05 / (8 - j):
+                expected[i] = True
+            else:
+                break
+        np.testing.assert_array_equal(V.correct(p, 0.05, "holm").reject, expected)
+
+
+def test_family_wise_error_under_the_null():
+    """Every mean equals its threshold: any verdict other than inconclusive is an error."""
+    rng = np.random.default_rng(8)
+    plan = V.BootstrapPlan(999, seed=9)
+    families, m, errors = 150, 6, 0
+    for _ in range(families):
+        tests = [V.mean_test(rng.normal(1.0, 0.3, size=20), 1.0, plan) for _ in range(m)]
+        verdicts, _ = V.decide(tests, 0.05, "holm")
+        errors += any(v != V.INCONCLUSIVE for v in verdicts)
+    # family-wise rate <= 0.05 (binomial(150, .05) > 15 has probability < 1%)
+    assert errors <= 15, errors
+
+
+def test_correction_without_it_would_err_more():
+    """Uncorrected per-test decisions make more family-wise errors than the correction."""
+    rng = np.random.default_rng(10)
+    plan = V.BootstrapPlan(999, seed=11)
+    raw = corrected = 0
+    for _ in range(60):
+        tests = [V.mean_test(rng.normal(1.0, 0.3, size=20), 1.0, plan) for _ in range(10)]
+        raw += any(t.p_value <= 0.05 for t in tests)
+        corrected += any(v != V.INCONCLUSIVE for v in V.decide(tests, 0.05, "bonferroni")[0])
+    assert corrected < raw
+
+
+def test_correct_rejects_bad_input():
+    with pytest.raises(UserInputError, match="correction"):
+        V.correct([0.1], 0.05, "sidak")
+    with pytest.raises(UserInputError, match="level"):
+        V.correct([0.1], 1.5)
+
+
+# ------------------------------------------------------------------ rate fit
+
+
+def test_rate_fit_recovers_known_slope():
+    rng = np.random.default_rng(12)
+    T = np.array([32, 64, 128, 256, 512, 1024])
+    true = 3.0 * T**-0.5
+    reps = true[:, None] * rng.lognormal(0, 0.2, size=(T.size, 200)) / math.exp(0.02)
+    fit = V.fit_power_law(T, reps.mean(axis=1), reps.std(axis=1, ddof=1) / math.sqrt(200))
+    assert fit.ci_low <= -0.5 <= fit.ci_high
+    assert abs(fit.slope + 0.5) < 0.05
+    assert fit.ci_high - fit.ci_low < 0.2
+
+
+def test_rate_fit_distinguishes_slopes():
+    T = np.array([32, 64, 128, 256, 512])
+    m = 5.0 * T**-1.0
+    fit = V.fit_power_law(T, m * (1 + 0.01 * np.array([1, -1, 1, -1, 1])), 0.01 * m)
+    assert fit.ci_high < -0.9 and fit.ci_low > -1.1
+    assert not (fit.ci_low <= -0.5 <= fit.ci_high)
+
+
+def test_rate_fit_scales_up_ci_when_points_scatter():
+    T = np.array([32, 64, 128, 256, 512])
+    m = T**-0.5 * np.array([1.3, 0.8, 1.2, 0.7, 1.25])
+    tight = V.fit_power_law(T, m, 1e-4 * m)
+    assert tight.chi2 / tight.dof > 1
+    assert tight.ci_low <= -0.5 <= tight.ci_high  # scatter-scaled CI still covers
+
+
+def test_rate_fit_rejects_bad_input():
+    with pytest.raises(UserInputError):
+        V.fit_power_law([1, 2], [1, 1])
+    with pytest.raises(UserInputError):
+        V.fit_power_law([1, 2, 3], [1, -1, 1])
