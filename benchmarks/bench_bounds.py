@@ -34,10 +34,18 @@ __all__ = ["random_configs", "run_benchmark", "main"]
 _LOG_RANGES = {"L": (-2, 2), "alpha": (-6, 0)}
 _UNIFORM = {"sigma": (0.0, 10.0), "zeta": (0.0, 10.0), "F0": (0.0, 100.0), "beta": (0.0, 1.0)}
 _INT_RANGES = {"K": (1, 256), "H": (1, 1000), "T": (10**3, 10**8), "R": (1, 1000)}
-_OTHER = {"p": (0.0, 0.9), "eta": (0.0, 10.0), "gamma": (0.1, 2.0), "mu": (0.0, 0.99), "eps": (1e-4, 1.0)}
+_OTHER = {
+    "p": (0.0, 0.9),
+    "eta": (0.0, 10.0),
+    "gamma": (0.1, 2.0),
+    "mu": (0.0, 0.99),
+    "eps": (1e-4, 1.0),
+}
 
 
-def random_configs(names: tuple[str, ...], n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def random_configs(
+    names: tuple[str, ...], n: int, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
     """``n`` random valid configurations of the parameters ``names`` (arrays of length n)."""
     out: dict[str, np.ndarray] = {}
     for name in names:
@@ -67,7 +75,9 @@ def run_benchmark(
     """Time both evaluation paths; return a JSON-ready dict of rates, ratio and agreement."""
     bound = registry.get(bound_name)
     rng = np.random.default_rng(seed)
-    names = tuple(param_name(s) for s in sorted(bound.expression.free_symbols, key=lambda s: s.name))
+    names = tuple(
+        param_name(s) for s in sorted(bound.expression.free_symbols, key=lambda s: s.name)
+    )
     cfg = random_configs(names, n, rng)
 
     bound.evaluate(**{k: v[:2] for k, v in cfg.items()})  # compile once (not timed)
@@ -109,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bound", default="local_sgd_noniid", help="registered bound to time")
     ap.add_argument("--n", type=int, default=100_000, help="configurations for Bound.evaluate")
     ap.add_argument("--n-subs", type=int, default=200, help="configurations for sympy subs")
-    ap.add_argument("--repeat", type=int, default=5, help="timings of the compiled path (best kept)")
+    ap.add_argument(
+        "--repeat", type=int, default=5, help="timings of the compiled path (best kept)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON ('-' for stdout)")
     ap.add_argument("--no-progress", action="store_true")

@@ -174,7 +174,9 @@ def test_describe_is_json_ready_and_complete():
 
 def test_from_strings_accepts_recommended_step_string():
     b = Bound.from_strings(
-        "rec_step_test", "2*F0/(alpha*T) + L*alpha*sigma**2", ["alpha*L <= 1"],
+        "rec_step_test",
+        "2*F0/(alpha*T) + L*alpha*sigma**2",
+        ["alpha*L <= 1"],
         recommended_step="sqrt(F0/(L*T))",
     )
     assert b.rate()[0].t_exponent == sp.Rational(-1, 2)
@@ -198,9 +200,22 @@ def test_benchmark_script_runs_with_tiny_n(tmp_path):
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_bounds.py"
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, str(script), "--n", "500", "--n-subs", "3", "--repeat", "1",
-         "--no-progress", "--json", str(out)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(script),
+            "--n",
+            "500",
+            "--n-subs",
+            "3",
+            "--repeat",
+            "1",
+            "--no-progress",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     res = json.loads(out.read_text())

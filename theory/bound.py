@@ -53,7 +53,7 @@ def param_name(sym: sp.Symbol) -> str:
 
 @dataclass(frozen=True)
 class Condition:
-    """A step-size or stability condition ``lhs <= rhs`` (or ``<``, ``>=``, ``>``) with its meaning."""
+    """A step-size or stability condition ``lhs <= rhs`` (or ``<``, ``>=``, ``>``), with meaning."""
 
     name: str
     relation: sp.core.relational.Relational
@@ -119,7 +119,9 @@ class _Compiled:
     def __init__(self, exprs: sp.Expr | Sequence[sp.Expr], owner: str):
         self.multi = isinstance(exprs, list | tuple)
         items = list(exprs) if self.multi else [exprs]
-        syms = sorted(set().union(*(sp.sympify(e).free_symbols for e in items)), key=lambda s: s.name)
+        syms = sorted(
+            set().union(*(sp.sympify(e).free_symbols for e in items)), key=lambda s: s.name
+        )
         self.names = tuple(param_name(s) for s in syms)
         self.fn: Callable[..., Any] = sp.lambdify(syms, items if self.multi else items[0], "numpy")
         self.owner = owner
@@ -203,7 +205,9 @@ class Bound:
             try:
                 return sp.sympify(text, locals=local)
             except (sp.SympifyError, SyntaxError, TypeError) as exc:
-                raise UserInputError(f"bound {name!r}: cannot parse {what} {text!r}: {exc}") from None
+                raise UserInputError(
+                    f"bound {name!r}: cannot parse {what} {text!r}: {exc}"
+                ) from None
 
         expr = parse(expression, "expression")
         if isinstance(expr, sp.core.relational.Relational) or not isinstance(expr, sp.Expr):
@@ -285,7 +289,9 @@ class Bound:
             "derived_here": self.derived_here,
             "algorithms": list(self.algorithms),
             "parameters": list(self.parameters),
-            "recommended_step": None if self.recommended_step is None else str(self.recommended_step),
+            "recommended_step": None
+            if self.recommended_step is None
+            else str(self.recommended_step),
             "notes": self.notes,
         }
 
@@ -310,7 +316,9 @@ class Bound:
 
     @cached_property
     def _f_recommended(self) -> _Compiled | None:
-        return None if self.recommended_step is None else _Compiled(self.recommended_step, self.name)
+        return (
+            None if self.recommended_step is None else _Compiled(self.recommended_step, self.name)
+        )
 
     @cached_property
     def _rate_cache(self) -> dict[Any, list[RateTerm]]:
@@ -330,7 +338,9 @@ class Bound:
         try:
             shape = _shape_of(arr)
         except ValueError as exc:
-            raise UserInputError(f"bound {self.name!r}: parameter arrays do not broadcast: {exc}") from None
+            raise UserInputError(
+                f"bound {self.name!r}: parameter arrays do not broadcast: {exc}"
+            ) from None
         return arr, shape
 
     # ----------------------------------------------------------------- numerics on arrays
@@ -429,7 +439,7 @@ class Bound:
         return self._value(arr, shape)
 
     def term_values(self, **values: Any) -> list[tuple[str, np.ndarray]]:
-        """Each additive term's value, labelled by its sympy string (same order as :attr:`terms`)."""
+        """Each additive term's value, labelled by its sympy string (order of :attr:`terms`)."""
         arr, shape = self._arrays(values)
         vals = self._f_terms(arr, shape)
         return [(str(t), v) for t, v in zip(self.terms, vals, strict=True)]
@@ -542,7 +552,9 @@ class Bound:
             arr[stepname] = np.asarray(validate({stepname: step})[stepname], dtype=float)
             shape = _shape_of(arr)
         elif step not in ("recommended", "optimal"):
-            raise UserInputError(f"max_H: step must be 'recommended', 'optimal' or a number, not {step!r}")
+            raise UserInputError(
+                f"max_H: step must be 'recommended', 'optimal' or a number, not {step!r}"
+            )
         uses_h = S.H in self.expression.free_symbols or any(
             S.H in c.relation.free_symbols for c in self.conditions
         )

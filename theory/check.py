@@ -230,7 +230,9 @@ def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarni
         if alpha is None:
             w.append(
                 ConfigWarning(
-                    "info", "pull_coefficient", "alpha not given: the pull coefficient alpha*eta/p is not checked"
+                    "info",
+                    "pull_coefficient",
+                    "alpha not given: the pull coefficient alpha*eta/p is not checked",
                 )
             )
         else:
@@ -240,7 +242,8 @@ def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarni
                     ConfigWarning(
                         "warning",
                         "pull_unstable",
-                        f"pull coefficient alpha*eta/p = {_fmt(c)} > 2: a pull step moves x past the "
+                        f"pull coefficient alpha*eta/p = {_fmt(c)} > 2: a pull step moves x "
+                        "past the "
                         "anchor by more than its distance, so repeated pulls diverge",
                         2 - c,
                     )
@@ -250,7 +253,8 @@ def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarni
                     ConfigWarning(
                         "warning",
                         "pull_overshoot",
-                        f"pull coefficient alpha*eta/p = {_fmt(c)} in (1, 2]: a pull step overshoots "
+                        f"pull coefficient alpha*eta/p = {_fmt(c)} in (1, 2]: a pull step "
+                        "overshoots "
                         "the anchor (stable, but oscillating around it)",
                         1 - c,
                     )
@@ -260,7 +264,8 @@ def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarni
                     ConfigWarning(
                         "info",
                         "pull_coefficient",
-                        f"pull coefficient alpha*eta/p = {_fmt(c)} <= 1: each pull moves x a fraction "
+                        f"pull coefficient alpha*eta/p = {_fmt(c)} <= 1: each pull moves x "
+                        "a fraction "
                         "of the way to the anchor (no overshoot)",
                         1 - c,
                     )
@@ -287,7 +292,9 @@ def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarni
                 )
             )
     if p is not None and p == 0 and eta is not None and eta > 0:
-        w.append(ConfigWarning("info", "eta_unused", "p = 0: there are no pull steps, eta has no effect"))
+        w.append(
+            ConfigWarning("info", "eta_unused", "p = 0: there are no pull steps, eta has no effect")
+        )
     if p is not None and p > 0 and eta is not None and eta == 0:
         w.append(
             ConfigWarning(
@@ -402,7 +409,9 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
         rep.max_H_speedup = _f(mh["speedup"])
         rep.max_H_conditions = _f(mh["conditions"])
         rep.max_H_step = (
-            f"recommended alpha = {b.recommended_step}" if mode == "recommended" else "optimal alpha"
+            f"recommended alpha = {b.recommended_step}"
+            if mode == "recommended"
+            else "optimal alpha"
         )
     if eps is not None:
         rep.rounds_to_eps = _f(b.rounds_to_eps(eps, **base))
@@ -580,7 +589,8 @@ def load_config(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise UserInputError(
-            f"config file '{path}' must hold a mapping of parameter: value, not {type(data).__name__}"
+            f"config file '{path}' must hold a mapping of parameter: value, "
+            f"not {type(data).__name__}"
         )
     out: dict[str, Any] = {}
     for key, val in data.items():
@@ -621,7 +631,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="X",
             help=f"{spec.meaning}; allowed {spec.allowed}",
         )
-    parser.add_argument("--config", metavar="FILE", help="YAML or JSON file of parameters (flags override it)")
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML or JSON file of parameters (flags override it)"
+    )
     parser.add_argument(
         "--preset",
         metavar="NAME",
@@ -631,7 +643,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--bound",
         action="append",
         metavar="NAME",
-        help="check this bound (repeatable); default: every bound covering the configuration's algorithm",
+        help="check this bound (repeatable); default: every bound covering the "
+        "configuration's algorithm",
     )
     parser.add_argument(
         "--algorithm",

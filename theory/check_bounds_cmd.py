@@ -33,7 +33,8 @@ def render(desc: dict) -> str:
         "  conditions:",
     ]
     lines += [
-        f"    {c['name']}: {c['relation']}" + (f"   ({c['description']})" if c["description"] else "")
+        f"    {c['name']}: {c['relation']}"
+        + (f"   ({c['description']})" if c["description"] else "")
         for c in desc["conditions"]
     ] or ["    (none)"]
     lines.append("  assumptions:")

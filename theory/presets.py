@@ -1,4 +1,6 @@
-"""Named hyperparameter settings from the paper's code and the literature (``palsgd check --preset``).
+"""Named hyperparameter settings from the paper's code and the literature.
+
+Used by ``palsgd check --preset NAME`` and :func:`theory.check.check` (``preset=``).
 
 A preset holds only hyperparameters (``K``, ``H``, ``p``, ``alpha``, ``eta``, ``gamma``,
 ``mu``, ``T0``, ``A``); problem constants (``L``, ``sigma``, ``zeta``, ``F0``) and the run
@@ -71,7 +73,8 @@ PRESETS: dict[str, Preset] = {
             title="GPT-Neo-8M README run of the authors' code (PALSGD)",
             values=dict(K=4, H=32, T0=32, p=0.2, eta=1.0, alpha=0.01, gamma=0.1, mu=0.9, A=16),
             source=(
-                "authors' gptneo_8m/README.md:49 (torchrun 4 processes, --optimizer adamw --lr 0.01 "
+                "authors' gptneo_8m/README.md:49 (torchrun 4 processes, --optimizer adamw "
+                "--lr 0.01 "
                 "--outer_optimizer nesterov --outer_lr 0.1 --sync_interval 32 "
                 "--local_sgd_start_iter 32 --prob_no_grad 0.2 --eta 1, micro-batch 32 x 16)"
             ),
@@ -117,7 +120,9 @@ PRESETS: dict[str, Preset] = {
             name="authors-defaults-cifar",
             title="argparse defaults of the authors' ResNet CIFAR-10 code (PALSGD)",
             values=dict(K=4, H=100, T0=100, p=0.2, eta=0.5, alpha=0.1, gamma=0.25, A=1),
-            source="authors' resnet_cifar10 config/init_config.py argparse defaults (inner wd 1e-4)",
+            source=(
+                "authors' resnet_cifar10 config/init_config.py argparse defaults (inner wd 1e-4)"
+            ),
             notes=_AUTHORS_DEFAULTS_NOTES,
             inner_optimizer="adam",
             outer_optimizer="adam",

@@ -53,7 +53,9 @@ def effective_step(v: int | sp.Expr = 1) -> sp.Expr:
     return S.K * S.alpha / (S.K + v)
 
 
-def theorem1_iid(spectral_zeta: sp.Expr, v: int | sp.Expr) -> tuple[sp.Expr, sp.core.relational.Relational]:
+def theorem1_iid(
+    spectral_zeta: sp.Expr, v: int | sp.Expr
+) -> tuple[sp.Expr, sp.core.relational.Relational]:
     """Theorem 1 (i.i.d., beta = 0) of Cooperative SGD for ``A(H, W, v)`` in project symbols.
 
     Returns ``(bound, condition)`` with ``spectral_zeta`` the mixing matrix's spectral
@@ -81,7 +83,11 @@ def theorem3_C() -> sp.Expr:
 
 
 def theorem3_expression() -> sp.Expr:
-    """Theorem 3: ``2 F0/(eta_eff T) + eta_eff L sigma^2/K + (1/2) eta_eff^2 L^2 sigma^2 (K+1) [1 + C (H-1)]``."""
+    """Theorem 3's bound in project symbols.
+
+    ``2 F0/(eta_eff T) + eta_eff L sigma^2/K + (1/2) eta_eff^2 L^2 sigma^2 (K+1) [1 + C (H-1)]``
+    with ``eta_eff = K alpha/(K+1)`` and ``C`` from :func:`theorem3_C`.
+    """
     e = effective_step(1)
     L, sig, K, H, T, F0 = S.L, S.sigma, S.K, S.H, S.T, S.F0
     return (
