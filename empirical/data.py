@@ -175,7 +175,7 @@ def embedded_corpus() -> list[str]:
                 if isinstance(doc, str) and len(doc) > 200 and getattr(obj, "__module__", mod) \
                         in (mod, None):
                     docs.append(doc.strip())
-    return [d for d in docs if d]
+    return list(dict.fromkeys(d for d in docs if d))  # non-empty, duplicates removed
 
 
 class TokenChunkDataset(Dataset):

@@ -25,7 +25,9 @@ so the caller's global RNG state is neither used nor changed.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -386,8 +388,10 @@ def build_model(
         The module in training mode, on the CPU, float32.
     """
     _check_name(name)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ParameterError("seed", seed, "an integer")
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise ParameterError("seed", seed, "an integer") from None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         with torch.device("cpu"):
@@ -513,9 +517,7 @@ def evaluate(model: nn.Module, loader: Iterable[Any], task: str,
     model.eval()
     loss_sum, count, correct, batches = 0.0, 0, 0, 0
     try:
-        for batch in loader:
-            if max_batches is not None and batches >= max_batches:
-                break
+        for batch in itertools.islice(loader, max_batches):
             total, n, c = _terms(model, batch, task)
             loss_sum += float(total)
             count += int(n)
@@ -526,7 +528,7 @@ def evaluate(model: nn.Module, loader: Iterable[Any], task: str,
     loss = loss_sum / count if count else float("nan")
     out = {"loss": loss, "loss_sum": loss_sum, "count": count, "batches": batches}
     if task == "lm":
-        out["perplexity"] = math.exp(loss) if count and loss < 700 else float("inf")
+        out["perplexity"] = (math.exp(loss) if loss < 700 else math.inf) if count else math.nan
         out["token_accuracy"] = correct / count if count else float("nan")
     else:
         out["accuracy"] = correct / count if count else float("nan")

@@ -119,9 +119,10 @@ def load_tokenizer(spec: Any = None) -> Tokenizer:
     * ``None`` or ``"byte"``: :class:`ByteTokenizer`;
     * a path to a local directory: ``AutoTokenizer.from_pretrained(path, local_files_only=True)``
       wrapped in :class:`HFTokenizer` (no network access);
-    * an object with ``encode``/``decode`` and the token-id attributes: returned as is; a raw
-      HF tokenizer object (has ``encode`` and ``__len__`` but no ``vocab_size`` int attribute
-      semantics we rely on) is wrapped in :class:`HFTokenizer`.
+    * a Hugging Face tokenizer object: wrapped in :class:`HFTokenizer` (its ``vocab_size``
+      excludes added tokens, so the adapter uses ``len(tokenizer)``);
+    * any other object with ``encode``, ``decode``, ``vocab_size``, ``eos_token_id`` and
+      ``pad_token_id``: returned as is.
     """
     if spec is None or (isinstance(spec, str) and spec == "byte"):
         return ByteTokenizer()
