@@ -348,9 +348,9 @@ class Bound:
         return self._f_expression(arr, shape)
 
     def _margins(
-        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]
+        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], rtol: float = RTOL
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per condition: (holds, margin)."""
+        """Per condition: (holds, margin); ``rtol`` is the rounding allowance (see RTOL)."""
         if self._f_conditions is None:
             return []
         sides = self._f_conditions(arr, shape)
@@ -361,12 +361,14 @@ class Bound:
             if c.strict:
                 holds = m > 0
             else:
-                holds = m >= -RTOL * (np.abs(small) + np.abs(big))
+                holds = m >= -rtol * (np.abs(small) + np.abs(big))
             out.append((holds & np.isfinite(m), m))
         return out
 
-    def _holds(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-        res = self._margins(arr, shape)
+    def _holds(
+        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], rtol: float = RTOL
+    ) -> np.ndarray:
+        res = self._margins(arr, shape, rtol)
         if not res:
             return np.ones(shape, dtype=bool)
         return np.logical_and.reduce([h for h, _ in res])
@@ -376,8 +378,8 @@ class Bound:
     ) -> np.ndarray:
         step = self._step_name()
 
-        def ok(a: np.ndarray) -> np.ndarray:
-            return self._holds({**arr, step: a}, shape)
+        def ok(a: np.ndarray) -> np.ndarray:  # exact: the returned step has margin >= 0
+            return self._holds({**arr, step: a}, shape, rtol=0.0)
 
         lo = np.full(shape, 1e-300)
         hi = np.full(shape, 1e-12)
@@ -458,7 +460,7 @@ class Bound:
         return self._holds(arr, shape)
 
     def max_step(self, *, iters: int = 80, **values: Any) -> np.ndarray:
-        """Largest step ``alpha`` for which every condition holds.
+        """Largest step ``alpha`` for which every condition holds (margins >= 0 in floating point).
 
         ``inf`` if the conditions hold up to ``alpha = 1e12``; NaN if they fail already at
         ``alpha = 1e-14``. Bisection in ``log(alpha)``, vectorised; assumes the feasible set

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sympy as sp
 
 from theory import symbols as S
-from theory.assumptions import A1_SMOOTH, A2_NOISE, A4_LOWER_BOUND
+from theory.assumptions import A1_SMOOTH, A2_NOISE, A4_LOWER_BOUND, INNER_SGD
 from theory.bound import Bound, Condition
 from theory.bounds import register
 
@@ -37,7 +37,7 @@ SGD = register(
         title="Minibatch SGD / DDP over K workers (Ghadimi-Lan, constant step)",
         expression=sgd_expression(),
         conditions=(Condition("step", sp.Le(S.alpha * S.L, 1), "alpha <= 1/L"),),
-        assumptions=(A1_SMOOTH, A2_NOISE, A4_LOWER_BOUND),
+        assumptions=(A1_SMOOTH, A2_NOISE, A4_LOWER_BOUND, INNER_SGD),
         provenance=(
             "Ghadimi & Lan, SIAM J. Optim. 23(4):2341-2368, 2013, eq. (2.11) with constant "
             "step and alpha <= 1/L; equals the fully-synchronous term of Wang & Joshi, "
@@ -45,6 +45,10 @@ SGD = register(
         ),
         algorithms=("sgd", "ddp"),
         recommended_step=sp.sqrt(2 * S.F0 * S.K / (S.L * S.sigma**2 * S.T)),
-        notes="Heterogeneity does not enter: gradients are averaged over all workers every step.",
+        notes=(
+            "Heterogeneity does not enter: gradients are averaged over all workers every step. "
+            "The recommended step sqrt(2 F0 K/(L sigma^2 T)) balances the two terms; it meets "
+            "alpha <= 1/L once T >= 2 F0 K L/sigma^2 (before that the optimum is alpha = 1/L)."
+        ),
     )
 )
