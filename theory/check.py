@@ -506,7 +506,7 @@ def _fmt_h(x: float | None, h_max: float = 1e9) -> str:
 def _render(r: CheckReport) -> str:
     out = []
     shown = " ".join(f"{k}={_fmt(val)}" for k, val in r.inputs.items())
-    out.append(f"configuration: {shown}")
+    out.append(f"configuration: {shown or '(no parameters given)'}")
     pre = f" (preset {r.preset})" if r.preset else ""
     out.append(f"algorithm: {r.algorithm} ({r.algorithm_reason}){pre}")
     for w in r.warnings:
