@@ -1,0 +1,425 @@
+"""Vectorised simulator of minibatch SGD, Local SGD, Post-Local SGD, DiLoCo and PALSGD.
+
+``R`` independent replicas x ``K`` workers x ``d`` coordinates advance together, one
+numpy operation per step for all of them (the Python loop runs over steps only).
+
+Semantics (the contract shared with ``empirical.algorithms``; notation of
+``docs``/``theory-plan``): steps ``t = 0, ..., T-1``, pull steps count.
+
+* Warm-up ``t < T0`` and every step of ``kind="sgd"``: minibatch SGD,
+  ``x <- x - alpha * mean_k g_k(x)`` (one all-reduce per step); the anchor follows the
+  model, so at ``t = T0`` the local phase starts with ``z = x``.
+* Local phase ``t >= T0``, each worker ``k`` of replica ``r``: coin
+  ``b = theory.coins.pull_coins(spec.seed, p, step=t, worker=k, replica=r,
+  shared=spec.coins == "shared")``. ``b`` true: pull
+  ``x_k <- x_k - (alpha*eta/p)(x_k - z)`` on the first ``ceil(pull_fraction*d)``
+  coordinates, no gradient; else ``x_k <- x_k - (alpha/(1-p)) g_k(x_k)``. At ``p = 0`` there
+  are no pulls and the learning rate is ``alpha`` (Local SGD).
+* Sync after local step ``t`` when ``(t - T0 + 1 + sync_offset) % H == 0``: outer gradient
+  ``Delta = z - mean_k x_k``; ``"average"``: ``z <- mean_k x_k``; ``"sgd"``:
+  ``z <- z - gamma Delta``; ``"nesterov"`` (``torch.optim.SGD(nesterov=True)``, dampening
+  0): ``buf <- mu buf + Delta``, ``z <- z - gamma (Delta + mu buf)``. With
+  ``outer_steps_per_sync = A`` the outer step is applied ``A - 1`` more times on a zero
+  outer gradient (the authors' ``is_intended_impl=False``) and the sync costs ``A``
+  all-reduces. Then every worker restarts from ``z``.
+* Noise: one draw of ``problem.draw_randomness(rng, (R,))`` per step, for every worker,
+  even on pull steps, from ``numpy.random.default_rng(seed)``: two algorithms run with the
+  same ``seed`` see the same noise (common random numbers, paired comparisons).
+
+Recorded quantities are taken *before* step ``t`` is applied, at ``xbar_t = mean_k x_{k,t}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from theory.coins import pull_coins
+from theory.problems import Problem
+from theory.validation import ParameterError, UserInputError, canonicalize, validate
+
+__all__ = ["KINDS", "OUTERS", "COINS", "AlgorithmSpec", "Trace", "simulate"]
+
+KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd")
+OUTERS = ("average", "sgd", "nesterov")
+COINS = ("independent", "shared")
+
+
+def _int_param(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not float(value).is_integer() or value < low:
+        raise ParameterError(name, value, f"integer in [{low}, inf)")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One algorithm and its hyperparameters (validated on construction).
+
+    ``kind``: ``"sgd"`` (minibatch SGD / DDP: gradients averaged every step; ``H`` and the
+    outer settings are not used), ``"local_sgd"`` (``p = 0``, outer ``"average"``,
+    ``T0 = 0``), ``"post_local_sgd"`` (Local SGD after ``T0 >= 1`` warm-up steps),
+    ``"diloco"`` (``p = 0`` with outer ``"sgd"`` or ``"nesterov"``), ``"palsgd"`` (any
+    ``p`` in ``[0, 1)``, any outer optimiser). See the module docstring for the exact step.
+    """
+
+    kind: str
+    alpha: float
+    H: int = 1
+    p: float = 0.0
+    eta: float = 0.0
+    outer: str = "average"
+    gamma: float = 1.0
+    mu: float = 0.0
+    T0: int = 0
+    coins: str = "independent"
+    seed: int = 0
+    pull_fraction: float = 1.0
+    outer_steps_per_sync: int = 1
+    sync_offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise UserInputError(
+                f"unknown algorithm kind {self.kind!r}: choose one of {list(KINDS)}"
+            )
+        if self.outer not in OUTERS:
+            raise UserInputError(
+                f"unknown outer optimiser {self.outer!r}: choose one of {list(OUTERS)}"
+            )
+        if self.coins not in COINS:
+            raise UserInputError(f"unknown coins {self.coins!r}: choose one of {list(COINS)}")
+        validate(
+            alpha=self.alpha, H=self.H, p=self.p, eta=self.eta, gamma=self.gamma, mu=self.mu,
+            T0=self.T0,
+        )  # fmt: skip
+        pf = self.pull_fraction
+        if isinstance(pf, bool) or not (isinstance(pf, int | float) and 0 < pf <= 1):
+            raise ParameterError("pull_fraction", pf, "(0, 1]")
+        set_ = object.__setattr__
+        set_(self, "H", int(self.H))
+        set_(self, "T0", int(self.T0))
+        set_(self, "alpha", float(self.alpha))
+        set_(self, "p", float(self.p))
+        set_(self, "eta", float(self.eta))
+        set_(self, "gamma", float(self.gamma))
+        set_(self, "mu", float(self.mu))
+        set_(self, "pull_fraction", float(pf))
+        set_(self, "seed", _int_param("seed", self.seed, 0))
+        set_(
+            self,
+            "outer_steps_per_sync",
+            _int_param("outer_steps_per_sync", self.outer_steps_per_sync, 1),
+        )
+        set_(self, "sync_offset", _int_param("sync_offset", self.sync_offset, 0))
+        k = self.kind
+        if k != "palsgd" and self.p != 0:
+            raise UserInputError(
+                f"kind {k!r} has no pull steps (p = 0); got p = {self.p}: use kind='palsgd'"
+            )
+        if k in ("local_sgd", "post_local_sgd") and self.outer != "average":
+            raise UserInputError(
+                f"kind {k!r} averages the models (outer='average'); got outer={self.outer!r}: "
+                "use kind='diloco' or 'palsgd'"
+            )
+        if k == "diloco" and self.outer == "average":
+            raise UserInputError(
+                "kind 'diloco' needs an outer optimiser ('nesterov' or 'sgd'); "
+                "with outer='average' use kind='local_sgd'"
+            )
+        if k == "local_sgd" and self.T0 > 0:
+            raise UserInputError(
+                "kind 'local_sgd' has no warm-up; with T0 > 0 use 'post_local_sgd'"
+            )
+        if k == "post_local_sgd" and self.T0 == 0:
+            raise ParameterError("T0", 0, "integer in [1, inf)", "post_local_sgd needs a warm-up")
+
+    @classmethod
+    def from_params(cls, kind: str, **params: Any) -> AlgorithmSpec:
+        """Build from project names or the authors' aliases (``lr``, ``prob_no_grad``, ...)."""
+        return cls(kind=kind, **canonicalize(params, allow_unknown=True))
+
+    @property
+    def local(self) -> bool:
+        """True for the methods with local steps (every kind except ``"sgd"``)."""
+        return self.kind != "sgd"
+
+    @property
+    def grad_lr(self) -> float:
+        """Learning rate of a gradient step in the local phase, ``alpha/(1-p)``."""
+        return self.alpha / (1.0 - self.p) if self.p > 0 else self.alpha
+
+    @property
+    def pull_coef(self) -> float:
+        """Pull coefficient ``alpha*eta/p`` (0 when ``p = 0``)."""
+        return self.alpha * self.eta / self.p if self.p > 0 else 0.0
+
+    def is_sync_step(self, t: int) -> bool:
+        """Whether a sync follows local step ``t`` (global index, ``t >= T0``)."""
+        return t >= self.T0 and (t - self.T0 + 1 + self.sync_offset) % self.H == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Trace:
+    """Recorded trajectory statistics (see :func:`simulate`); arrays are float64 unless noted."""
+
+    steps: np.ndarray
+    grad_norm_sq: np.ndarray
+    loss_gap: np.ndarray
+    consensus: np.ndarray
+    anchor_dist: np.ndarray
+    grad_evals: np.ndarray
+    comm_rounds: np.ndarray
+    final_x: np.ndarray
+    anchor: np.ndarray
+    T: int = 0
+    record_every: int = 1
+    final_grad_norm_sq: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    final_loss_gap: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    pull_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    spec: dict[str, Any] = field(default_factory=dict)
+    problem: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    def mean_grad_norm_sq(self) -> np.ndarray:
+        """``(1/T) sum_{t<T} ||grad f(xbar_t)||^2`` per replica, shape (R,)."""
+        if self.record_every != 1:
+            raise UserInputError(
+                f"mean_grad_norm_sq needs every step recorded (record_every=1), "
+                f"got record_every={self.record_every}"
+            )
+        return self.grad_norm_sq.mean(axis=1)
+
+    def to_dict(self, include_state: bool = False) -> dict[str, Any]:
+        """JSON-ready dict (lists); the final iterates only with ``include_state``."""
+        out: dict[str, Any] = {}
+        for k, v in self.__dict__.items():
+            if k in ("final_x", "anchor") and not include_state:
+                continue
+            out[k] = v.tolist() if isinstance(v, np.ndarray) else v
+        return out
+
+    def save_json(self, path: str, include_state: bool = False) -> None:
+        """Write :meth:`to_dict` to ``path``."""
+        with open(path, "w") as fh:
+            json.dump(self.to_dict(include_state), fh)
+
+
+def _block_size(R: int, K: int) -> int:
+    # keep a few (R, K, block) float64 buffers within a core's L2 cache
+    return max(256, 16384 // max(1, R * K))
+
+
+def simulate(
+    problem: Problem,
+    spec: AlgorithmSpec,
+    *,
+    T: int,
+    R: int,
+    seed: int,
+    x0: np.ndarray | None = None,
+    record_every: int = 1,
+    progress: bool = False,
+    K: int | None = None,
+    blocked: bool | None = None,
+) -> Trace:
+    """Run ``spec`` on ``problem`` for ``T`` steps in ``R`` replicas (all ``K = problem.K`` workers).
+
+    ``seed`` seeds the noise generator (the coins come from ``spec.seed``); ``x0`` of shape
+    (d,) or (R, d) (default ``problem.x0()``); ``K`` if given must equal ``problem.K``;
+    quantities are recorded before steps ``0, record_every, 2 record_every, ...``.
+    ``blocked`` (default: automatic for separable problems with ``d >= 4096``) evaluates
+    the local phase in cache-sized blocks of coordinates; results are bitwise identical.
+    """
+    if not isinstance(problem, Problem):
+        raise UserInputError(
+            f"problem must be a theory.problems.Problem, got {type(problem).__name__}"
+        )
+    if not isinstance(spec, AlgorithmSpec):
+        raise UserInputError(f"spec must be an AlgorithmSpec, got {type(spec).__name__}")
+    validate(T=T, R=R)
+    T, R = int(T), int(R)
+    seed = _int_param("seed", seed, 0)
+    record_every = _int_param("record_every", record_every, 1)
+    Kp, d = problem.K, problem.d
+    if K is not None and int(K) != Kp:
+        raise UserInputError(f"K = {K} does not match the problem's K = {Kp} workers")
+    K = Kp
+    start = problem.x0() if x0 is None else np.asarray(x0, dtype=float)
+    if start.shape not in ((d,), (R, d)):
+        raise UserInputError(f"x0 must have shape ({d},) or ({R}, {d}), got {start.shape}")
+    if not np.all(np.isfinite(start)):
+        raise UserInputError("x0 contains NaN or infinite values")
+    if blocked is None:
+        blocked = problem.separable and d >= 4096
+    elif blocked and not problem.separable:
+        raise UserInputError(f"blocked=True needs a separable problem; {problem.name!r} is not")
+
+    rng = np.random.default_rng(seed)
+    X = np.empty((R, K, d))
+    X[...] = start[:, None, :] if start.ndim == 2 else start
+    Z = X[:, 0, :].copy()  # anchor; during warm-up / SGD it is the model itself
+    buf = np.zeros((R, d)) if spec.outer == "nesterov" else None
+    G = np.empty((R, K, d))
+    noise_buf = np.empty((R, K, d)) if problem.noise_model in ("gaussian", "rademacher") else None
+    m = min(d, math.ceil(spec.pull_fraction * d - 1e-12))
+    pulls_on = spec.local and spec.p > 0
+    P = np.empty((R, K, m)) if pulls_on and not blocked else None
+    bs = _block_size(R, K)
+    Gb = np.empty((R, K, bs)) if blocked else None
+    Pb = np.empty((R, K, bs)) if blocked and pulls_on else None
+    r_idx = np.arange(R)[:, None]
+    k_idx = np.arange(K)[None, :]
+    alpha, lr_g, c = spec.alpha, spec.grad_lr, spec.pull_coef
+
+    n_rec = (T + record_every - 1) // record_every
+    steps = np.arange(0, T, record_every)
+    rec = {k: np.empty((R, n_rec)) for k in ("gn", "lg", "cons", "anc", "ge")}
+    comm_rec = np.empty(n_rec)
+    grad_evals = np.zeros(R)
+    comm = 0
+    pull_steps = np.zeros((R, K), dtype=np.int64)
+    scratch = np.empty((R, K, d))
+
+    def record(i: int) -> None:
+        xbar = X.mean(axis=1)
+        g = problem.grad(xbar)
+        rec["gn"][:, i] = np.einsum("rd,rd->r", g, g)
+        rec["lg"][:, i] = problem.f(xbar) - problem.f_star
+        np.subtract(X, xbar[:, None, :], out=scratch)
+        rec["cons"][:, i] = np.einsum("rkd,rkd->r", scratch, scratch) / K
+        np.subtract(X, Z[:, None, :], out=scratch)
+        rec["anc"][:, i] = np.einsum("rkd,rkd->r", scratch, scratch) / K
+        rec["ge"][:, i] = grad_evals
+        comm_rec[i] = comm
+
+    iterator = range(T)
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(iterator, desc=f"simulate {spec.kind}", unit="step")
+
+    for t in iterator:
+        if t % record_every == 0:
+            record(t // record_every)
+        draw = problem.draw_randomness(rng, (R,), out=noise_buf)
+        if not spec.local or t < spec.T0:
+            # minibatch SGD on the (identical) workers; Z holds the model
+            problem.stochastic_grads_from(X, draw, out=G)
+            gbar = G.mean(axis=1)
+            gbar *= alpha
+            Z -= gbar
+            X[...] = Z[:, None, :]
+            grad_evals += 1.0
+            comm += 1
+            continue
+
+        if pulls_on:
+            b = pull_coins(spec.seed, spec.p, t, k_idx, r_idx, shared=spec.coins == "shared")
+            b = np.broadcast_to(b, (R, K))
+            n_pull = int(np.count_nonzero(b))
+            wg = np.where(b, 0.0, lr_g)[..., None]
+            wp = np.where(b, c, 0.0)[..., None]
+            do_grad, do_pull = n_pull < R * K, n_pull > 0 and c != 0.0
+            pull_steps += b
+            grad_evals += 1.0 - np.count_nonzero(b, axis=1) / K
+        else:
+            wg, wp, do_grad, do_pull = lr_g, 0.0, True, False
+            grad_evals += 1.0
+
+        if blocked:
+            _blocked_local_step(problem, X, Z, draw, wg, wp, do_grad, do_pull, m, bs, Gb, Pb)
+        else:
+            if do_grad:
+                problem.stochastic_grads_from(X, draw, out=G)
+                G *= wg
+                X -= G
+            if do_pull:
+                np.subtract(X[..., :m], Z[:, None, :m], out=P)
+                P *= wp
+                X[..., :m] -= P
+
+        if spec.is_sync_step(t):
+            xbar = X.mean(axis=1)
+            if spec.outer == "average":
+                Z[...] = xbar
+            else:
+                delta = Z - xbar
+                if spec.outer == "sgd":
+                    delta *= spec.gamma
+                    Z -= delta
+                else:
+                    buf *= spec.mu
+                    buf += delta
+                    Z -= spec.gamma * (delta + spec.mu * buf)
+                    for _ in range(spec.outer_steps_per_sync - 1):
+                        buf *= spec.mu
+                        Z -= spec.gamma * (0.0 + spec.mu * buf)
+            X[...] = Z[:, None, :]
+            comm += spec.outer_steps_per_sync
+
+    xbar = X.mean(axis=1)
+    gT = problem.grad(xbar)
+    return Trace(
+        steps=steps,
+        grad_norm_sq=rec["gn"],
+        loss_gap=rec["lg"],
+        consensus=rec["cons"],
+        anchor_dist=rec["anc"],
+        grad_evals=rec["ge"],
+        comm_rounds=comm_rec,
+        final_x=X,
+        anchor=Z,
+        T=T,
+        record_every=record_every,
+        final_grad_norm_sq=np.einsum("rd,rd->r", gT, gT),
+        final_loss_gap=problem.f(xbar) - problem.f_star,
+        pull_steps=pull_steps,
+        spec=spec.to_dict(),
+        problem=problem.describe(),
+        seed=seed,
+    )
+
+
+def _blocked_local_step(
+    problem: Problem,
+    X: np.ndarray,
+    Z: np.ndarray,
+    draw: np.ndarray | None,
+    wg: np.ndarray | float,
+    wp: np.ndarray | float,
+    do_grad: bool,
+    do_pull: bool,
+    m: int,
+    bs: int,
+    Gb: np.ndarray,
+    Pb: np.ndarray | None,
+) -> None:
+    """The local step of :func:`simulate` over blocks of coordinates (separable problems).
+
+    Element-wise the same operations in the same order as the unblocked step, so the
+    result is bitwise identical; the temporaries stay in cache.
+    """
+    d = X.shape[-1]
+    for lo in range(0, d, bs):
+        hi = min(d, lo + bs)
+        Xb = X[..., lo:hi]
+        if do_grad:
+            g = Gb[..., : hi - lo]
+            problem.local_grads_block(Xb, lo, hi, g)
+            if draw is not None:
+                g += draw[..., lo:hi]
+            g *= wg
+            Xb -= g
+        if do_pull and lo < m:
+            mm = min(hi, m)
+            pv = Pb[..., : mm - lo]
+            np.subtract(X[..., lo:mm], Z[:, None, lo:mm], out=pv)
+            pv *= wp
+            X[..., lo:mm] -= pv
