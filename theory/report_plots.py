@@ -23,6 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 __all__ = ["plot_report", "plot_measured_vs_bound", "plot_rates", "plot_consensus",
            "plot_exact_vs_mc", "PLOT_NAMES"]
@@ -129,6 +130,9 @@ def plot_rates(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
             ax.plot(T, c * T**slope, ":", color="tab:blue", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks(T)
+        ax.set_xticklabels([str(int(t)) for t in T], fontsize=7)
         ax.set_title(f"{name} ({rs[0].get('step_rule', '')})", fontsize=8)
         ax.set_xlabel("T")
         ax.legend(fontsize=7)
@@ -147,17 +151,19 @@ def plot_consensus(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[s
         m = np.array([_num(r["consensus_mean"]) for r in rs])
         se = np.array([_num(r["consensus_se"]) for r in rs])
         extra = f" (p={_num(rs[0]['p']):.2g}, eta={_num(rs[0]['eta']):.2g})" if a == "palsgd" else ""
-        ax.errorbar(H, m, yerr=2 * se, fmt="o-", ms=4, label=a + extra)
+        pos = m > 1e-12 * max(1.0, float(np.nanmax(m)))  # H = 1: no consensus error at all
+        ax.errorbar(H[pos], m[pos], yerr=np.minimum(2 * se[pos], 0.99 * m[pos]), fmt="o-", ms=4,
+                    label=a + extra)
     if algos:
         ax.set_xscale("log", base=2)
-        ax.set_yscale("symlog", linthresh=1e-6)
+        ax.set_yscale("log")
         ax.legend(fontsize=8)
         r0 = rows[0]
         ax.set_title(f"consensus error vs H ({r0['problem']}, K={r0['K']}, "
                      f"alpha={_num(r0['alpha']):.3g})", fontsize=9)
     else:
         _empty(ax, "no consensus runs")
-    ax.set_xlabel("H (local steps between syncs)")
+    ax.set_xlabel("H (local steps between syncs; H = 1 has zero consensus error)")
     ax.set_ylabel(r"$(1/T)\sum_t (1/K)\sum_k \|x_k - \bar x\|^2$")
     return _save(fig, directory, "consensus_vs_H")
 
