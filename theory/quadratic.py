@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory.validation import UserInputError, validate, validate_one
+from theory.validation import ParameterError, UserInputError, validate, validate_one
 
 __all__ = [
     "QuadraticProblem",
@@ -88,13 +88,13 @@ _KIND_MINIBATCH = ("minibatch", "minibatch_sgd", "sgd", "ddp", "mbsgd")
 class QuadraticProblem:
     """Heterogeneous quadratic ``f_k(x) = 1/2 (x - b_k)^T A (x - b_k)`` with additive noise.
 
-    ``A``: ``(d, d)`` symmetric PSD matrix. ``b``: ``(K, d)`` per-worker centres.
-    ``noise``: the covariance of the additive gradient noise of one worker at one step, as
-    a scalar ``s2`` (isotropic, ``Sigma = s2 I``; ``s2 = sigma^2/d`` for total variance
-    ``sigma^2``), a ``(d,)`` vector of variances along A's eigenvectors (in the order of
-    ``numpy.linalg.eigh``), or a ``(d, d)`` covariance matrix in the original coordinates.
-    Only additive noise is exact here; minibatch (multiplicative) noise is not.
-    ``x0``: starting point (zeros if omitted).
+    A light stand-alone description for :func:`exact_moments` (which also accepts the
+    quadratics of :mod:`theory.problems` directly). ``A``: ``(d, d)`` symmetric PSD matrix.
+    ``b``: ``(K, d)`` per-worker centres. ``noise``: the covariance of the additive gradient
+    noise of one worker at one step, as a scalar ``s2`` (isotropic, ``Sigma = s2 I``;
+    ``s2 = sigma^2/d`` for total variance ``sigma^2``), a ``(d,)`` vector of variances along
+    A's eigenvectors (in the order of ``numpy.linalg.eigh``), or a ``(d, d)`` covariance
+    matrix in the original coordinates. ``x0``: starting point (zeros if omitted).
     """
 
     A: np.ndarray
@@ -113,17 +113,8 @@ class QuadraticProblem:
         if not np.allclose(A, A.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(A).max()))):
             raise UserInputError("A must be symmetric")
         d = A.shape[0]
-        b = np.asarray(self.b, dtype=float)
-        if b.ndim == 1 and d == 1:
-            b = b.reshape(-1, 1)
-        if b.ndim != 2 or b.shape[1] != d:
-            raise UserInputError(f"b must have shape (K, {d}), got {b.shape}")
-        validate_one("K", b.shape[0])
-        if not np.all(np.isfinite(b)):
-            raise UserInputError("b has NaN or infinite entries")
-        x0 = np.zeros(d) if self.x0 is None else np.asarray(self.x0, dtype=float).reshape(-1)
-        if x0.shape != (d,) or not np.all(np.isfinite(x0)):
-            raise UserInputError(f"x0 must be a finite vector of length {d}")
+        b = _check_b(self.b, d)
+        x0 = _check_x0(self.x0, d)
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "b", b)
         object.__setattr__(self, "x0", x0)
@@ -166,6 +157,44 @@ class QuadraticProblem:
         return self.b.mean(axis=0)
 
 
+@dataclass(frozen=True)
+class _Eig:
+    """A quadratic in A's eigenbasis: eigenvalues ``lam`` (d,), eigenvectors ``U`` (columns;
+    ``None`` for the identity), centres ``b`` (K, d) in the original coordinates, noise
+    variance ``s2`` (d, K) per eigendirection and worker, start ``x0`` (d,)."""
+
+    lam: np.ndarray
+    U: np.ndarray | None
+    b: np.ndarray
+    s2: np.ndarray
+    x0: np.ndarray
+
+    def to_eig(self, v: np.ndarray) -> np.ndarray:
+        return v if self.U is None else v @ self.U
+
+    def from_eig(self, v: np.ndarray) -> np.ndarray:
+        return v if self.U is None else v @ self.U.T
+
+
+def _check_b(b: Any, d: int) -> np.ndarray:
+    b = np.asarray(b, dtype=float)
+    if b.ndim == 1 and d == 1:
+        b = b.reshape(-1, 1)
+    if b.ndim != 2 or b.shape[1] != d:
+        raise UserInputError(f"b must have shape (K, {d}), got {b.shape}")
+    validate_one("K", b.shape[0])
+    if not np.all(np.isfinite(b)):
+        raise UserInputError("b has NaN or infinite entries")
+    return b
+
+
+def _check_x0(x0: Any, d: int) -> np.ndarray:
+    x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=float).reshape(-1)
+    if x0.shape != (d,) or not np.all(np.isfinite(x0)):
+        raise UserInputError(f"x0 must be a finite vector of length {d}")
+    return x0
+
+
 def _noise_in_eigenbasis(noise: Any, U: np.ndarray) -> np.ndarray:
     d = U.shape[0]
     arr = np.asarray(noise, dtype=float)
@@ -187,17 +216,28 @@ def _noise_in_eigenbasis(noise: Any, U: np.ndarray) -> np.ndarray:
     return np.clip(out, 0.0, None)
 
 
-def _as_problem(problem: Any) -> QuadraticProblem:
-    """Accept a :class:`QuadraticProblem` or any object exposing a quadratic's data.
+def _as_eig(problem: Any) -> _Eig:
+    """The quadratic in its eigenbasis, from a :class:`QuadraticProblem`, a
+    ``theory.problems.QuadraticProblem`` or any object/dict with ``A`` and ``b``.
 
-    Recognised attributes (duck typing, so that ``theory.problems`` quadratics work):
-    ``A`` (or ``Q``/``hessian``), ``b`` (or ``centers``/``b_k``), and the noise as
-    ``noise_cov``/``noise_var``/``s2`` or ``sigma2`` (total variance, ``s2 = sigma2/d``,
-    the Gaussian model); a noise model other than additive Gaussian/Rademacher (e.g.
-    minibatch sampling) is rejected because its noise is not additive.
+    For :mod:`theory.problems` quadratics (attributes ``eigenvalues``, ``rotation``, ``b``,
+    ``noise_model``): ``"gaussian"`` and ``"rademacher"`` noise are isotropic with
+    per-coordinate variance ``sigma2/d`` (the variance fixed when the problem was built);
+    ``"finite_sum"`` minibatch noise is additive on a quadratic (a sample's gradient is
+    ``A (x - b_{k,i})``, so the sampling error does not depend on ``x``): with ``B`` indices
+    drawn uniformly with replacement from ``n`` zero-mean offsets ``o_{k,i}``, worker ``k``'s
+    noise covariance is ``(1/(B n)) sum_i o_{k,i} o_{k,i}^T``. Other objects: ``A`` (or
+    ``Q``/``hessian``), ``b``, noise from ``noise_cov``/``noise_var``/``s2`` or ``sigma2``
+    (total variance, ``s2 = sigma2/d``).
     """
     if isinstance(problem, QuadraticProblem):
-        return problem
+        return _Eig(
+            lam=problem.eigenvalues,
+            U=problem.eigenvectors,
+            b=problem.b,
+            s2=np.repeat(problem.noise_variances[:, None], problem.K, axis=1),
+            x0=problem.x0,
+        )
     if isinstance(problem, Mapping):
         get = problem.get
     else:
@@ -205,31 +245,76 @@ def _as_problem(problem: Any) -> QuadraticProblem:
         def get(name: str, default: Any = None) -> Any:
             return getattr(problem, name, default)
 
-    A = _first(get, ("A", "Q", "hessian"))
     b = _first(get, ("b", "centers", "b_k"))
-    if A is None or b is None:
+    lam = _first(get, ("eigenvalues",))
+    A = _first(get, ("A", "Q", "hessian"))
+    if b is None or (lam is None and A is None):
         raise UserInputError(
-            f"problem {type(problem).__name__} is not a quadratic: exact moments need A and b"
+            f"problem {type(problem).__name__} is not a quadratic: exact moments need "
+            "A (or its eigenvalues) and b"
         )
-    model = get("noise_model") or get("noise")
-    if isinstance(model, str) and model.lower() not in (
-        "gaussian",
-        "rademacher",
-        "additive",
-        "none",
-    ):
+    x0 = get("x0")
+    if callable(x0):
+        x0 = x0()
+    if lam is not None:
+        lam = np.asarray(lam, dtype=float).reshape(-1)
+        if np.any(lam < 0) or not np.all(np.isfinite(lam)):
+            raise UserInputError("eigenvalues must be finite and nonnegative")
+        d = lam.shape[0]
+        rot = get("rotation")
+        U = None if rot is None else np.asarray(rot, dtype=float)
+        if U is not None and U.shape != (d, d):
+            raise UserInputError(f"rotation must have shape ({d}, {d}), got {U.shape}")
+    else:
+        qp = QuadraticProblem(A=A, b=b, noise=0.0, x0=x0)
+        lam, U, d = qp.eigenvalues, qp.eigenvectors, qp.d
+    b = _check_b(b, d)
+    K = b.shape[0]
+    x0 = _check_x0(x0, d)
+    s2 = _noise_of(problem, get, U, d, K)
+    return _Eig(lam=lam, U=U, b=b, s2=s2, x0=x0)
+
+
+def _noise_of(problem: Any, get: Any, U: np.ndarray | None, d: int, K: int) -> np.ndarray:
+    """Noise variance ``(d, K)`` per eigendirection and worker (see :func:`_as_eig`)."""
+    model = get("noise_model")
+    if model is None and isinstance(get("noise"), str):
+        model = get("noise")
+    model = None if model is None else str(model).lower()
+    if model == "none":
+        return np.zeros((d, K))
+    if model == "finite_sum":
+        info = get("info") or {}
+        offsets, batch = info.get("_offsets"), info.get("batch")
+        if offsets is None or batch is None:
+            raise UserInputError("finite_sum quadratic without per-sample offsets")
+        offsets = np.asarray(offsets, dtype=float)  # (K, n, d), original coordinates
+        scale = max(1.0, float(np.abs(offsets).max()))
+        if np.abs(offsets.mean(axis=1)).max() > 1e-9 * scale:
+            raise UserInputError(
+                "finite_sum offsets are not zero-mean: the sampling error would bias the "
+                "gradients, which the exact moments do not model"
+            )
+        proj = offsets if U is None else offsets @ U
+        return (np.mean(proj**2, axis=1) / float(batch)).T
+    if model not in (None, "gaussian", "rademacher", "additive"):
         raise UserInputError(
-            f"noise model {model!r} is not additive: exact moments support additive noise "
-            "(gaussian, rademacher)"
+            f"noise model {model!r} is not additive: exact moments support gaussian, "
+            "rademacher and (on quadratics) finite_sum noise"
         )
-    d = np.asarray(A).shape[0] if np.ndim(A) else 1
     noise = _first(get, ("noise_cov", "noise_var", "s2"))
     if noise is None:
-        sigma2 = get("sigma2")
-        if sigma2 is None and get("sigma") is not None:
-            sigma2 = float(get("sigma")) ** 2
-        noise = 0.0 if sigma2 is None else float(sigma2) / d
-    return QuadraticProblem(A=A, b=b, noise=noise, x0=get("x0"))
+        total = None
+        additive = getattr(problem, "_additive_variance", None)
+        if callable(additive):
+            total = float(additive())  # the variance fixed at construction
+        if total is None:
+            total = get("sigma2")
+        if total is None and get("sigma") is not None:
+            total = float(get("sigma")) ** 2
+        noise = 0.0 if total is None else float(total) / d
+    s2 = _noise_in_eigenbasis(noise, np.eye(d) if U is None else U)
+    return np.repeat(s2[:, None], K, axis=1)
 
 
 def _first(get: Any, names: Sequence[str]) -> Any:
@@ -255,6 +340,7 @@ class _Algo:
     T0: float  # math.inf for minibatch SGD
     shared: bool
     sync_offset: int
+    outer_steps: int = 1  # outer steps per sync (extra ones on a zero outer gradient)
 
 
 def _spec_get(spec: Any, name: str, default: Any = None) -> Any:
@@ -276,7 +362,14 @@ def _as_algo(spec: Any) -> _Algo:
     p = _spec_get(spec, "p", 0.0) or 0.0
     eta = _spec_get(spec, "eta", 0.0) or 0.0
     T0 = _spec_get(spec, "T0", 0) or 0
-    sync_offset = int(_spec_get(spec, "sync_offset", 0) or 0)
+    sync_offset = _spec_get(spec, "sync_offset", 0) or 0
+    outer_steps = _spec_get(spec, "outer_steps_per_sync", 1) or 1
+    for name, val, low in (
+        ("sync_offset", sync_offset, 0),
+        ("outer_steps_per_sync", outer_steps, 1),
+    ):
+        if isinstance(val, bool) or not float(val).is_integer() or val < low:
+            raise ParameterError(name, val, f"integer in [{low}, inf)")
     outer = str(_spec_get(spec, "outer", "avg") or "avg").lower()
     gamma = _spec_get(spec, "gamma", 1.0)
     mu = _spec_get(spec, "mu", 0.0) or 0.0
@@ -312,7 +405,8 @@ def _as_algo(spec: Any) -> _Algo:
         float(mu),
         float(T0),
         coins == "shared",
-        sync_offset,
+        int(sync_offset),
+        int(outer_steps),
     )
 
 
@@ -405,16 +499,22 @@ class ExactCurves:
     """Exact expected curves; the state is recorded before step ``t`` for ``t = 0..T-1``.
 
     ``loss_gap[t] = E f(xbar_t) - f_star``; ``grad_norm_sq[t] = E||grad f(xbar_t)||^2``;
-    ``consensus[t] = E (1/K) sum_k ||x_k,t - xbar_t||^2``. Rounds: ``round_steps[r]`` is the
-    step before which anchor ``z_r`` is in place (``r = 0``: start of the local phase,
-    ``r >= 1``: after the ``r``-th sync; a sync after the last step gives ``T``);
-    ``z_dist_sq[r] = E||z_r - x*||^2`` and ``z_mean[r] = E z_r - x*`` (shape ``(rounds, d)``).
+    ``consensus[t] = E (1/K) sum_k ||x_k,t - xbar_t||^2``; ``anchor_dist[t] =
+    E (1/K) sum_k ||x_k,t - z_t||^2`` (zero during warm-up, where the anchor is the model).
+    ``final_loss_gap``, ``final_grad_norm_sq``: the same after the last step.
+    Rounds: ``round_steps[r]`` is the step before which anchor ``z_r`` is in place
+    (``r = 0``: start of the local phase, ``r >= 1``: after the ``r``-th sync; a sync after
+    the last step gives ``T``); ``z_dist_sq[r] = E||z_r - x*||^2`` and
+    ``z_mean[r] = E z_r - x*`` (shape ``(rounds, d)``), with ``x* = bbar``.
     """
 
     steps: np.ndarray
     loss_gap: np.ndarray
     grad_norm_sq: np.ndarray
     consensus: np.ndarray
+    anchor_dist: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    final_loss_gap: float = math.nan
+    final_grad_norm_sq: float = math.nan
     round_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     z_dist_sq: np.ndarray = field(default_factory=lambda: np.zeros(0))
     z_mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
@@ -434,12 +534,11 @@ class ExactCurves:
         return json.dumps(self.to_dict())
 
     def to_csv(self) -> str:
-        """Per-step CSV: ``step,loss_gap,grad_norm_sq,consensus``."""
-        rows = ["step,loss_gap,grad_norm_sq,consensus"]
-        for t, f, g, c in zip(
-            self.steps, self.loss_gap, self.grad_norm_sq, self.consensus, strict=True
-        ):
-            rows.append(f"{int(t)},{f!r},{g!r},{c!r}")
+        """Per-step CSV: ``step,loss_gap,grad_norm_sq,consensus,anchor_dist``."""
+        rows = ["step,loss_gap,grad_norm_sq,consensus,anchor_dist"]
+        cols = (self.steps, self.loss_gap, self.grad_norm_sq, self.consensus, self.anchor_dist)
+        for t, f, g, c, a in zip(*cols, strict=True):
+            rows.append(f"{int(t)},{f!r},{g!r},{c!r},{a!r}")
         return "\n".join(rows) + "\n"
 
 
@@ -451,28 +550,27 @@ def exact_moments(
 ) -> ExactCurves:
     """Exact expected curves of the algorithm ``spec`` on the quadratic ``problem``.
 
-    ``problem``: a :class:`QuadraticProblem` or a quadratic from ``theory.problems`` (see
-    :func:`_as_problem`). ``spec``: ``theory.simulate.AlgorithmSpec`` or any object/dict
-    with ``kind, alpha, H, p, eta, outer ('avg'|'sgd'|'nesterov'), gamma, mu, T0,
-    coins ('independent'|'shared'), sync_offset``; ``kind`` in
-    ``('minibatch', 'sgd', 'ddp')`` runs minibatch SGD at every step. ``T``: number of
-    steps (pull steps count). ``x0``: starting point (default: the problem's).
-    All workers start at ``x0``; the anchor starts at ``x0`` (``T0 = 0``) or at the
-    warm-up iterate (``T0 > 0``), the outer momentum buffer at zero. ``progress`` shows a
-    tqdm bar over the steps.
+    ``problem``: a :class:`QuadraticProblem`, a quadratic of :mod:`theory.problems`
+    (``gaussian``, ``rademacher``, ``finite_sum`` or ``none`` noise), or any object with
+    ``A`` and ``b`` (see :func:`_as_eig`). ``spec``: ``theory.simulate.AlgorithmSpec`` or
+    any object/dict with ``kind, alpha, H, p, eta, outer ('average'|'sgd'|'nesterov'),
+    gamma, mu, T0, coins ('independent'|'shared'), sync_offset, outer_steps_per_sync``;
+    ``kind='sgd'`` (also ``'minibatch'``, ``'ddp'``) runs minibatch SGD at every step.
+    ``T``: number of steps (pull steps count). ``x0``: starting point (default: the
+    problem's). All workers start at ``x0``; the anchor starts at ``x0`` (``T0 = 0``) or at
+    the warm-up iterate (``T0 > 0``), the outer momentum buffer at zero. ``progress``
+    shows a tqdm bar over the steps. Cost ``O(T d K^2 + (T/H) d K^3)``.
     """
-    prob = _as_problem(problem)
+    prob = _as_eig(problem)
     algo = _as_algo(spec)
     validate_one("T", T)
     T = int(T)
-    lam, U, s2 = prob.eigenvalues, prob.eigenvectors, prob.noise_variances
-    K, d = prob.K, prob.d
+    lam, s2 = prob.lam, prob.s2
+    K, d = prob.b.shape
     bbar = prob.b.mean(axis=0)
-    delta = ((prob.b - bbar) @ U).T  # (d, K): heterogeneity offsets per eigendirection
-    start = prob.x0 if x0 is None else np.asarray(x0, dtype=float).reshape(-1)
-    if start.shape != (d,) or not np.all(np.isfinite(start)):
-        raise UserInputError(f"x0 must be a finite vector of length {d}")
-    y0 = U.T @ (start - bbar)
+    delta = prob.to_eig(prob.b - bbar).T  # (d, K): heterogeneity offsets per eigendirection
+    start = prob.x0 if x0 is None else _check_x0(x0, d)
+    y0 = prob.to_eig(start - bbar)
 
     n = K + 3  # workers, z, buf, constant 1
     iz, i1 = K, K + 2
@@ -482,25 +580,25 @@ def exact_moments(
     v0[:, i1] = 1.0
     S = v0[:, :, None] * v0[:, None, :]
 
-    ones = np.ones(K)
     a, eta, p = algo.alpha, algo.eta, algo.p
-    branches = local_step_branches(lam, a, eta, p, s2)
-    warm = Branch(prob=1.0, scale=1 - a * lam, pull=0 * lam, drift=0 * lam, noise=a**2 * s2 / K)
+    # branch noise for unit variance, scaled per worker by s2 (d, K)
+    branches = local_step_branches(lam, a, eta, p, 1.0)
+    warm_noise = a**2 * s2.sum(axis=1) / K**2  # Var of alpha * mean_k xi_k
     sync_J = _sync_matrix(K, algo)
     start_J = _start_matrix(K)
 
-    loss = np.empty(T)
-    grad = np.empty(T)
-    cons = np.empty(T)
+    loss, grad, cons, anch = (np.empty(T) for _ in range(4))
     r_steps: list[int] = []
     r_dist: list[float] = []
     r_mean: list[np.ndarray] = []
 
     def record_round(step: int) -> None:
-        e_z = S[:, iz, i1]
         r_steps.append(step)
         r_dist.append(float(np.sum(S[:, iz, iz])))
-        r_mean.append(U @ e_z)
+        r_mean.append(prob.from_eig(S[:, iz, i1]))
+
+    def ybar_sq() -> np.ndarray:
+        return S[:, :K, :K].sum(axis=(1, 2)) / K**2
 
     for t in tqdm(range(T), desc="exact moments", disable=not progress, leave=False):
         local = t >= algo.T0
@@ -508,24 +606,32 @@ def exact_moments(
             if algo.T0 > 0:
                 S = _apply_linear(start_J, S)
             record_round(t)
-        W = S[:, :K, :K]
-        ybar2 = np.einsum("dkj->d", W) / K**2
+        ybar2 = ybar_sq()
+        diag = np.einsum("dkk->dk", S[:, :K, :K])
         loss[t] = 0.5 * float(lam @ ybar2)
         grad[t] = float((lam**2) @ ybar2)
-        cons[t] = float(np.sum(np.einsum("dkk->d", W) / K - ybar2))
+        cons[t] = float(np.sum(diag.sum(axis=1) / K - ybar2))
         if local:
-            S = _local_step(S, K, branches, delta, algo.shared)
+            anch[t] = float(
+                np.sum(diag.sum(axis=1) / K - 2 * S[:, :K, iz].mean(axis=1) + S[:, iz, iz])
+            )
+            S = _local_step(S, K, branches, delta, s2, algo.shared)
             if (t - int(algo.T0) + 1 + algo.sync_offset) % algo.H == 0:
                 S = _apply_linear(sync_J, S)
                 record_round(t + 1)
         else:
-            S = _warm_step(S, K, warm, ones)
+            anch[t] = 0.0
+            S = _warm_step(S, K, 1 - a * lam, warm_noise)
+    ybar2 = ybar_sq()
 
     return ExactCurves(
         steps=np.arange(T),
         loss_gap=loss,
         grad_norm_sq=grad,
         consensus=np.maximum(cons, 0.0),
+        anchor_dist=np.maximum(anch, 0.0),
+        final_loss_gap=0.5 * float(lam @ ybar2),
+        final_grad_norm_sq=float((lam**2) @ ybar2),
         round_steps=np.asarray(r_steps, dtype=int),
         z_dist_sq=np.asarray(r_dist),
         z_mean=np.asarray(r_mean).reshape(len(r_mean), d),
@@ -543,6 +649,7 @@ def exact_moments(
             "T0": None if math.isinf(algo.T0) else int(algo.T0),
             "coins": "shared" if algo.shared else "independent",
             "sync_offset": algo.sync_offset,
+            "outer_steps_per_sync": algo.outer_steps,
         },
     )
 
@@ -569,14 +676,24 @@ def _map_blocks(W, C, O, scale, B):
     return W_new, C_new
 
 
-def _local_step(S: np.ndarray, K: int, branches, delta: np.ndarray, shared: bool) -> np.ndarray:
+def _assemble(S: np.ndarray, K: int, W_new: np.ndarray, C_new: np.ndarray) -> np.ndarray:
+    out = S.copy()
+    out[:, :K, :K] = W_new
+    out[:, :K, K:] = C_new
+    out[:, K:, :K] = C_new.transpose(0, 2, 1)
+    return out
+
+
+def _local_step(
+    S: np.ndarray, K: int, branches, delta: np.ndarray, s2: np.ndarray, shared: bool
+) -> np.ndarray:
     """One local step of every worker: exact update of ``S = E[y y^T]`` per direction.
 
     Shared coins: every worker takes the same branch, so ``S'`` is the branch average of
     ``M S M^T``. Independent coins: a worker's row is linear in its own coin, so
     cross-worker entries use the mean map and each worker's own second moment is the branch
-    average (the diagonal of the shared-coin formula). Noise is independent per worker and
-    enters the diagonal only.
+    average (the diagonal of the shared-coin formula). Noise is independent per worker
+    (variance ``s2[:, k]`` times the branch's unit-noise factor) and enters the diagonal.
     """
     W, C, O = S[:, :K, :K], S[:, :K, K:], S[:, K:, K:]
     d = S.shape[0]
@@ -593,35 +710,23 @@ def _local_step(S: np.ndarray, K: int, branches, delta: np.ndarray, shared: bool
         noise += br.prob * np.broadcast_to(np.asarray(br.noise, dtype=float), (d,))
         mean_scale += br.prob * scale
         mean_B += br.prob * B
+    idx = np.arange(K)
     if shared or len(branches) == 1:
         W_new = W_sh
     else:
         W_new, _ = _map_blocks(W, C, O, mean_scale, mean_B)
-        idx = np.arange(K)
         W_new[:, idx, idx] = W_sh[:, idx, idx]
-    idx = np.arange(K)
-    W_new[:, idx, idx] += noise[:, None]
-    out = S.copy()
-    out[:, :K, :K] = W_new
-    out[:, :K, K:] = C_new
-    out[:, K:, :K] = C_new.transpose(0, 2, 1)
-    return out
+    W_new[:, idx, idx] += noise[:, None] * s2
+    return _assemble(S, K, W_new, C_new)
 
 
-def _warm_step(S: np.ndarray, K: int, warm: Branch, ones: np.ndarray) -> np.ndarray:
+def _warm_step(S: np.ndarray, K: int, scale: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """Minibatch SGD step ``y <- (1 - alpha lam) y - alpha mean_k xi_k`` on every worker
-    (the workers hold the same model; the averaged noise is common to all of them)."""
+    (the workers hold the same model; the averaged noise, of variance ``noise`` per
+    direction, is common to all of them)."""
     W, C, O = S[:, :K, :K], S[:, :K, K:], S[:, K:, K:]
-    d = S.shape[0]
-    scale = np.broadcast_to(np.asarray(warm.scale, dtype=float), (d,))
-    B = np.zeros((d, K, 3))
-    W_new, C_new = _map_blocks(W, C, O, scale, B)
-    W_new = W_new + np.asarray(warm.noise, dtype=float)[:, None, None] * np.outer(ones, ones)
-    out = S.copy()
-    out[:, :K, :K] = W_new
-    out[:, :K, K:] = C_new
-    out[:, K:, :K] = C_new.transpose(0, 2, 1)
-    return out
+    W_new, C_new = _map_blocks(W, C, O, scale, np.zeros((S.shape[0], K, 3)))
+    return _assemble(S, K, W_new + noise[:, None, None], C_new)
 
 
 def _apply_linear(J: np.ndarray, S: np.ndarray) -> np.ndarray:
@@ -633,28 +738,30 @@ def _sync_matrix(K: int, algo: _Algo) -> np.ndarray:
     """Outer step and restart as a linear map on ``(x_1..x_K, z, buf, 1)`` (shifted coords).
 
     ``Delta = z - xbar``. SGD: ``z' = z - gamma Delta``. Nesterov (PyTorch):
-    ``buf' = mu buf + Delta``, ``z' = z - gamma (Delta + mu buf')
-    = z - gamma (1+mu) Delta - gamma mu^2 buf``. Then ``x_k' = z'``.
+    ``buf' = mu buf + Delta``, ``z' = z - gamma (Delta + mu buf')``, then
+    ``outer_steps_per_sync - 1`` more Nesterov steps on a zero outer gradient
+    (``buf <- mu buf``, ``z <- z - gamma mu buf``; SGD steps on a zero gradient do nothing).
+    Then ``x_k' = z'``.
     """
     n = K + 3
     iz, ib, i1 = K, K + 1, K + 2
     g, mu = algo.gamma, algo.mu
+    J = np.eye(n)
     delta_row = np.zeros(n)
     delta_row[:K] = -1.0 / K
     delta_row[iz] = 1.0
-    z_row = np.zeros(n)
-    z_row[iz] = 1.0
-    buf_row = np.zeros(n)
     if algo.outer == "nesterov":
-        buf_row[ib] = mu
-        buf_row += delta_row
-        z_row = z_row - g * (delta_row + mu * buf_row)
+        buf_row = mu * J[ib] + delta_row
+        z_row = J[iz] - g * (delta_row + mu * buf_row)
+        for _ in range(algo.outer_steps - 1):
+            buf_row = mu * buf_row
+            z_row = z_row - g * mu * buf_row
+        J[ib] = buf_row
     else:
-        z_row = z_row - g * delta_row
-    J = np.zeros((n, n))
+        z_row = J[iz] - g * delta_row
     J[:K] = z_row
     J[iz] = z_row
-    J[ib] = buf_row
+    J[i1] = 0.0
     J[i1, i1] = 1.0
     return J
 
