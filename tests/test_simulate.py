@@ -341,17 +341,23 @@ def test_eta_zero_makes_pulls_no_ops_but_skips_gradients():
 
 @pytest.mark.parametrize("pname", ["quadratic", "cosine"])
 @pytest.mark.parametrize("noise", ["gaussian", "finite_sum", "none"])
-def test_blocked_path_is_bitwise_identical(pname, noise):
-    prob = (
-        make_problem(pname, K=3, d=1500, noise=noise, zeta=0.5, n_samples=4)
-        if (noise == "finite_sum")
-        else make_problem(pname, K=3, d=1500, noise=noise, zeta=0.5)
-    )
-    spec = AlgorithmSpec("palsgd", 0.05, H=3, p=0.3, eta=1.0, pull_fraction=0.37, T0=2)
-    a = simulate(prob, spec, T=9, R=2, seed=1, blocked=True)
-    b = simulate(prob, spec, T=9, R=2, seed=1, blocked=False)
+@pytest.mark.parametrize("elems,blocks", [(1000, (1, 333)), (5000, (2, 700))])
+def test_blocked_path_is_bitwise_identical(pname, noise, elems, blocks, monkeypatch):
+    import theory.simulate as sim
+
+    monkeypatch.setattr(sim, "BLOCK_ELEMS", elems)  # several blocks of replicas / coordinates
+    assert sim._blocks(5, 3, 700) == blocks
+    kw = {"n_samples": 4} if noise == "finite_sum" else {}
+    prob = make_problem(pname, K=3, d=700, noise=noise, zeta=0.5, **kw)
+    # pull_fraction 0.6: the pulled coordinates end inside the second coordinate block
+    spec = AlgorithmSpec("palsgd", 0.05, H=3, p=0.3, eta=1.0, pull_fraction=0.6, T0=2)
+    a = simulate(prob, spec, T=9, R=5, seed=1, blocked=True)
+    b = simulate(prob, spec, T=9, R=5, seed=1, blocked=False)
     np.testing.assert_array_equal(a.final_x, b.final_x)
     np.testing.assert_array_equal(a.grad_norm_sq, b.grad_norm_sq)
+    c = simulate(prob, AlgorithmSpec("local_sgd", 0.05, H=3), T=9, R=5, seed=1, blocked=True)
+    e = simulate(prob, AlgorithmSpec("local_sgd", 0.05, H=3), T=9, R=5, seed=1, blocked=False)
+    np.testing.assert_array_equal(c.final_x, e.final_x)
 
 
 def test_trace_shapes_and_json(tmp_path):

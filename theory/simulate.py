@@ -42,7 +42,7 @@ from theory.coins import pull_coins
 from theory.problems import Problem
 from theory.validation import ParameterError, UserInputError, canonicalize, validate
 
-__all__ = ["KINDS", "OUTERS", "COINS", "AlgorithmSpec", "Trace", "simulate"]
+__all__ = ["KINDS", "OUTERS", "COINS", "BLOCK_ELEMS", "AlgorithmSpec", "Trace", "simulate"]
 
 KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd")
 OUTERS = ("average", "sgd", "nesterov")
@@ -211,9 +211,17 @@ class Trace:
             json.dump(self.to_dict(include_state), fh)
 
 
-def _block_size(R: int, K: int) -> int:
-    # keep a few (R, K, block) float64 buffers within a core's L2 cache
-    return max(256, 16384 // max(1, R * K))
+#: elements per block of the blocked local step: two float64 temporaries of this size
+#: plus the block of X take about 1.5 MiB, within a core's L2 cache (best measured on a
+#: 2 MiB-L2 machine by benchmarks/bench_simulate.py)
+BLOCK_ELEMS = 65536
+
+
+def _blocks(R: int, K: int, d: int) -> tuple[int, int]:
+    """(replicas per block, coordinates per block) with about BLOCK_ELEMS elements per block."""
+    bs = min(d, max(64, BLOCK_ELEMS // K))
+    rb = min(R, max(1, BLOCK_ELEMS // (K * bs)))
+    return rb, bs
 
 
 def simulate(
@@ -234,8 +242,9 @@ def simulate(
     ``seed`` seeds the noise generator (the coins come from ``spec.seed``); ``x0`` of shape
     (d,) or (R, d) (default ``problem.x0()``); ``K`` if given must equal ``problem.K``;
     quantities are recorded before steps ``0, record_every, 2 record_every, ...``.
-    ``blocked`` (default: automatic for separable problems with ``d >= 4096``) evaluates
-    the local phase in cache-sized blocks of coordinates; results are bitwise identical.
+    ``blocked`` (default: automatic for separable problems whose state ``R*K*d`` exceeds
+    ``4 * BLOCK_ELEMS``) evaluates the local phase in cache-sized blocks of replicas x
+    coordinates; results are bitwise identical.
     """
     if not isinstance(problem, Problem):
         raise UserInputError(
@@ -257,7 +266,7 @@ def simulate(
     if not np.all(np.isfinite(start)):
         raise UserInputError("x0 contains NaN or infinite values")
     if blocked is None:
-        blocked = problem.separable and d >= 4096
+        blocked = problem.separable and R * K * d > 4 * BLOCK_ELEMS
     elif blocked and not problem.separable:
         raise UserInputError(f"blocked=True needs a separable problem; {problem.name!r} is not")
 
@@ -271,9 +280,9 @@ def simulate(
     m = min(d, math.ceil(spec.pull_fraction * d - 1e-12))
     pulls_on = spec.local and spec.p > 0
     P = np.empty((R, K, m)) if pulls_on and not blocked else None
-    bs = _block_size(R, K)
-    Gb = np.empty((R, K, bs)) if blocked else None
-    Pb = np.empty((R, K, bs)) if blocked and pulls_on else None
+    rb, bs = _blocks(R, K, d)
+    Gb = np.empty((rb, K, bs)) if blocked else None
+    Pb = np.empty((rb, K, bs)) if blocked and pulls_on else None
     r_idx = np.arange(R)[:, None]
     k_idx = np.arange(K)[None, :]
     alpha, lr_g, c = spec.alpha, spec.grad_lr, spec.pull_coef
@@ -334,7 +343,7 @@ def simulate(
             grad_evals += 1.0
 
         if blocked:
-            _blocked_local_step(problem, X, Z, draw, wg, wp, do_grad, do_pull, m, bs, Gb, Pb)
+            _blocked_local_step(problem, X, Z, draw, wg, wp, do_grad, do_pull, m, rb, bs, Gb, Pb)
         else:
             if do_grad:
                 problem.stochastic_grads_from(X, draw, out=G)
@@ -397,29 +406,35 @@ def _blocked_local_step(
     do_grad: bool,
     do_pull: bool,
     m: int,
+    rb: int,
     bs: int,
     Gb: np.ndarray,
     Pb: np.ndarray | None,
 ) -> None:
-    """The local step of :func:`simulate` over blocks of coordinates (separable problems).
+    """The local step of :func:`simulate` over blocks of replicas x coordinates.
 
-    Element-wise the same operations in the same order as the unblocked step, so the
-    result is bitwise identical; the temporaries stay in cache.
+    For separable problems only. Element-wise the same operations in the same order as the
+    unblocked step, so the result is bitwise identical; the temporaries stay in cache.
     """
-    d = X.shape[-1]
-    for lo in range(0, d, bs):
-        hi = min(d, lo + bs)
-        Xb = X[..., lo:hi]
-        if do_grad:
-            g = Gb[..., : hi - lo]
-            problem.local_grads_block(Xb, lo, hi, g)
-            if draw is not None:
-                g += draw[..., lo:hi]
-            g *= wg
-            Xb -= g
-        if do_pull and lo < m:
-            mm = min(hi, m)
-            pv = Pb[..., : mm - lo]
-            np.subtract(X[..., lo:mm], Z[:, None, lo:mm], out=pv)
-            pv *= wp
-            X[..., lo:mm] -= pv
+    R, _, d = X.shape
+    for r0 in range(0, R, rb):
+        r1 = min(R, r0 + rb)
+        n = r1 - r0
+        wg_b = wg[r0:r1] if isinstance(wg, np.ndarray) else wg
+        wp_b = wp[r0:r1] if isinstance(wp, np.ndarray) else wp
+        for lo in range(0, d, bs):
+            hi = min(d, lo + bs)
+            Xb = X[r0:r1, :, lo:hi]
+            if do_grad:
+                g = Gb[:n, :, : hi - lo]
+                problem.local_grads_block(Xb, lo, hi, g)
+                if draw is not None:
+                    g += draw[r0:r1, :, lo:hi]
+                g *= wg_b
+                Xb -= g
+            if do_pull and lo < m:
+                mm = min(hi, m)
+                pv = Pb[:n, :, : mm - lo]
+                np.subtract(X[r0:r1, :, lo:mm], Z[r0:r1, None, lo:mm], out=pv)
+                pv *= wp_b
+                X[r0:r1, :, lo:mm] -= pv
