@@ -221,3 +221,149 @@ def test_rate_fit_rejects_bad_input():
         V.fit_power_law([1, 2], [1, 1])
     with pytest.raises(UserInputError):
         V.fit_power_law([1, 2, 3], [1, -1, 1])
+
+
+# ------------------------------------------------------------------ with the simulator
+
+sim = pytest.importorskip("theory.simulate")
+problems = pytest.importorskip("theory.problems")
+
+from theory import bounds as registry  # noqa: E402
+from theory.bound import Bound  # noqa: E402
+
+
+def _isotropic_quadratic(K: int = 2, d: int = 4):
+    """f_k = |x - b|^2 / 2 (all eigenvalues L = 1), i.i.d., Gaussian noise sigma = 1."""
+    return problems.make_problem("quadratic", K=K, d=d, noise="gaussian", sigma=1.0, zeta=0.0,
+                                 seed=3, spectrum=[1.0] * d)
+
+
+def _sgd_configs(bound_name: str, K: int = 2, seeds=range(3)):
+    return [V.Config(bound=bound_name, problem="quadratic", algorithm="sgd", K=K, T=200,
+                     alpha=0.5, seed=s) for s in seeds]
+
+
+def test_deliberately_wrong_bound_is_detected_and_true_bound_holds():
+    """SGD bound / 10 is violated on an isotropic quadratic (its noise floor alone is
+    alpha L sigma^2 / (K (2 - alpha L)) > alpha L sigma^2 / (10 K)); the true bound holds."""
+    wrong = Bound.from_strings("sgd_div10", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
+                               ["alpha*L <= 1"], algorithms=("sgd",), provenance="wrong on purpose")
+    prob = _isotropic_quadratic()
+    rows_wrong = V.verify_configs(wrong, {"quadratic": prob}, _sgd_configs("sgd_div10"), R=32)
+    rows_true = V.verify_configs(registry.get("sgd"), {"quadratic": prob}, _sgd_configs("sgd"),
+                                 R=32)
+    assert [r["verdict"] for r in rows_wrong] == [V.VIOLATED] * 3
+    assert [r["verdict"] for r in rows_true] == [V.HOLDS] * 3
+    for r in rows_wrong:
+        assert r["lcb"] > r["bound_value"] and r["ratio"] > 1
+    for r in rows_true:
+        assert r["ucb"] < r["bound_value"] and r["ratio"] < 1
+        # exact mean: e_t = E||x_t - x*||^2 = c^t e_0 + v (1 - c^t), c = (1 - alpha)^2,
+        # v = alpha sigma^2 / (K (2 - alpha)) (A = I, so grad = x - x*)
+        c, v = 0.25, 0.5 / (2 * 1.5)
+        e0 = float(np.sum((prob.x0() - prob.b.mean(axis=0)) ** 2))
+        ct = c ** np.arange(200)
+        exact = float(np.mean(ct * e0 + v * (1 - ct)))
+        assert r["measured_mean"] == pytest.approx(exact, rel=0.1)
+
+
+def test_halved_bound_is_inconclusive_or_violated_but_never_holds():
+    """Halving the SGD bound puts it near the measured floor: it must not be declared to hold
+    where it is violated (noise floor alpha/(K(2 - alpha)) vs bound/2 = alpha/(2K) + transient)."""
+    half = Bound.from_strings("sgd_half", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/2",
+                              ["alpha*L <= 1"], algorithms=("sgd",))
+    prob = _isotropic_quadratic()
+    cfgs = [V.Config(bound="sgd_half", problem="quadratic", algorithm="sgd", K=2, T=2000,
+                     alpha=0.9, seed=s) for s in range(2)]
+    rows = V.verify_configs(half, {"quadratic": prob}, cfgs, R=48)
+    # floor 0.9/(2*1.1) = 0.409 > 0.9/4 + F0/(0.9*2000) ~ 0.225 + small
+    assert all(r["verdict"] == V.VIOLATED for r in rows)
+
+
+def test_outside_conditions_not_tested():
+    prob = _isotropic_quadratic()
+    cfgs = [V.Config(bound="sgd", problem="quadratic", algorithm="sgd", K=2, T=50, alpha=1.5,
+                     seed=0)] + _sgd_configs("sgd", seeds=[1])
+    rows = V.verify_configs(registry.get("sgd"), {"quadratic": prob}, cfgs, R=16)
+    assert rows[0]["verdict"] == V.OUTSIDE and not rows[0]["conditions_hold"]
+    assert rows[0]["failed_conditions"] == "step"
+    assert rows[1]["verdict"] == V.HOLDS
+    assert math.isnan(rows[0]["p_adjusted"])
+
+
+def test_inconsistent_dimensions_are_rejected():
+    prob = _isotropic_quadratic(K=2)
+    cfg = V.Config(bound="sgd", problem="quadratic", algorithm="sgd", K=4, T=10, alpha=0.5)
+    with pytest.raises(UserInputError, match="inconsistent dimensions"):
+        V.verify_configs(registry.get("sgd"), {"quadratic": prob}, [cfg], R=4)
+
+
+def test_sample_configs_respect_conditions_and_seed():
+    settings = V.VerifySettings(configs=6, outside=2, K=(2, 4), T=(64, 128))
+    cache = V.ProblemCache(settings)
+    for name in ("sgd", "local_sgd_iid", "local_sgd_noniid"):
+        b = registry.get(name)
+        a = V.sample_configs(b, "quadratic", cache, settings, seed=5)
+        again = V.sample_configs(b, "quadratic", cache, settings, seed=5)
+        assert a == again
+        assert len(a) == 8
+        for c in a:
+            prob = cache.get("quadratic", c.K, iid=V._needs_iid(b))
+            vals = V.bound_values(b, V.problem_constants(prob), {**c.__dict__})
+            inside = bool(b.conditions_hold(**vals))
+            assert inside == (c.alpha_role != "outside"), (name, c)
+            assert c.T % c.H == 0 and c.K in (2, 4)
+        if V._needs_iid(b):
+            assert cache.get("quadratic", 2, iid=True).zeta2 == 0.0
+
+
+def test_algorithm_mapping():
+    assert V.algorithm_for(registry.get("sgd")) == "sgd"
+    assert V.algorithm_for(registry.get("local_sgd_iid")) == "local_sgd"
+    pal = Bound.from_strings("pal_user", "F0/(alpha*T) + p*eta", algorithms=("local_sgd", "palsgd"))
+    assert V.algorithm_for(pal) == "palsgd"
+
+
+def test_not_verifiable_bound_is_reported_not_dropped():
+    settings = V.VerifySettings(bounds=("easgd", "sgd"), problems=("quadratic",), replicas=8,
+                                configs=1, outside=0, T=(32,), K=(2,), rates=False,
+                                speedup=False, exact=False, consensus=False)
+    rep = V.run_verification(settings, progress=False)
+    easgd = [r for r in rep["results"] if r["bound"] == "easgd"]
+    assert len(easgd) == 1 and easgd[0]["verdict"] == V.NOT_VERIFIABLE
+    assert "simulator lacks easgd" in easgd[0]["note"]
+    assert rep["summary"]["counts"][V.NOT_VERIFIABLE] == 1
+
+
+def test_declared_constant_that_sampling_refutes_is_an_error():
+    prob = problems.make_problem("quadratic", K=2, d=4, zeta=0.5, seed=0)
+    with pytest.raises(UserInputError, match="L"):
+        V.apply_declared_constants(prob, {"L": 0.5 * prob.L})
+    looser = V.apply_declared_constants(prob, {"L": 2 * prob.L})
+    assert looser.L == 2 * prob.L and prob.L != looser.L
+    with pytest.raises(UserInputError, match="declarable"):
+        V.apply_declared_constants(prob, {"kappa": 1.0})
+
+
+def test_exact_vs_monte_carlo_agree():
+    settings = V.VerifySettings(exact_T=16, exact_replicas=1500)
+    rows, summ = V.exact_vs_mc(settings, seed=1)
+    assert len(summ) == len(V.exact_specs())
+    for s in summ:
+        assert s["status"] == "agrees", s
+    assert {r["metric"] for r in rows} == {"grad_norm_sq", "loss_gap", "consensus"}
+
+
+def test_exact_vs_monte_carlo_detects_a_wrong_curve(monkeypatch):
+    """A 5% error in the exact curve must be flagged (the comparison can fail)."""
+    quad = pytest.importorskip("theory.quadratic")
+    real = quad.exact_moments
+
+    def skewed(*a, **k):
+        out = real(*a, **k)
+        out.grad_norm_sq = out.grad_norm_sq * 1.05
+        return out
+
+    monkeypatch.setattr(quad, "exact_moments", skewed)
+    _, summ = V.exact_vs_mc(V.VerifySettings(exact_T=16, exact_replicas=1500), seed=1)
+    assert any(s["status"] == "DISAGREES" for s in summ)

@@ -592,7 +592,8 @@ class ProblemCache:
             if declared:
                 prob = apply_declared_constants(prob, declared, seed=s.seed)
                 self.checks.append({"problem": name, "K": int(K), "declared": declared,
-                                    "result": "consistent with sampling"})
+                                    "result": "consistent with sampling",
+                                    "check": getattr(prob, "_declared_check", None)})
             self._cache[key] = prob
         return self._cache[key]
 
@@ -616,7 +617,22 @@ def apply_declared_constants(problem: Any, declared: Mapping[str, float], *, see
                                  f"{getattr(problem, 'name', '?')!r}")
     problems = importlib.import_module("theory.problems")
     prob = problems.with_declared(problem, **{k: float(v) for k, v in declared.items()})
-    problems.check_constants(prob, n=n, rng=np.random.default_rng(_child_seed(seed, 2)))
+    rep = problems.check_constants(prob, n=n, rng=np.random.default_rng(_child_seed(seed, 2)),
+                                   raise_on_violation=False)
+    if rep.violations:
+        ratios = rep.ratios()
+        parts = []
+        for v in rep.violations:
+            key = v.split(":", 1)[0]
+            if key in ratios and math.isfinite(ratios[key]):
+                v += f" (measured/declared = {ratios[key]:.3g})"
+            elif key == "f_star":
+                v += f" (by {prob.f_star - rep.f_min_found:.3g})"
+            parts.append(v)
+        raise UserInputError(
+            f"problem {prob.name!r} (K={prob.K}, d={prob.d}): declared constants contradicted "
+            "by sampling: " + "; ".join(parts))
+    prob._declared_check = rep.to_dict()
     return prob
 
 

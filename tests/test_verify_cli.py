@@ -1,0 +1,200 @@
+"""Tests of ``palsgd verify`` (theory.verify_cmd): report files, exit codes, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("theory.simulate")
+
+from theory import bounds as registry  # noqa: E402
+from theory import verify as V  # noqa: E402
+from theory.bound import Bound  # noqa: E402
+from theory.cli import main  # noqa: E402
+from theory.validation import UserInputError  # noqa: E402
+
+REPORT_FILES = [
+    "results.json", "results.csv", "rates.csv", "exact_vs_mc.csv", "speedup.csv",
+    "consensus.csv", "summary.txt",
+    *[f"{n}.{ext}" for n in ("measured_vs_bound", "rates", "consensus_vs_H", "exact_vs_mc")
+      for ext in ("png", "pdf")],
+]
+
+
+def _leftovers(parent: Path, name: str) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("verify") / "report"
+    code = main(["verify", "--quick", "--out", str(out), "--no-progress", "--seed", "3"])
+    return code, out
+
+
+def test_quick_run_writes_every_file_and_exits_0(quick_report):
+    code, out = quick_report
+    assert code == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(REPORT_FILES)
+    for f in REPORT_FILES:
+        assert (out / f).stat().st_size > 0, f
+    assert _leftovers(out.parent, out.name) == []
+
+
+@pytest.mark.parametrize("name,columns", [
+    ("results.csv", V.RESULTS_COLUMNS), ("rates.csv", V.RATES_COLUMNS),
+    ("exact_vs_mc.csv", V.EXACT_COLUMNS), ("speedup.csv", V.SPEEDUP_COLUMNS),
+    ("consensus.csv", V.CONSENSUS_COLUMNS),
+])
+def test_csv_columns_as_documented(quick_report, name, columns):
+    _, out = quick_report
+    with open(out / name) as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows, name
+    assert list(rows[0].keys()) == list(columns)
+
+
+def test_results_json_contents(quick_report):
+    _, out = quick_report
+    rep = json.loads((out / "results.json").read_text())
+    assert rep["settings"]["seed"] == 3 and rep["settings"]["quick"] is True
+    assert rep["statistics"]["correction"] == "holm"
+    assert rep["statistics"]["family_wise_level"] == 0.05
+    assert "numpy" in rep["versions"] and "python" in rep["versions"]
+    verdicts = {r["verdict"] for r in rep["results"]}
+    assert verdicts <= set(V.VERDICTS)
+    # every registered bound appears (tested, outside, or not verifiable) - none dropped
+    assert {r["bound"] for r in rep["results"]} == set(registry.names())
+    with open(out / "results.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == len(rep["results"])
+    tested = [r for r in rep["results"] if r["verdict"] in (V.HOLDS, V.INCONCLUSIVE, V.VIOLATED)]
+    assert rep["statistics"]["family_size"] == len(tested)
+    for r in tested:  # the verdict can be read off the reported interval
+        if r["verdict"] == V.HOLDS:
+            assert r["ucb"] <= r["bound_value"]
+        if r["verdict"] == V.VIOLATED:
+            assert r["lcb"] >= r["bound_value"]
+    assert rep["summary"]["exit_code"] == 0
+
+
+def test_rerun_replaces_previous_report(tmp_path):
+    out = tmp_path / "rep"
+    args = ["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out", str(out),
+            "--no-progress", "--no-plots"]
+    assert main(args) == 0
+    (out / "stale.txt").write_text("old")
+    assert main(args + ["--seed", "1"]) == 0
+    assert not (out / "stale.txt").exists()
+    assert json.loads((out / "results.json").read_text())["settings"]["seed"] == 1
+    assert _leftovers(tmp_path, "rep") == []
+
+
+def test_json_flag_prints_summary(tmp_path, capsys):
+    out = tmp_path / "j"
+    code = main(["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out",
+                 str(out), "--no-progress", "--no-plots", "--json", "--level", "0.1",
+                 "--correction", "bonferroni"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["correction"] == "bonferroni" and summary["family_wise_level"] == 0.1
+    assert summary["exit_code"] == 0 and "counts" in summary
+
+
+def test_violated_user_bound_exits_1(tmp_path, capsys):
+    wrong = Bound.from_strings("sgd_div10_cli", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
+                               ["alpha*L <= 1"], algorithms=("sgd",), provenance="wrong on purpose")
+    registry.register(wrong, replace=True)
+    out = tmp_path / "v"
+    code = main(["verify", "--quick", "--bounds", "sgd_div10_cli", "sgd", "--problems",
+                 "quadratic", "--out", str(out), "--no-progress", "--no-plots", "--replicas", "24"])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "BOUND VIOLATED" in text and "!! VIOLATED !!" in text
+    rep = json.loads((out / "results.json").read_text())
+    viol = {r["bound"] for r in rep["results"] if r["verdict"] == V.VIOLATED}
+    assert viol == {"sgd_div10_cli"}
+    assert all(r["verdict"] != V.VIOLATED for r in rep["results"] if r["bound"] == "sgd")
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--problems", "nonesuch"], "known problems"),
+    (["--bounds", "nonesuch"], "known bounds"),
+    (["--declare", "L=0.01"], "L: measured smoothness"),
+    (["--declare", "quadratic.sigma2=0.25"], "measured/declared = 4"),
+    (["--declare", "quadratic.kappa=1"], "declarable"),
+    (["--declare", "cosine.L=5"], "not selected"),
+    (["--level", "1.5"], "level"),
+    (["--sigma", "-1"], "sigma"),
+    (["--noise", "pink"], "noise model"),
+])
+def test_bad_input_exits_2_and_leaves_nothing(tmp_path, capsys, extra, message):
+    out = tmp_path / "bad"
+    args = ["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out", str(out),
+            "--no-progress", "--no-plots"]
+    code = main(args + extra)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists() and _leftovers(tmp_path, "bad") == []
+
+
+@pytest.mark.parametrize("flag", ["--replicas", "--K", "--T", "--configs", "--d"])
+@pytest.mark.parametrize("value", ["0", "-3", "x"])
+def test_nonpositive_sizes_exit_2(tmp_path, capsys, flag, value):
+    if flag == "--configs" and value == "0":
+        pytest.skip("zero configurations per pair is allowed")
+    out = tmp_path / "bad"
+    code = main(["verify", "--quick", flag, value, "--out", str(out), "--no-progress"])
+    assert code == 2
+    assert flag.lstrip("-") in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unwritable_output_exits_2(tmp_path, capsys):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    code = main(["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out",
+                 str(blocker / "sub" / "rep"), "--no-progress"])
+    assert code == 2
+    assert "cannot write the report" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("precious")
+    code = main(["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out",
+                 str(out), "--no-progress"])
+    assert code == 2 and "refusing" in capsys.readouterr().err
+    assert (out / "thesis.tex").read_text() == "precious"
+
+
+def test_failure_midway_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
+    def boom(*a, **k):
+        raise UserInputError("declared constants contradicted by sampling: L too small")
+
+    monkeypatch.setattr(V, "run_verification", boom)
+    out = tmp_path / "deep" / "er" / "rep"
+    code = main(["verify", "--quick", "--out", str(out), "--no-progress"])
+    assert code == 2 and "contradicted" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # also the parents created for the report
+
+    def crash(*a, **k):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(V, "run_verification", crash)
+    with pytest.raises(RuntimeError):
+        main(["verify", "--quick", "--out", str(out), "--no-progress"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_documents_exit_codes(capsys):
+    assert main(["verify", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "exit codes" in text and "--declare" in text and "--quick" in text
