@@ -261,7 +261,7 @@ def load_rank_state(
             f"manifest ({len(data)} vs {entry['size']} bytes)"
         )
     try:
-        state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
+        state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except Exception as exc:  # unpickling errors of every kind
         raise UserInputError(f"checkpoint file '{path}' cannot be loaded: {exc}") from None
     if not isinstance(state, dict) or state.get("rank") != rank:
@@ -312,14 +312,14 @@ def capture_rng(
     """
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy_global": np.random.get_state(legacy=False),
+        "numpy_global": _plain(np.random.get_state(legacy=False)),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "generators": {},
     }
     for name, gen in (generators or {}).items():
         if isinstance(gen, np.random.Generator):
-            state["generators"][name] = ("numpy", gen.bit_generator.state)
+            state["generators"][name] = ("numpy", _plain(gen.bit_generator.state))
         elif isinstance(gen, torch.Generator):
             state["generators"][name] = ("torch", gen.get_state())
         else:
@@ -333,7 +333,7 @@ def restore_rng(
 ) -> None:
     """Inverse of :func:`capture_rng` (the same named generators must be passed)."""
     random.setstate(_as_tuple(state["python"]))
-    np.random.set_state(state["numpy_global"])
+    np.random.set_state(_unplain(state["numpy_global"]))
     torch.set_rng_state(state["torch"].cpu())
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
@@ -343,9 +343,26 @@ def restore_rng(
             raise UserInputError(f"checkpoint holds no state for the random generator {name!r}")
         kind, s = saved[name]
         if kind == "numpy":
-            gen.bit_generator.state = s
+            gen.bit_generator.state = _unplain(s)
         else:
             gen.set_state(s.cpu())
+
+
+def _plain(x: Any) -> Any:
+    """numpy arrays inside an RNG state -> tagged lists (loadable with ``weights_only``)."""
+    if isinstance(x, np.ndarray):
+        return {"__ndarray__": x.tolist(), "dtype": str(x.dtype)}
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+def _unplain(x: Any) -> Any:
+    if isinstance(x, dict) and "__ndarray__" in x:
+        return np.asarray(x["__ndarray__"], dtype=x["dtype"])
+    if isinstance(x, dict):
+        return {k: _unplain(v) for k, v in x.items()}
+    return x
 
 
 def _as_tuple(x: Any) -> Any:

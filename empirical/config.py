@@ -81,7 +81,7 @@ class TrainConfig:
     seq_len: int = 64
     batch_size: int = 8
     A: int = 1
-    T: int = 60
+    T: int = 200
     # inner optimizer
     optimizer: str = "adamw"
     alpha: float = 3e-3
@@ -107,7 +107,7 @@ class TrainConfig:
     outer_steps_per_sync: int | None = None
     sync_offset: int | None = None
     # evaluation (of the anchor, i.e. the global model)
-    eval_interval: int = 20
+    eval_interval: int = 50
     eval_batches: int = 4
     # checkpoints
     checkpoint_dir: str | None = None
@@ -116,6 +116,7 @@ class TrainConfig:
     resume: str | None = None
     overwrite: bool = False
     max_steps_this_run: int | None = None
+    crash_at_step: int | None = None
     # run
     seed: int = 0
     device: str = "auto"
@@ -217,6 +218,8 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
         ParamSpec("keep_checkpoints", "checkpoints kept on disk", 1, math.inf, integer=True),
         ParamSpec("max_steps_this_run", "steps this invocation runs before stopping", 1,
                   math.inf, integer=True),
+        ParamSpec("crash_at_step", "fault injection: fail after this step", 1, math.inf,
+                  integer=True),
         ParamSpec("seed", "random seed", 0, 2**63 - 1, integer=True),
         ParamSpec("log_interval", "steps between metrics records", 1, math.inf, integer=True),
         ParamSpec("nproc", "processes (workers K) to launch on this node", 1, math.inf,

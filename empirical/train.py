@@ -148,6 +148,8 @@ _HELP: dict[str, str] = {
     "(they are deleted)",
     "max_steps_this_run": "stop after this many steps of this invocation, without a final "
     "checkpoint (as a crash would); resume with --resume auto",
+    "crash_at_step": "fault injection for testing restarts: fail after this step unless "
+    "the run was resumed or restarted by torchrun",
     "seed": "seed of initialisation, data order and coins",
     "device": "auto | cpu | cuda | cuda:N (auto: cuda:LOCAL_RANK if available)",
     "output_dir": "directory of metrics, config.json and summary.json",
@@ -408,8 +410,10 @@ def prepare(cfg: TrainConfig, rank: int | None = None,
         if cfg.eval_interval > 0:
             eval_set = data_mod.build_dataset(cfg.dataset, path=cfg.data_path, split="val",
                                               seq_len=cfg.seq_len, seed=cfg.seed, **kw)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-        raise UserInputError(f"dataset '{cfg.dataset}': {exc}") from None
+    except (UserInputError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        raise UserInputError(
+            f"dataset '{cfg.dataset}' (--data-path {cfg.data_path}): {exc}"
+        ) from None
     data_task = getattr(train_set, "task", task)
     if data_task != task:
         raise UserInputError(
@@ -464,6 +468,10 @@ def build_inner_optimizer(cfg: TrainConfig, params):
 # ----------------------------------------------------------------------------- training
 
 
+class InjectedFailure(RuntimeError):
+    """Raised by ``crash_at_step`` (fault injection for restart tests)."""
+
+
 class _Diverged(Exception):
     def __init__(self, step: int, where: str):
         super().__init__(step, where)
@@ -475,11 +483,49 @@ def train(cfg: TrainConfig) -> int:
     prep = prepare(cfg)
     from empirical.distributed import cleanup, init_distributed
 
-    ctx = init_distributed(device="cuda" if prep.device.startswith("cuda") else "cpu")
+    device = "cuda" if prep.device.startswith("cuda") else "cpu"
+    own_group = _init_group_after_restart("nccl" if device == "cuda" else "gloo")
+    ctx = init_distributed(device=device)
     try:
         return _Trainer(prep, ctx).fit()
     finally:
         cleanup(ctx)
+        if own_group:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def _init_group_after_restart(backend: str) -> bool:
+    """Create the process group of a *restarted* torchrun attempt on a fresh key space.
+
+    torchrun's workers share the agent's TCPStore across restarts
+    (``TORCHELASTIC_USE_AGENT_STORE=True``); the keys the previous attempt's ranks wrote
+    there (gloo's peer addresses, for one) are still present, and a restarted rank that
+    reads them tries to connect to a dead process ("Gloo connectFullMesh failed ...
+    Connection refused"). Prefixing the store with the attempt number gives every attempt
+    its own keys. Returns True if a group was created here (first attempts, runs without
+    torchrun and already-initialised groups are left to :func:`init_distributed`).
+    """
+    import datetime
+
+    import torch.distributed as dist
+
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    env = os.environ
+    if (restart == 0 or dist.is_initialized()
+            or env.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+            or not all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))):
+        return False
+    timeout = datetime.timedelta(seconds=1800)
+    world = int(env["WORLD_SIZE"])
+    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), world,
+                          is_master=False, timeout=timeout)
+    store = dist.PrefixStore(f"palsgd/attempt_{restart}", store)
+    dist.init_process_group(backend, store=store, rank=int(env["RANK"]), world_size=world,
+                            timeout=timeout)
+    return True
 
 
 def _per_rank_seed(seed: int, rank: int) -> int:
@@ -669,8 +715,9 @@ class _Trainer:
     def _evaluate(self, step: int) -> None:
         if self.eval_model is not None:
             self.eval_model.load_state_dict(self.algo.anchor_state_dict())
-            res = self.models.evaluate(self.eval_model, self.eval_loader, self.prep.task,
-                                       max_batches=self.cfg.eval_batches)
+            with self.torch.random.fork_rng(devices=[]):
+                res = self.models.evaluate(self.eval_model, self.eval_loader, self.prep.task,
+                                           max_batches=self.cfg.eval_batches)
             rec: dict[str, Any] = {"step": step}
             for key, val in res.items():
                 if key in ("loss_sum", "count", "batches"):
@@ -721,6 +768,14 @@ class _Trainer:
             self.bar.set_postfix(loss=f"{loss:.4f}", syncs=s.get("syncs"))
 
     # ------------------------------------------------------------------ the loop
+    def _next_batch(self) -> Any:
+        """The stream's next micro-batch. A DataLoader draws its base seed from torch's
+        default generator whenever an iterator starts (every epoch, and once more after a
+        resume); isolating that draw keeps the generator that dropout uses identical to an
+        uninterrupted run's."""
+        with self.torch.random.fork_rng(devices=[]):
+            return self.stream.next()
+
     def _one_step(self) -> Any:
         torch = self.torch
         cfg, algo = self.cfg, self.algo
@@ -729,7 +784,7 @@ class _Trainer:
         if action == "grad":
             acc = torch.zeros((), dtype=torch.float64, device=self.device)
             for i in range(cfg.A):
-                batch = self.stream.next()
+                batch = self._next_batch()
                 ctx = algo.no_sync() if i < cfg.A - 1 else contextlib.nullcontext()
                 with ctx:
                     loss = self.models.compute_loss(algo.model, batch, self.prep.task)
@@ -740,7 +795,7 @@ class _Trainer:
             acc = None
             if self.prep.algorithm.discard_batch_on_pull:
                 for _ in range(cfg.A):
-                    self.stream.next()
+                    self._next_batch()
         else:  # pragma: no cover - contract violation
             raise RuntimeError(f"algorithm returned unknown action {action!r}")
         before_step = self.timer.now()
@@ -817,6 +872,8 @@ class _Trainer:
                 if cfg.checkpoint_interval > 0 and (step % cfg.checkpoint_interval == 0 or last):
                     self._check_finite(step, params=True)
                     self._save(step)
+                if step == cfg.crash_at_step and self._first_attempt():
+                    raise InjectedFailure(f"crash_at_step: injected failure after step {step}")
             if status == "stopped":
                 self.writer.write("event", {"event": "stopped", "step": step,
                                             "reason": "max_steps_this_run"})
@@ -839,6 +896,10 @@ class _Trainer:
             self._summary(status, message, time.perf_counter() - started)
         self.writer.close()
         return code
+
+    def _first_attempt(self) -> bool:
+        restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        return self.resumed_from is None and restarts == 0
 
     def _summary(self, status: str, message: str, elapsed: float) -> None:
         torch = self.torch
