@@ -564,3 +564,122 @@ def test_test_local_monte_carlo_agrees(spec):
     curves = exact_moments(prob, spec, T=T)
     samples = _mini_mc(prob, spec, T=T, R=20000, seed=10)
     _bonferroni_check(samples, curves)
+
+
+# ----------------------------------------------------------------------------- theory.simulate
+
+SIM_SPECS = {
+    "sgd": dict(kind="sgd", alpha=0.3),
+    "local_sgd": dict(kind="local_sgd", alpha=0.3, H=4),
+    "post_local_sgd": dict(kind="post_local_sgd", alpha=0.3, H=4, T0=5),
+    "diloco": dict(kind="diloco", alpha=0.3, H=4, outer="nesterov", gamma=0.7, mu=0.9),
+    "palsgd_avg": dict(kind="palsgd", alpha=0.3, H=4, p=0.3, eta=1.0),
+    "palsgd_shared": dict(kind="palsgd", alpha=0.3, H=4, p=0.3, eta=1.0, coins="shared"),
+    "palsgd_outer_sgd": dict(
+        kind="palsgd", alpha=0.3, H=4, p=0.3, eta=1.0, outer="sgd", gamma=1.3
+    ),  # fmt: skip
+    "palsgd_nesterov": dict(
+        kind="palsgd", alpha=0.3, H=4, p=0.3, eta=1.0, outer="nesterov", gamma=0.7, mu=0.9
+    ),  # fmt: skip
+    "palsgd_nesterov_shared_warmup": dict(
+        kind="palsgd",
+        alpha=0.3,
+        H=5,
+        p=0.4,
+        eta=1.5,
+        outer="nesterov",
+        gamma=0.7,
+        mu=0.9,
+        T0=3,
+        coins="shared",
+        sync_offset=2,
+    ),  # fmt: skip
+}
+SIM_KEYS = ("loss_gap", "grad_norm_sq", "consensus", "anchor_dist")
+
+
+def _simulator():
+    sim = pytest.importorskip("theory.simulate")
+    problems = pytest.importorskip("theory.problems")
+    return sim, problems
+
+
+def _check_against_simulator(prob, kw: dict, T: int, R: int, seed: int, fwer: float = 1e-3):
+    sim, _ = _simulator()
+    spec = sim.AlgorithmSpec(**kw, seed=seed)
+    exact = exact_moments(prob, spec, T=T)
+    trace = sim.simulate(prob, spec, T=T, R=R, seed=seed + 1)
+    samples = {k: np.asarray(getattr(trace, k)) for k in SIM_KEYS}
+    return _bonferroni_check(samples, exact, fwer=fwer)
+
+
+@pytest.mark.parametrize("label", list(SIM_SPECS))
+def test_simulator_agrees_with_exact_moments(label):
+    # heterogeneous (zeta > 0), rotated eigenbasis, Gaussian noise
+    _, problems = _simulator()
+    prob = problems.make_problem("quadratic", K=3, d=3, noise="gaussian", sigma=1.0, zeta=1.0,
+                                 seed=11, rotate=True, lam_min=0.3, x0=np.full(3, 2.0))  # fmt: skip
+    _check_against_simulator(prob, SIM_SPECS[label], T=16, R=6000, seed=20)
+
+
+def test_simulator_detects_a_wrong_coin_mode():
+    # the comparison has power: exact curves of the other coin mode are rejected
+    sim, problems = _simulator()
+    prob = problems.make_problem("quadratic", K=4, d=2, noise="gaussian", sigma=0.5, zeta=2.0,
+                                 seed=12, lam_min=0.5, x0=np.full(2, 3.0))  # fmt: skip
+    kw = dict(kind="palsgd", alpha=0.3, H=6, p=0.3, eta=1.5, coins="shared")
+    spec = sim.AlgorithmSpec(**kw, seed=3)
+    trace = sim.simulate(prob, spec, T=18, R=6000, seed=4)
+    samples = {k: np.asarray(getattr(trace, k)) for k in SIM_KEYS}
+    _bonferroni_check(samples, exact_moments(prob, spec, T=18))
+    wrong = exact_moments(prob, {**kw, "coins": "independent"}, T=18)
+    with pytest.raises(AssertionError):
+        _bonferroni_check(samples, wrong)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", ["gaussian", "rademacher", "finite_sum"])
+@pytest.mark.parametrize("label", list(SIM_SPECS))
+def test_simulator_agrees_large(label, noise):
+    _, problems = _simulator()
+    extra = dict(n_samples=7, batch=2) if noise == "finite_sum" else {}
+    prob = problems.make_problem("quadratic", K=4, d=5, noise=noise, sigma=1.5, zeta=1.5,
+                                 seed=13, rotate=True, lam_min=0.1, x0=np.full(5, 1.0),
+                                 **extra)  # fmt: skip
+    _check_against_simulator(prob, SIM_SPECS[label], T=40, R=20000, seed=30)
+
+
+@pytest.mark.slow
+def test_simulator_agrees_outer_steps_per_sync():
+    _, problems = _simulator()
+    prob = problems.make_problem("quadratic", K=3, d=3, noise="gaussian", sigma=1.0, zeta=1.0,
+                                 seed=14, lam_min=0.2, x0=np.full(3, 2.0))  # fmt: skip
+    kw = dict(kind="palsgd", alpha=0.2, H=4, p=0.2, eta=1.0, outer="nesterov", gamma=0.1,
+              mu=0.9, outer_steps_per_sync=4)  # fmt: skip
+    _check_against_simulator(prob, kw, T=40, R=20000, seed=40)
+
+
+def test_unstable_pull_diverges_and_is_flagged():
+    # alpha*eta/p = 5 > 2: the pull branch overshoots (q = -4), rho2 >= p q^2 = 8 per step
+    prob = QuadraticProblem(A=[[1.0]], b=np.zeros((2, 1)), noise=0.1, x0=[1.0])
+    spec = dict(kind="palsgd", alpha=0.5, eta=5.0, p=0.5, H=1000, outer="avg")
+    c = exact_moments(prob, spec, T=400)
+    assert c.meta["diverged"] is True
+    stable = exact_moments(prob, {**spec, "eta": 1.0}, T=400)
+    assert stable.meta["diverged"] is False and np.all(np.isfinite(stable.loss_gap))
+
+
+def test_x0_override_and_problems_quadratic_directly():
+    problems = pytest.importorskip("theory.problems")
+    prob = problems.make_problem("quadratic", K=3, d=4, noise="gaussian", sigma=0.8, zeta=1.0,
+                                 seed=5, rotate=True)  # fmt: skip
+    mine = QuadraticProblem(A=prob.A, b=prob.b, noise=0.8**2 / 4, x0=prob.x0())
+    spec = dict(kind="palsgd", alpha=0.2, eta=1.0, p=0.25, H=5, outer="nesterov", gamma=0.7,
+                mu=0.9)  # fmt: skip
+    x0 = np.array([1.0, -2.0, 0.5, 3.0])
+    a, b = exact_moments(prob, spec, T=20, x0=x0), exact_moments(mine, spec, T=20, x0=x0)
+    for key in ("loss_gap", "grad_norm_sq", "consensus", "anchor_dist", "z_dist_sq"):
+        np.testing.assert_allclose(
+            getattr(a, key), getattr(b, key), rtol=1e-10, atol=1e-12, err_msg=key
+        )
+    assert a.loss_gap[0] == pytest.approx(float(prob.f(x0)) - prob.f_star, rel=1e-12)

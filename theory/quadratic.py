@@ -600,29 +600,32 @@ def exact_moments(
     def ybar_sq() -> np.ndarray:
         return S[:, :K, :K].sum(axis=(1, 2)) / K**2
 
-    for t in tqdm(range(T), desc="exact moments", disable=not progress, leave=False):
-        local = t >= algo.T0
-        if local and t == algo.T0:
-            if algo.T0 > 0:
-                S = _apply_linear(start_J, S)
-            record_round(t)
+    # an unstable configuration overflows to inf: that is the answer, reported in meta
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in tqdm(range(T), desc="exact moments", disable=not progress, leave=False):
+            local = t >= algo.T0
+            if local and t == algo.T0:
+                if algo.T0 > 0:
+                    S = _apply_linear(start_J, S)
+                record_round(t)
+            ybar2 = ybar_sq()
+            diag = np.einsum("dkk->dk", S[:, :K, :K])
+            loss[t] = 0.5 * float(lam @ ybar2)
+            grad[t] = float((lam**2) @ ybar2)
+            cons[t] = float(np.sum(diag.sum(axis=1) / K - ybar2))
+            if local:
+                anch[t] = float(
+                    np.sum(diag.sum(axis=1) / K - 2 * S[:, :K, iz].mean(axis=1) + S[:, iz, iz])
+                )
+                S = _local_step(S, K, branches, delta, s2, algo.shared)
+                if (t - int(algo.T0) + 1 + algo.sync_offset) % algo.H == 0:
+                    S = _apply_linear(sync_J, S)
+                    record_round(t + 1)
+            else:
+                anch[t] = 0.0
+                S = _warm_step(S, K, 1 - a * lam, warm_noise)
         ybar2 = ybar_sq()
-        diag = np.einsum("dkk->dk", S[:, :K, :K])
-        loss[t] = 0.5 * float(lam @ ybar2)
-        grad[t] = float((lam**2) @ ybar2)
-        cons[t] = float(np.sum(diag.sum(axis=1) / K - ybar2))
-        if local:
-            anch[t] = float(
-                np.sum(diag.sum(axis=1) / K - 2 * S[:, :K, iz].mean(axis=1) + S[:, iz, iz])
-            )
-            S = _local_step(S, K, branches, delta, s2, algo.shared)
-            if (t - int(algo.T0) + 1 + algo.sync_offset) % algo.H == 0:
-                S = _apply_linear(sync_J, S)
-                record_round(t + 1)
-        else:
-            anch[t] = 0.0
-            S = _warm_step(S, K, 1 - a * lam, warm_noise)
-    ybar2 = ybar_sq()
+    finite = bool(np.all(np.isfinite(S)))
 
     return ExactCurves(
         steps=np.arange(T),
@@ -650,6 +653,7 @@ def exact_moments(
             "coins": "shared" if algo.shared else "independent",
             "sync_offset": algo.sync_offset,
             "outer_steps_per_sync": algo.outer_steps,
+            "diverged": not finite,
         },
     )
 
