@@ -3,8 +3,9 @@
 Problem class. Worker ``k`` minimises ``f_k(x) = 1/2 (x - b_k)^T A (x - b_k)`` with ``A``
 symmetric positive semi-definite, ``b`` of shape ``(K, d)``. A stochastic gradient is
 ``g_k(x) = A (x - b_k) + xi`` with additive noise ``xi`` of mean zero, independent across
-workers and steps, with covariance ``Sigma`` (for the simulator's Gaussian model,
-``Sigma = s2 * I`` with ``s2 = sigma^2 / d``). The global objective
+workers and steps, with covariance ``Sigma`` (``Sigma_k`` may depend on the worker; for the
+simulator's Gaussian and Rademacher models ``Sigma = s2 * I`` with ``s2 = sigma^2 / d``;
+minibatch sampling from a finite sum is additive on a quadratic too, see :func:`_as_eig`). The global objective
 ``f = (1/K) sum_k f_k`` has minimiser ``x* = bbar = (1/K) sum_k b_k`` (on ``range(A)``) and
 
     f(x) - f_star = 1/2 (x - bbar)^T A (x - bbar),     grad f(x) = A (x - bbar).
@@ -43,9 +44,12 @@ the within-round mean ``A_H = -(lambda/(lambda+eta)) (1 - c^H)``, ``c = 1 - alph
 (lambda+eta)``, the per-step mean-square contraction ``rho2 = c^2 + p(1-p) alpha^2
 (eta/p - lambda/(1-p))^2`` and the noise injection ``alpha^2 s2 / (1-p)`` are identities
 I4 and I5 of the project's theory notes (``reference/anchors-theory.md`` sections 1.3 and
-4.1); the Local SGD round mean factor ``(1-gamma) + gamma (1 - alpha lambda)^H`` is from
-Khaled et al., "Understanding outer optimizers in local SGD" (NeurIPS 2025, section on
-quadratics).
+4.1); the Local SGD round mean factor ``(1-gamma) + gamma (1 - alpha lambda)^H`` is the
+quadratic mean map of Khaled, Jin, Kale, Fergus, Douillard and Zaheer (NeurIPS 2025,
+arXiv 2509.10439). Because every ``f_k`` has the same Hessian, ``mean_k g_k(x_k) =
+A (xbar - bbar) + mean_k xi_k``: under Local SGD with averaging the averaged iterate follows
+minibatch-K SGD exactly (the mechanism of Woodworth et al., ICML 2020), with or without
+heterogeneous ``b_k``; the tests check this equality of the exact curves.
 
 The pull-fraction option of the trainer (pulling only part of the parameters) is not
 modelled here; a spec that asks for it is rejected.
