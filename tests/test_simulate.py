@@ -100,6 +100,21 @@ def test_vectorised_equals_naive_loops(cfg, pname, noise):
     np.testing.assert_allclose(tr.grad_norm_sq, gn, rtol=1e-11, atol=1e-13)
 
 
+def test_coin_chunks_do_not_change_the_trajectory(monkeypatch):
+    import theory.simulate as sim
+
+    prob = make_problem("cosine", K=3, d=4, noise="gaussian", zeta=0.5)
+    spec = AlgorithmSpec("palsgd", 0.1, H=4, p=0.4, eta=1.0, T0=3)
+    monkeypatch.setattr(sim, "COIN_CHUNK_ELEMS", 5 * 2 * 3)  # chunks of 5 steps
+    tr = simulate(prob, spec, T=23, R=2, seed=4)
+    X, Z, gn = reference_run(prob, spec, 23, 2, 4)
+    np.testing.assert_allclose(tr.final_x, X, rtol=1e-12, atol=1e-13)
+    expect = pull_coins(
+        0, 0.4, np.arange(3, 23)[:, None, None], np.arange(3), np.arange(2)[:, None]
+    )
+    np.testing.assert_array_equal(tr.pull_steps, expect.sum(0))
+
+
 # ---------------------------------------------------------------------------------------
 # hand-computed steps on f_1 = 1/2 ||x - b_1||_A^2, f_2 = 1/2 ||x - b_2||_A^2, A = diag(1, 2)
 # ---------------------------------------------------------------------------------------

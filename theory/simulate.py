@@ -215,6 +215,8 @@ class Trace:
 #: plus the block of X take about 1.5 MiB, within a core's L2 cache (best measured on a
 #: 2 MiB-L2 machine by benchmarks/bench_simulate.py)
 BLOCK_ELEMS = 65536
+#: coins of up to 256 steps are drawn at once, at most this many (step, replica, worker)
+COIN_CHUNK_ELEMS = 1 << 18
 
 
 def _blocks(R: int, K: int, d: int) -> tuple[int, int]:
@@ -286,6 +288,9 @@ def simulate(
     r_idx = np.arange(R)[:, None]
     k_idx = np.arange(K)[None, :]
     alpha, lr_g, c = spec.alpha, spec.grad_lr, spec.pull_coef
+    shared = spec.coins == "shared"
+    chunk = max(1, min(256, COIN_CHUNK_ELEMS // (R * K)))
+    chunk_start = chunk_end = 0
 
     n_rec = (T + record_every - 1) // record_every
     steps = np.arange(0, T, record_every)
@@ -330,14 +335,22 @@ def simulate(
             continue
 
         if pulls_on:
-            b = pull_coins(spec.seed, spec.p, t, k_idx, r_idx, shared=spec.coins == "shared")
-            b = np.broadcast_to(b, (R, K))
-            n_pull = int(np.count_nonzero(b))
-            wg = np.where(b, 0.0, lr_g)[..., None]
-            wp = np.where(b, c, 0.0)[..., None]
+            if t >= chunk_end:
+                # coins are pure functions of (seed, t, k, r): draw a chunk of steps at once
+                chunk_start = t
+                chunk_end = min(T, t + chunk)
+                steps_c = np.arange(chunk_start, chunk_end)[:, None, None]
+                bc = pull_coins(spec.seed, spec.p, steps_c, k_idx, r_idx, shared=shared)
+                bc = np.broadcast_to(bc, (chunk_end - chunk_start, R, K))
+                wg_c = np.where(bc, 0.0, lr_g)[..., None]
+                wp_c = np.where(bc, c, 0.0)[..., None]
+                npull_c = np.count_nonzero(bc, axis=(1, 2))
+                ge_c = 1.0 - np.count_nonzero(bc, axis=2) / K
+                pull_steps += np.count_nonzero(bc, axis=0)
+            i = t - chunk_start
+            wg, wp, n_pull = wg_c[i], wp_c[i], int(npull_c[i])
             do_grad, do_pull = n_pull < R * K, n_pull > 0 and c != 0.0
-            pull_steps += b
-            grad_evals += 1.0 - np.count_nonzero(b, axis=1) / K
+            grad_evals += ge_c[i]
         else:
             wg, wp, do_grad, do_pull = lr_g, 0.0, True, False
             grad_evals += 1.0
@@ -417,13 +430,15 @@ def _blocked_local_step(
     unblocked step, so the result is bitwise identical; the temporaries stay in cache.
     """
     R, _, d = X.shape
-    for r0 in range(0, R, rb):
-        r1 = min(R, r0 + rb)
-        n = r1 - r0
-        wg_b = wg[r0:r1] if isinstance(wg, np.ndarray) else wg
-        wp_b = wp[r0:r1] if isinstance(wp, np.ndarray) else wp
-        for lo in range(0, d, bs):
-            hi = min(d, lo + bs)
+    # coordinates outer, replicas inner: a block of the problem data is read from memory
+    # once per step and reused for every replica
+    for lo in range(0, d, bs):
+        hi = min(d, lo + bs)
+        for r0 in range(0, R, rb):
+            r1 = min(R, r0 + rb)
+            n = r1 - r0
+            wg_b = wg[r0:r1] if isinstance(wg, np.ndarray) else wg
+            wp_b = wp[r0:r1] if isinstance(wp, np.ndarray) else wp
             Xb = X[r0:r1, :, lo:hi]
             if do_grad:
                 g = Gb[:n, :, : hi - lo]

@@ -1,0 +1,190 @@
+"""Throughput of the vectorised simulator (theory.simulate), measured in one run.
+
+Two comparisons, both printed as ratios and written as JSON (``--out``):
+
+1. **Vectorised vs per-worker loops.** The same PALSGD (same problem, noise draws and
+   coins; the final iterates are checked to agree) implemented with Python loops over
+   replicas and workers, each worker updated with numpy vector operations. Two loop
+   versions: "naive" (each worker draws its own noise and calls ``pull_coins`` for its
+   own coin, as a per-worker implementation such as the distributed trainer does) and
+   "update-only" (noise and coins drawn vectorised once per step, like the simulator, so
+   the ratio measures the per-worker update loop alone). Throughput is in
+   worker-steps x dimensions per second.
+2. **Fraction of memory bandwidth** at large ``d``. The machine's copy bandwidth is
+   measured in the same run (``numpy.copyto`` of an array as large as the simulator's
+   state, ``2 * nbytes`` per copy counted, best of several). The simulator runs PALSGD on
+   a diagonal quadratic with **noise ``"none"``** (noise generation is compute-bound and
+   would dominate) and ``pull_fraction = 1``. Bytes it must touch per step: read and write
+   the iterates ``X`` (``2 R K d``), read the per-worker centres ``b`` (``K d``), the
+   eigenvalues (``d``) and the anchor for pulls (``R d``), float64 each. Time per step is
+   ``(time(T2) - time(T1)) / (T2 - T1)`` (set-up and recording cancel), best of reps.
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_simulate.py [--quick] [--out FILE]``.
+On a shared machine the numbers move with the load; both sides of each ratio are measured
+interleaved in the same run for that reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import time
+
+import numpy as np
+
+from theory.coins import pull_coins
+from theory.problems import QuadraticProblem, make_problem
+from theory.simulate import AlgorithmSpec, simulate
+
+
+def per_worker_loop(
+    prob: QuadraticProblem, spec: AlgorithmSpec, T: int, R: int, seed: int, naive: bool
+) -> np.ndarray:
+    """PALSGD (T0 = 0, outer averaging, Gaussian noise) with loops over replicas and workers.
+
+    ``naive=True``: every worker draws its own noise (``rng.standard_normal(d)``, which
+    continues the generator's stream in the simulator's (r, k) order) and calls
+    ``pull_coins`` for its own coin, as a per-worker implementation would. ``naive=False``:
+    noise and coins are drawn vectorised once per step and only the updates loop.
+    """
+    rng = np.random.default_rng(seed)
+    K, d = prob.K, prob.d
+    X = [[prob.x0() for _ in range(K)] for _ in range(R)]
+    Z = [prob.x0() for _ in range(R)]
+    lam, b, scale = prob.eigenvalues, prob.b, math.sqrt(prob.sigma2 / d)
+    lr, c = spec.alpha / (1 - spec.p), spec.alpha * spec.eta / spec.p
+    r_idx, k_idx = np.arange(R)[:, None], np.arange(K)[None, :]
+    for t in range(T):
+        if not naive:
+            noise = prob.draw_randomness(rng, (R,))
+            coins = pull_coins(spec.seed, spec.p, t, k_idx, r_idx)
+        for r in range(R):
+            for k in range(K):
+                x = X[r][k]
+                if naive:
+                    e = rng.standard_normal(d) * scale
+                    pull = bool(pull_coins(spec.seed, spec.p, t, k, r))
+                else:
+                    e, pull = noise[r, k], coins[r, k]
+                if pull:
+                    X[r][k] = x - c * (x - Z[r])
+                else:
+                    X[r][k] = x - lr * ((x - b[k]) * lam + e)
+            if (t + 1) % spec.H == 0:
+                Z[r] = np.mean(X[r], axis=0)
+                X[r] = [Z[r].copy() for _ in range(K)]
+    return np.array(X)
+
+
+def _best(fn, reps: int) -> float:
+    best = math.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def bench_speedup(d: int, K: int, R: int, T: int, reps: int) -> dict:
+    prob = make_problem("quadratic", K=K, d=d, noise="gaussian", zeta=1.0)
+    spec = AlgorithmSpec("palsgd", 0.1, H=8, p=0.2, eta=1.0)
+    tr = simulate(prob, spec, T=T, R=R, seed=0, record_every=T)
+    out = {"d": d, "K": K, "R": R, "T": T}
+    work = R * K * T * d
+    t_vec = _best(lambda: simulate(prob, spec, T=T, R=R, seed=0, record_every=T), reps)
+    out["vectorised_s"] = t_vec
+    out["vectorised_throughput"] = work / t_vec
+    for label, naive in (("naive_loop", True), ("update_loop", False)):
+        X_loop = per_worker_loop(prob, spec, T, R, 0, naive)
+        err = float(np.max(np.abs(tr.final_x - X_loop)))
+        if not err <= 1e-12 * (1 + float(np.max(np.abs(X_loop)))):
+            raise AssertionError(f"vectorised and {label} PALSGD disagree (max abs diff {err})")
+        t_loop = _best(lambda naive=naive: per_worker_loop(prob, spec, T, R, 0, naive), 1)
+        out[label] = {"s": t_loop, "throughput": work / t_loop, "speedup": t_loop / t_vec,
+                      "max_abs_diff": err}  # fmt: skip
+    return out
+
+
+def copy_bandwidth(nbytes: int, reps: int) -> float:
+    src = np.random.default_rng(0).standard_normal(nbytes // 8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    return 2 * src.nbytes / _best(lambda: np.copyto(dst, src), reps)
+
+
+def bench_bandwidth(d: int, K: int, R: int, T1: int, T2: int, reps: int) -> dict:
+    prob = make_problem("quadratic", K=K, d=d, noise="none", zeta=1.0)
+    spec = AlgorithmSpec("palsgd", 0.1, H=10**9, p=0.2, eta=1.0)
+    state = R * K * d * 8
+    bw = [copy_bandwidth(state, reps)]
+
+    def run(T: int, blocked: bool) -> float:
+        return _best(
+            lambda: simulate(prob, spec, T=T, R=R, seed=0, record_every=10**9, blocked=blocked),
+            reps,
+        )
+
+    out = {"d": d, "K": K, "R": R, "state_MB": state / 1e6}
+    must = 8 * d * (2 * R * K + K + 1 + R)
+    for blocked in (True, False):
+        step = (run(T2, blocked) - run(T1, blocked)) / (T2 - T1)
+        bw.append(copy_bandwidth(state, reps))
+        out["blocked" if blocked else "unblocked"] = {
+            "step_ms": 1e3 * step,
+            "GB_per_s": must / step / 1e9,
+        }
+    out["must_touch_MB_per_step"] = must / 1e6
+    out["copy_GB_per_s"] = max(bw) / 1e9
+    for key in ("blocked", "unblocked"):
+        out[key]["fraction_of_copy_bandwidth"] = out[key]["GB_per_s"] / out["copy_GB_per_s"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
+    ap.add_argument("--out", help="write the results as JSON to this file")
+    args = ap.parse_args()
+    reps = 2 if args.quick else 3
+    res: dict = {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+        "speedup": [], "bandwidth": [],
+    }  # fmt: skip
+    sp_cfgs = [(10, 8, 64, 40), (1000, 8, 8, 40)] if args.quick else [
+        (10, 8, 128, 100), (100, 8, 32, 100), (1000, 8, 8, 100)]  # fmt: skip
+    print("vectorised vs per-worker loops (PALSGD p=0.2, gaussian noise; worker-steps*dims/s)")
+    for d, K, R, T in sp_cfgs:
+        r = bench_speedup(d, K, R, T, reps)
+        res["speedup"].append(r)
+        n, u = r["naive_loop"], r["update_loop"]
+        print(
+            f"  d={d:>5} K={K} R={R:>3} T={T}: vectorised {r['vectorised_throughput']:.3g}/s; "
+            f"naive loop {n['throughput']:.3g}/s ({n['speedup']:.0f}x); "
+            f"update-only loop {u['throughput']:.3g}/s ({u['speedup']:.0f}x)"
+        )
+    bw_cfgs = [(2**17, 8, 4, 2, 6)] if args.quick else [(2**20, 8, 2, 3, 13), (10**5, 8, 16, 3, 13)]
+    print("fraction of copy bandwidth (PALSGD p=0.2, noise 'none', diagonal quadratic)")
+    for d, K, R, T1, T2 in bw_cfgs:
+        r = bench_bandwidth(d, K, R, T1, T2, reps)
+        res["bandwidth"].append(r)
+        b, u = r["blocked"], r["unblocked"]
+        print(
+            f"  d={d} K={K} R={R} (state {r['state_MB']:.0f} MB, must touch "
+            f"{r['must_touch_MB_per_step']:.0f} MB/step), copy {r['copy_GB_per_s']:.2f} GB/s: "
+            f"blocked {b['step_ms']:.1f} ms/step = {b['GB_per_s']:.2f} GB/s "
+            f"({100 * b['fraction_of_copy_bandwidth']:.0f}%), unblocked {u['step_ms']:.1f} ms "
+            f"({100 * u['fraction_of_copy_bandwidth']:.0f}%)"
+        )
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
