@@ -106,6 +106,8 @@ class TrainConfig:
     discard_batch_on_pull: bool | None = None
     outer_steps_per_sync: int | None = None
     sync_offset: int | None = None
+    comm_delay_s: float | None = None
+    comm_delay_per_byte_s: float | None = None
     # evaluation (of the anchor, i.e. the global model)
     eval_interval: int = 50
     eval_batches: int = 4
@@ -155,6 +157,8 @@ ALGORITHM_FIELDS: dict[str, str] = {
     "discard_batch_on_pull": "discard_batch_on_pull",
     "outer_steps_per_sync": "outer_steps_per_sync",
     "sync_offset": "sync_offset",
+    "comm_delay_s": "comm_delay_s",
+    "comm_delay_per_byte_s": "comm_delay_per_byte_s",
 }
 
 #: fields a checkpoint must share with the run that resumes it (besides the world size)
@@ -210,6 +214,10 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
                   integer=True),
         ParamSpec("sync_offset", "step offset of the sync inside a round", 0, math.inf,
                   integer=True),
+        ParamSpec("comm_delay_s", "emulated latency added to every all-reduce", 0, math.inf,
+                  unit="s"),
+        ParamSpec("comm_delay_per_byte_s", "emulated inverse bandwidth of every all-reduce",
+                  0, math.inf, unit="s/byte"),
         ParamSpec("eval_interval", "steps between evaluations (0: none)", 0, math.inf,
                   integer=True),
         ParamSpec("eval_batches", "batches per evaluation", 1, math.inf, integer=True),

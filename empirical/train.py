@@ -63,7 +63,7 @@ from empirical.config import (
     config_to_dict,
     resolve_config,
 )
-from empirical.metrics import TRAIN_FIELDS, atomic_write_json
+from empirical.metrics import atomic_write_json
 from theory.validation import UserInputError
 
 __all__ = [
@@ -109,8 +109,8 @@ _HELP: dict[str, str] = {
     "data_path": "file or directory of the dataset (needed by file-based datasets)",
     "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
     "directory (nothing is downloaded)",
-    "iid": "each rank samples the whole data set (--no-iid: each rank owns a block, "
-    "heterogeneous workers)",
+    "iid": "ranks read disjoint shards of one shuffled data set (--no-iid: each rank owns "
+    "a fixed block of the data, heterogeneous workers)",
     "seq_len": "tokens per sequence (language models)",
     "batch_size": "micro-batch size B per rank",
     "A": "micro-batches per optimizer step (gradient accumulation)",
@@ -137,7 +137,10 @@ _HELP: dict[str, str] = {
     "pull_first_tensor_only": "pull only the first parameter tensor (authors' code)",
     "discard_batch_on_pull": "draw and drop A micro-batches on a pull step (authors' code)",
     "outer_steps_per_sync": "outer-optimizer steps per sync (authors' README: A)",
-    "sync_offset": "sync when (t - T0 + 1 + offset) % H == 0 (authors' PALSGD: 1)",
+    "sync_offset": "sync when (t - T0 + 1 + offset) %% H == 0 (authors' PALSGD: 1)",
+    "comm_delay_s": "emulated slow link: seconds added to every all-reduce",
+    "comm_delay_per_byte_s": "emulated slow link: seconds per payload byte added to every "
+    "all-reduce",
     "eval_interval": "steps between evaluations of the anchor (0: none)",
     "eval_batches": "batches per evaluation",
     "checkpoint_dir": "checkpoint directory (default OUTPUT_DIR/checkpoints)",
@@ -197,6 +200,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "help": help_text}
         if "bool" in typ:
             kw["action"] = argparse.BooleanOptionalAction
+            names = names[:1]
         else:
             base = int if typ.startswith("int") else float if typ.startswith("float") else str
             kw["type"] = _optional(base) if "None" in typ else base
@@ -208,6 +212,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(*_flag_names(alias), dest=f"opt:{alias}",
                             type=_optional(base) if "None" in typ else base,
                             default=argparse.SUPPRESS,
+                            metavar=target.upper() if len(target) > 2 else target,
                             help=f"alias of --{target.replace('_', '-')} (authors' code)")
 
 
@@ -271,8 +276,7 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex
-    launch = copy.copy(cfg)
-    cfg_path = atomic_write_json(out / "launch_config.json", config_to_dict(launch))
+    cfg_path = atomic_write_json(out / "launch_config.json", config_to_dict(cfg))
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone",
         f"--nproc-per-node={cfg.nproc}", f"--max-restarts={cfg.max_restarts}",
@@ -536,13 +540,8 @@ def _per_rank_seed(seed: int, rank: int) -> int:
 
 
 def _stats_dict(stats: Any) -> dict[str, Any]:
-    if isinstance(stats, dict):
-        return dict(stats)
-    if hasattr(stats, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return asdict(stats)
-    return dict(vars(stats))
+    """A copy of the algorithm's statistics (a dict, see empirical.algorithms.base)."""
+    return dict(stats)
 
 
 class _Trainer:
@@ -572,10 +571,6 @@ class _Trainer:
                                    num_classes=prep.num_classes, seed=cfg.seed,
                                    **prep.model_overrides)
         self.model = model.to(self.device)
-        self.optimizer = build_inner_optimizer(cfg, self.model.parameters())
-        self.algo = build_algorithm(prep.algorithm, self.model, self.optimizer)
-        self.stream = data_mod.BatchStream(prep.train_set, cfg.batch_size, rank=self.rank,
-                                           world_size=self.world, seed=cfg.seed, iid=cfg.iid)
         self.eval_model = None
         self.eval_loader = None
         if self.main and prep.eval_set is not None:
@@ -584,11 +579,14 @@ class _Trainer:
             self.eval_loader = data_mod.make_loader(prep.eval_set, batch_size=cfg.batch_size,
                                                     rank=0, world_size=1, seed=cfg.seed,
                                                     shuffle=True, drop_last=False)
+        self.optimizer = build_inner_optimizer(cfg, self.model.parameters())
+        self.algo = build_algorithm(prep.algorithm, self.model, self.optimizer)
+        self.stream = data_mod.BatchStream(prep.train_set, cfg.batch_size, rank=self.rank,
+                                           world_size=self.world, seed=cfg.seed, iid=cfg.iid)
         self.timer = StepTimer(self.device)
         self.totals = Totals()
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self.loss_count = 0
-        self.first_bad = math.inf
         self._bad_pending = torch.full((), math.inf, dtype=torch.float64, device=self.device)
         self.tokens = 0
         self.last_loss: float | None = None
@@ -599,6 +597,8 @@ class _Trainer:
         self.resumed_from: str | None = None
         if prep.resume_dir is not None:
             self._load(prep.resume_dir, prep.manifest)
+        else:
+            self._clear_checkpoints()
         self.samples_per_seq = cfg.seq_len if prep.task == "lm" else 1
 
     # ------------------------------------------------------------------ collectives
@@ -652,6 +652,17 @@ class _Trainer:
                       file=sys.stderr)
         self._barrier()
 
+    def _clear_checkpoints(self) -> None:
+        """A fresh run owns its checkpoint directory: delete what an earlier run left there
+        (only partial checkpoints, unless ``overwrite`` allowed complete ones; see
+        :func:`prepare`)."""
+        from empirical.checkpoint import remove_after
+
+        if self.main:
+            for path in remove_after(self.cfg.checkpoint_path(), -1):
+                print(f"{_PROG}: removed old checkpoint '{path}'", file=sys.stderr)
+        self._barrier()
+
     def _save(self, step: int) -> Path:
         from empirical.checkpoint import (
             capture_rng,
@@ -697,19 +708,19 @@ class _Trainer:
     # ------------------------------------------------------------------ monitoring
     def _check_finite(self, step: int, params: bool) -> None:
         """Collective: raise _Diverged (on every rank) if any rank saw a non-finite loss
-        (or, with ``params``, holds non-finite parameters)."""
+        or, with ``params``, holds non-finite parameters. Runs before every train record and
+        every checkpoint, so no checkpoint ever holds a diverged state."""
         torch = self.torch
-        bad = self._bad_pending.clone()
-        if params:
-            finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
-            if not finite:
-                bad = torch.minimum(bad, torch.tensor(float(step), dtype=torch.float64,
-                                                      device=self.device))
-        where = "parameters" if params else "loss"
+        bad = torch.stack([self._bad_pending.clone(),
+                           torch.tensor(math.inf, dtype=torch.float64, device=self.device)])
+        if params and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            bad[1] = float(step)
         self.dist.all_reduce(bad, op=self.dist.ReduceOp.MIN)
-        first = float(bad.item())
-        if math.isfinite(first):
-            raise _Diverged(int(first), where)
+        loss_step, param_step = float(bad[0].item()), float(bad[1].item())
+        if math.isfinite(loss_step):
+            raise _Diverged(int(loss_step), "loss")
+        if math.isfinite(param_step):
+            raise _Diverged(int(param_step), "parameters")
 
     # ------------------------------------------------------------------ evaluation
     def _evaluate(self, step: int) -> None:
@@ -762,7 +773,6 @@ class _Trainer:
             "lr": cfg.alpha,
             "tokens": self.tokens,
         }
-        assert tuple(rec) == TRAIN_FIELDS
         self.writer.write("train", rec)
         if self.bar is not None and loss is not None:
             self.bar.set_postfix(loss=f"{loss:.4f}", syncs=s.get("syncs"))
@@ -880,10 +890,11 @@ class _Trainer:
         except _Diverged as exc:
             status, code = "diverged", EXIT_DIVERGED
             last_ckpt = str(self.last_checkpoint) if self.last_checkpoint else "none"
+            found = ("first such step over all ranks" if exc.where == "loss" else
+                     "found by the check before writing the checkpoint")
             message = (
-                f"training diverged: non-finite {exc.where} at step {exc.step} "
-                f"(first such step over all ranks; stopped at step {int(self.algo.t)}); "
-                f"last good checkpoint: {last_ckpt}"
+                f"training diverged: non-finite {exc.where} at step {exc.step} ({found}; "
+                f"stopped at step {int(self.algo.t)}); last good checkpoint: {last_ckpt}"
             )
             self.writer.write("event", {"event": "diverged", "step": exc.step,
                                         "message": message})
@@ -894,6 +905,12 @@ class _Trainer:
                 self.bar.close()
         if self.main:
             self._summary(status, message, time.perf_counter() - started)
+            if status != "diverged":
+                loss = "n/a" if self.last_loss is None else f"{self.last_loss:.4f}"
+                ev = (self.last_eval or {}).get("eval_loss")
+                ev_text = "" if ev is None else f", anchor eval loss {ev:.4f}"
+                print(f"{_PROG}: {status} at step {int(self.algo.t)}/{cfg.T}: train loss "
+                      f"{loss}{ev_text}; metrics in {out}")
         self.writer.close()
         return code
 

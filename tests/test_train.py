@@ -111,8 +111,7 @@ def test_same_seed_identical_metrics_and_documented_fields(tmp_path):
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["step"] == 20
     assert summary["totals"]["grad_steps"] == train[-1]["grad_steps"]
-    assert summary["versions"]["torch"] == torch.__version__.split("+")[0] or summary[
-        "versions"]["torch"].startswith(torch.__version__.split("+")[0])
+    assert summary["versions"]["torch"].split("+")[0] == torch.__version__.split("+")[0]
     assert summary["last_checkpoint"].endswith("step_00000020")
 
 
@@ -181,13 +180,33 @@ def test_nan_loss_stops_with_code_3_and_keeps_last_checkpoint(tmp_path, monkeypa
     assert summary["status"] == "diverged" and "step 7" in summary["message"]
 
 
+def test_nonfinite_parameters_are_never_checkpointed(tmp_path, monkeypatch, capsys):
+    from empirical.algorithms.local import LocalAlgorithm
+
+    real_step = LocalAlgorithm.step
+
+    def corrupting_step(self):
+        info = real_step(self)
+        if self.t == 9:  # the step's loss was finite; the parameters are not
+            next(self.model.parameters()).data.view(-1)[0] = float("inf")
+        return info
+
+    monkeypatch.setattr(LocalAlgorithm, "step", corrupting_step)
+    out = tmp_path / "inf"
+    cfg = _cfg(out, log_interval=50, checkpoint_interval=5, eval_interval=0)
+    assert _train(cfg) == 3
+    err = capsys.readouterr().err
+    assert "non-finite parameters at step 10" in err and "step_00000005" in err
+    assert [s for s, _, _ in ck.list_checkpoints(out / "checkpoints")] == [5]
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
 def test_bad_input_exit_2_subprocess():
     """The console script: one line naming the parameter, exit 2, no traceback."""
-    proc = subprocess.run(["palsgd", "train", "--prob_no_grad", "1.5"], capture_output=True,
-                          text=True, env=ENV, timeout=120)
+    cmd = [sys.executable, "-m", "theory.cli", "train", "--prob_no_grad", "1.5"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
     assert proc.returncode == 2
     assert "prob_no_grad" in proc.stderr and "1.5" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -225,6 +244,18 @@ def test_overshooting_pull_warns(tmp_path, capsys):
                      "--lr", "0.3", "--prob_no_grad", "0.2", "--eval-interval", "0"])
     assert code == 0
     assert "warning: pull coefficient alpha*eta/p = 1.5 > 1" in capsys.readouterr().err
+
+
+def test_help_lists_every_option(capsys):
+    from dataclasses import fields
+
+    assert cli_main(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    for f in fields(TrainConfig):
+        assert "--" + f.name.replace("_", "-") in out, f.name
+    for alias in ("--lr", "--prob-no-grad", "--sync-interval", "--outer-lr",
+                  "--local-sgd-start-iter", "--grad-accu-step"):
+        assert alias in out
 
 
 def test_config_file_and_flags(tmp_path, capsys):
@@ -266,7 +297,9 @@ def test_checkpoint_mismatch_and_corruption_exit_2(tmp_path, capsys):
     rank0.write_bytes(bytes(blob))
     assert cli_main([*args, "--resume", str(rank0.parent)]) == 2
     assert "is corrupt" in capsys.readouterr().err
-    assert cli_main([*args, "--overwrite"]) == 0  # starts afresh
+    # --overwrite starts afresh: the old checkpoints are replaced, none is left over
+    assert cli_main([*args, "--T", "2", "--overwrite"]) == 0
+    assert [s for s, _, _ in ck.list_checkpoints(out / "checkpoints")] == [2]
 
 
 # ----------------------------------------------------------------------------- two processes
@@ -353,3 +386,18 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
     assert _records(full) == _records(crash)
     for rank in (0, 1):
         _assert_same_state(_final_state(full, rank), _final_state(crash, rank))
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_palsgd_train_nproc_launches_torchrun(tmp_path):
+    out = tmp_path / "np"
+    cmd = [sys.executable, "-m", "theory.cli", "train", "--nproc", "2", "--output-dir",
+           str(out), "--T", "6", "--seq-len", "32", "--batch-size", "4", "--eval-interval", "0",
+           "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    launched = json.loads((out / "launch_config.json").read_text())
+    assert launched["nproc"] == 2 and launched["T"] == 6
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["world_size"] == 2
