@@ -367,3 +367,21 @@ def test_exact_vs_monte_carlo_detects_a_wrong_curve(monkeypatch):
     monkeypatch.setattr(quad, "exact_moments", skewed)
     _, summ = V.exact_vs_mc(V.VerifySettings(exact_T=16, exact_replicas=1500), seed=1)
     assert any(s["status"] == "DISAGREES" for s in summ)
+
+
+@pytest.mark.parametrize("name", ["sgd", "local_sgd_iid", "local_sgd_noniid"])
+def test_numeric_leading_exponent_matches_bound_rate(name):
+    b = registry.get(name)
+    vals = {"L": 2.0, "sigma": 1.0, "zeta": 0.5, "F0": 3.0, "K": 4, "H": 4, "T": 100, "alpha": 0.1}
+    vals = {k: v for k, v in vals.items() if k in b.parameters}
+    assert V.leading_exponent(b, vals, "recommended") == float(b.rate()[0].t_exponent)
+    import sympy as sp
+
+    fixed = float(b.rate(sp.Float(0.01))[0].t_exponent)
+    assert V.leading_exponent(b, vals, 0.01) == fixed
+
+
+def test_coins_detection():
+    assert V.coins_for(registry.get("sgd")) == "independent"
+    shared = Bound.from_strings("palsgd_shared_user", "F0/(alpha*T)", algorithms=("palsgd",))
+    assert V.coins_for(shared) == "shared"

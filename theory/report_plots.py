@@ -51,7 +51,7 @@ def _num(x: Any) -> float:
 
 
 def _save(fig: Any, directory: Path, name: str) -> list[str]:
-    fig.savefig(directory / f"{name}.png", dpi=120, bbox_inches="tight")
+    fig.savefig(directory / f"{name}.png", dpi=110, bbox_inches="tight")
     fig.savefig(directory / f"{name}.pdf", bbox_inches="tight")
     plt.close(fig)
     return [f"{name}.png", f"{name}.pdf"]
@@ -69,23 +69,26 @@ def plot_measured_vs_bound(rows: Sequence[Mapping[str, Any]], directory: Path) -
     pts = [r for r in rows if r.get("verdict") in _VERDICT_STYLE]
     bounds = sorted({r["bound"] for r in pts})
     lo, hi = math.inf, 0.0
-    seen: set[str] = set()
+    groups: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
     for r in pts:
         b, m = _num(r.get("bound_value")), _num(r.get("measured_mean"))
         if not (b > 0 and m > 0 and math.isfinite(b) and math.isfinite(m)):
             continue
         lcb, ucb = _num(r.get("lcb")), _num(r.get("ucb"))
-        err = [[m - lcb if lcb > 0 and math.isfinite(lcb) else 0.0],
-               [ucb - m if math.isfinite(ucb) else 0.0]]
-        verdict = r["verdict"]
-        style = _VERDICT_STYLE[verdict]
-        marker = _MARKERS[bounds.index(r["bound"]) % len(_MARKERS)]
-        face = "none" if verdict == "outside conditions" else style["color"]
-        ax.errorbar([b], [m], yerr=np.maximum(err, 0), fmt=marker, mfc=face, mec=style["color"],
-                    ecolor=style["color"], ms=5, lw=0.8, alpha=0.85,
+        down = m - lcb if lcb > 0 and math.isfinite(lcb) else 0.0
+        up = ucb - m if math.isfinite(ucb) else 0.0
+        groups.setdefault((r["verdict"], r["bound"]), []).append((b, m, max(down, 0.0), max(up, 0.0)))
+        lo, hi = min(lo, b, m), max(hi, b, m)
+    seen: set[str] = set()
+    for (verdict, bname), vals in sorted(groups.items()):
+        arr = np.array(vals)
+        color = _VERDICT_STYLE[verdict]["color"]
+        marker = _MARKERS[bounds.index(bname) % len(_MARKERS)]
+        face = "none" if verdict == "outside conditions" else color
+        ax.errorbar(arr[:, 0], arr[:, 1], yerr=arr[:, 2:].T, fmt=marker, mfc=face, mec=color,
+                    ecolor=color, ms=5, lw=0.8, alpha=0.85,
                     label=verdict if verdict not in seen else None)
         seen.add(verdict)
-        lo, hi = min(lo, b, m), max(hi, b, m)
     if hi > 0:
         span = np.array([lo / 2, hi * 2])
         ax.plot(span, span, "k--", lw=1, label="measured = bound")
