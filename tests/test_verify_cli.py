@@ -143,11 +143,11 @@ def test_bad_input_exits_2_and_leaves_nothing(tmp_path, capsys, extra, message):
     assert not out.exists() and _leftovers(tmp_path, "bad") == []
 
 
-@pytest.mark.parametrize("flag", ["--replicas", "--K", "--T", "--configs", "--d"])
-@pytest.mark.parametrize("value", ["0", "-3", "x"])
+@pytest.mark.parametrize("flag,value", [
+    (f, v) for f in ("--replicas", "--K", "--T", "--configs", "--d") for v in ("0", "-3", "x")
+    if (f, v) != ("--configs", "0")  # zero configurations per pair is allowed
+])
 def test_nonpositive_sizes_exit_2(tmp_path, capsys, flag, value):
-    if flag == "--configs" and value == "0":
-        pytest.skip("zero configurations per pair is allowed")
     out = tmp_path / "bad"
     code = main(["verify", "--quick", flag, value, "--out", str(out), "--no-progress"])
     assert code == 2
@@ -192,6 +192,15 @@ def test_failure_midway_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
     with pytest.raises(RuntimeError):
         main(["verify", "--quick", "--out", str(out), "--no-progress"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_single_worker_runs(tmp_path):
+    out = tmp_path / "k1"
+    code = main(["verify", "--quick", "--K", "1", "--bounds", "sgd", "local_sgd_noniid",
+                 "--problems", "quadratic", "--out", str(out), "--no-progress", "--no-plots"])
+    assert code == 0
+    rep = json.loads((out / "results.json").read_text())
+    assert {r["K"] for r in rep["results"] if r["verdict"] != V.NOT_VERIFIABLE} == {1}
 
 
 def test_help_documents_exit_codes(capsys):

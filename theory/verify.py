@@ -122,7 +122,7 @@ RESULTS_COLUMNS = (
 RATES_COLUMNS = (
     "bound", "problem", "algorithm", "K", "H", "p", "eta", "step_rule", "T", "alpha", "R",
     "measured_mean", "measured_se", "bound_value", "fitted_slope", "slope_ci_low",
-    "slope_ci_high", "bound_slope", "bound_leading_exponent", "rate_verdict",
+    "slope_ci_high", "bound_slope", "bound_leading_exponent", "rate_verdict", "conditions_hold",
 )
 #: columns of ``exact_vs_mc.csv`` (one row per algorithm, metric and step)
 EXACT_COLUMNS = (
@@ -132,7 +132,7 @@ EXACT_COLUMNS = (
 SPEEDUP_COLUMNS = (
     "bound", "problem", "algorithm", "K1", "K", "H", "p", "eta", "alpha", "T", "R",
     "measured_K1", "measured_K", "measured_speedup", "speedup_ci_low", "speedup_ci_high",
-    "bound_K1", "bound_K", "predicted_speedup", "linear_speedup",
+    "bound_K1", "bound_K", "predicted_speedup", "linear_speedup", "conditions_hold",
 )
 #: columns of ``consensus.csv`` (one row per algorithm and H)
 CONSENSUS_COLUMNS = (
@@ -598,7 +598,7 @@ class ProblemCache:
 
     def get(self, name: str, K: int, *, iid: bool) -> Any:
         s = self.settings
-        zeta = 0.0 if iid else s.zeta
+        zeta = 0.0 if iid or int(K) == 1 else s.zeta  # one worker: no heterogeneity
         key = (name, int(K), zeta)
         if key not in self._cache:
             problems = importlib.import_module("theory.problems")
@@ -990,7 +990,7 @@ def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: in
         a = 0.5 * float(finite.min()) if finite.size else 0.5 / c["L"]
         alphas = [a] * len(Ts)
         rule, step_rule = f"fixed alpha={a:.3g}", a
-    means, ses, bvals = [], [], []
+    means, ses, bvals, inside = [], [], [], []
     for i, (t, a) in enumerate(zip(Ts, alphas, strict=True)):
         cfg = dataclasses.replace(base, T=t, alpha=a, seed=_child_seed(seed, 5, i))
         tr = simulate_config(problem, cfg, settings.rate_replicas)
@@ -998,6 +998,7 @@ def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: in
         means.append(float(np.mean(y)))
         ses.append(float(np.std(y, ddof=1) / math.sqrt(y.size)) if y.size > 1 else 0.0)
         bvals.append(float(bound.evaluate(**{**vals[i], "alpha": a})))
+        inside.append(bool(bound.conditions_hold(**{**vals[i], "alpha": a})))
         if progress is not None:
             progress.update(1)
     finite = np.isfinite(means) & (np.asarray(means) > 0)
@@ -1014,7 +1015,7 @@ def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: in
     else:
         verdict = "consistent with the bound's leading exponent"
     rows = []
-    for t, a, m, s, bv in zip(Ts, alphas, means, ses, bvals, strict=True):
+    for t, a, m, s, bv, ok in zip(Ts, alphas, means, ses, bvals, inside, strict=True):
         rows.append({
             "bound": bound.name, "problem": problem.name, "algorithm": base.algorithm, "K": K,
             "H": H, "p": base.p, "eta": base.eta, "step_rule": rule, "T": t, "alpha": a,
@@ -1023,7 +1024,7 @@ def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: in
             "slope_ci_low": fit.ci_low if fit else math.nan,
             "slope_ci_high": fit.ci_high if fit else math.nan,
             "bound_slope": bfit.slope if bfit else math.nan,
-            "bound_leading_exponent": lead, "rate_verdict": verdict,
+            "bound_leading_exponent": lead, "rate_verdict": verdict, "conditions_hold": ok,
         })
     return rows
 
@@ -1048,13 +1049,14 @@ def speedup_check(bound: Bound, problem_name: str, problems: ProblemCache,
     finite = [a for a in amax if math.isfinite(a)]
     c1 = problem_constants(probs[0])
     alpha = 0.5 * min(finite) if finite else 0.5 / c1["L"]
-    ms, ses, bs = [], [], []
+    ms, ses, bs, inside = [], [], [], []
     for cfg, prob, v in zip(cfgs, probs, vals, strict=True):
         cfg = dataclasses.replace(cfg, alpha=alpha)
         y = np.asarray(simulate_config(prob, cfg, settings.rate_replicas).mean_grad_norm_sq())
         ms.append(float(np.mean(y)))
         ses.append(float(np.std(y, ddof=1) / math.sqrt(y.size)) if y.size > 1 else 0.0)
         bs.append(float(bound.evaluate(**{**v, "alpha": alpha})))
+        inside.append(bool(bound.conditions_hold(**{**v, "alpha": alpha})))
         if progress is not None:
             progress.update(1)
     ratio = ms[0] / ms[1] if ms[1] > 0 else math.inf
@@ -1067,6 +1069,7 @@ def speedup_check(bound: Bound, problem_name: str, problems: ProblemCache,
         "measured_speedup": ratio, "speedup_ci_low": ratio * math.exp(-z * lse),
         "speedup_ci_high": ratio * math.exp(z * lse), "bound_K1": bs[0], "bound_K": bs[1],
         "predicted_speedup": bs[0] / bs[1] if bs[1] > 0 else math.inf, "linear_speedup": Kbig,
+        "conditions_hold": all(inside),
     })
     return res
 
