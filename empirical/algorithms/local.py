@@ -18,9 +18,19 @@ One class covers the four algorithms; they differ only in the configuration
   - outer ``"sgd"``/``"nesterov"``: the buffer carries ``Delta_k = z - x_k``; one outer step
     on ``z`` with ``Delta = mean_k Delta_k`` (``outer_steps_per_sync - 1`` more on zero);
 
-  then every worker sets ``x_k <- z`` and applies the buffer policy. The same buffer also
-  carries the floating-point buffers (policy ``"average"``) and one scalar for the
-  consensus distance ``mean_k ||x_k - xbar||^2`` (``stats["last_consensus"]``).
+  then every worker sets ``x_k <- z`` and applies the buffer policy: ``"average"``
+  averages the floating-point buffers (BatchNorm statistics) in the same all-reduce and
+  leaves integer buffers (``num_batches_tracked``) local; ``"anchor"`` resets every buffer
+  to its value at the end of the warm-up (the authors' code, Q10); ``"local"`` leaves
+  buffers alone. The buffer also carries one scalar for the consensus distance
+  ``mean_k ||x_k - xbar||^2`` (``stats["last_consensus"]``), computed as
+  ``mean_k ||x_k - r||^2 - ||xbar - r||^2`` with ``r = z`` (exact up to rounding of the
+  small quantities) or, for Local SGD without an anchor, ``r = 0`` (absolute error about
+  ``1e-7 * ||x||^2`` in fp32).
+
+  With ``outer_steps_per_sync = A > 1`` the authors' code also issues ``A - 1`` extra
+  all-reduces of zero outer gradients; here the zero steps are taken locally (they carry
+  no data), so a sync is always ONE all-reduce.
 
 Memory (beyond model and inner optimizer): one work buffer of the model's size (plus a few
 scalars and the floating-point buffers) for all algorithms, the anchor ``z`` (one model
@@ -294,6 +304,9 @@ class LocalAlgorithm(DistributedAlgorithm):
         self.layout.gather(self.params, buf)
         self.comm.broadcast(buf)
         self.layout.scatter(buf, self.params)
+        for p in self.model.parameters():
+            if not p.requires_grad:  # frozen parameters: never synced later, equal from here on
+                self.comm.broadcast(p.data)
         for _, b in self.named_buffers:
             self.comm.broadcast(b)
 
