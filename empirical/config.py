@@ -254,7 +254,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The authors' README command for GPT-Neo-8M on TinyStories (4 GPUs, bs 32 x 16
     # accumulation, AdamW lr 0.01 wd 0.01, clip 1.0, outer Nesterov 0.1/0.9, H = 32,
     # T0 = 32, p = 0.2, eta = 1), run with the algorithm as described. Needs --data-path
-    # (TinyStories text) and, for the paper's scale, --nproc 4 on GPUs.
+    # (TinyStories text) and, for the paper's scale, --nproc 4 on GPUs. With the default
+    # byte tokenizer the model has 1,654,656 parameters; --tokenizer DIR (a local copy of
+    # the GPT-2 BPE tokenizer the authors used) gives the paper's 8,054,656.
     "gptneo-8m-readme": _preset(
         model="gptneo-8m", dataset="tinystories", seq_len=300, batch_size=32, A=16,
         T=20000, optimizer="adamw", alpha=0.01, weight_decay=0.01, beta1=0.9, beta2=0.999,

@@ -165,3 +165,18 @@ def test_disabled_writer_writes_nothing(tmp_path):
     assert w.position() == {}
     w.close()
     assert not (tmp_path / "x").exists()
+
+
+def test_tensorboard_optional(tmp_path):
+    try:
+        import torch.utils.tensorboard  # noqa: F401
+    except ImportError:
+        with pytest.warns(UserWarning, match="tensorboard"):
+            w = MetricsWriter(tmp_path, tensorboard=True)
+        w.write("train", {"step": 1, "loss": 1.0})
+        w.close()
+        assert not (tmp_path / "tb").exists()
+    else:
+        with MetricsWriter(tmp_path, tensorboard=True) as w:
+            w.write("train", {"step": 1, "loss": 1.0})
+        assert any((tmp_path / "tb").iterdir())
