@@ -207,3 +207,18 @@ def test_help_documents_exit_codes(capsys):
     assert main(["verify", "--help"]) == 0
     text = capsys.readouterr().out
     assert "exit codes" in text and "--declare" in text and "--quick" in text
+
+
+@pytest.mark.slow
+def test_default_main_job(tmp_path, capsys):
+    """The embedded default run (the main job): every file, no violated bound."""
+    out = tmp_path / "verify"
+    code = main(["verify", "--out", str(out), "--no-progress"])
+    text = capsys.readouterr().out
+    rep = json.loads((out / "results.json").read_text())
+    assert code == rep["summary"]["exit_code"]
+    assert code == 0, text
+    assert sorted(p.name for p in out.iterdir()) == sorted(REPORT_FILES)
+    assert not rep["summary"]["exact_vs_mc_disagreements"]
+    tested = rep["summary"]["counts"]
+    assert tested[V.HOLDS] > 0 and tested[V.OUTSIDE] > 0

@@ -765,7 +765,7 @@ def sample_configs(bound: Bound, problem_name: str, problems: ProblemCache,
         vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
         amax = float(_max_step(bound, vals))
         for _ in range(20 if algo == "palsgd" and i < n_in else 0):
-            if math.isfinite(amax):
+            if not math.isnan(amax):
                 break
             # no feasible step at this (p, eta): redraw them (seeded) for an inside configuration
             cfg["p"] = float(rng.uniform(0.1, 0.5))
@@ -791,7 +791,7 @@ def sample_configs(bound: Bound, problem_name: str, problems: ProblemCache,
             bound=bound.name, problem=problem_name, algorithm=algo, K=K, T=int(Ts[i]), alpha=alpha,
             H=int(Hs[i]), p=float(ps[i]), eta=eta, gamma=float(gammas[i]), outer=outer,
             coins=coins_for(bound), alpha_role=role, alpha_max=amax, seed=_child_seed(seed, 3, i),
-            problem_kwargs=(("zeta", 0.0 if iid else settings.zeta),),
+            problem_kwargs=(("zeta", 0.0 if iid or K == 1 else settings.zeta),),
         ))
     return out
 
