@@ -12,12 +12,14 @@ Two comparisons, both printed as ratios and written as JSON (``--out``):
    worker-steps x dimensions per second.
 2. **Fraction of memory bandwidth** at large ``d``. The machine's copy bandwidth is
    measured in the same run (``numpy.copyto`` of an array as large as the simulator's
-   state, ``2 * nbytes`` per copy counted, best of several). The simulator runs PALSGD on
+   state, ``2 * nbytes`` per copy counted, single copies timed before, between and after
+   the simulator runs). The simulator runs PALSGD on
    a diagonal quadratic with **noise ``"none"``** (noise generation is compute-bound and
    would dominate) and ``pull_fraction = 1``. Bytes it must touch per step: read and write
    the iterates ``X`` (``2 R K d``), read the per-worker centres ``b`` (``K d``), the
-   eigenvalues (``d``) and the anchor for pulls (``R d``), float64 each. Time per step is
-   ``(time(T2) - time(T1)) / (T2 - T1)`` (set-up and recording cancel), best of reps.
+   eigenvalues (``d``) and the anchor for pulls (``R d``), float64 each. Each step is
+   timed inside one run (timestamps at the per-step noise draw; set-up and the recording
+   at step 0 excluded); ratios are given for the medians (steps vs copies) and the best.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_simulate.py [--quick] [--out FILE]``.
 On a shared machine the numbers move with the load; both sides of each ratio are measured
@@ -108,38 +110,64 @@ def bench_speedup(d: int, K: int, R: int, T: int, reps: int) -> dict:
     return out
 
 
-def copy_bandwidth(nbytes: int, reps: int) -> float:
+def copy_times(nbytes: int, n: int) -> list[float]:
+    """Times of ``n`` single copies of an array of ``nbytes`` bytes."""
     src = np.random.default_rng(0).standard_normal(nbytes // 8)
     dst = np.empty_like(src)
     np.copyto(dst, src)
-    return 2 * src.nbytes / _best(lambda: np.copyto(dst, src), reps)
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        out.append(time.perf_counter() - t)
+    return out
 
 
-def bench_bandwidth(d: int, K: int, R: int, T1: int, T2: int, reps: int) -> dict:
+def step_times(prob, spec: AlgorithmSpec, T: int, R: int, blocked: bool) -> np.ndarray:
+    """Wall time of each simulator step 1..T-1 of one run (step 0 also records statistics).
+
+    The simulator draws the noise exactly once at the start of every step, so timestamps
+    taken there delimit the steps, without the run's set-up.
+    """
+    stamps: list[float] = []
+    orig = prob.draw_randomness
+
+    def stamped(rng, prefix, out=None):
+        stamps.append(time.perf_counter())
+        return orig(rng, prefix, out)
+
+    prob.draw_randomness = stamped
+    try:
+        simulate(prob, spec, T=T + 1, R=R, seed=0, record_every=10**9, blocked=blocked)
+    finally:
+        del prob.draw_randomness
+    return np.diff(stamps)[1:]
+
+
+def bench_bandwidth(d: int, K: int, R: int, T: int) -> dict:
     prob = make_problem("quadratic", K=K, d=d, noise="none", zeta=1.0)
     spec = AlgorithmSpec("palsgd", 0.1, H=10**9, p=0.2, eta=1.0)
     state = R * K * d * 8
-    bw = [copy_bandwidth(state, reps)]
-
-    def run(T: int, blocked: bool) -> float:
-        return _best(
-            lambda: simulate(prob, spec, T=T, R=R, seed=0, record_every=10**9, blocked=blocked),
-            reps,
-        )
-
-    out = {"d": d, "K": K, "R": R, "state_MB": state / 1e6}
     must = 8 * d * (2 * R * K + K + 1 + R)
+    copies = copy_times(state, T)
+    out: dict = {"d": d, "K": K, "R": R, "state_MB": state / 1e6,
+                 "must_touch_MB_per_step": must / 1e6}  # fmt: skip
     for blocked in (True, False):
-        step = (run(T2, blocked) - run(T1, blocked)) / (T2 - T1)
-        bw.append(copy_bandwidth(state, reps))
+        st = step_times(prob, spec, T, R, blocked)
+        copies += copy_times(state, T)
         out["blocked" if blocked else "unblocked"] = {
-            "step_ms": 1e3 * step,
-            "GB_per_s": must / step / 1e9,
+            "step_ms_median": 1e3 * float(np.median(st)),
+            "step_ms_best": 1e3 * float(np.min(st)),
+            "GB_per_s_median": must / float(np.median(st)) / 1e9,
+            "GB_per_s_best": must / float(np.min(st)) / 1e9,
         }
-    out["must_touch_MB_per_step"] = must / 1e6
-    out["copy_GB_per_s"] = max(bw) / 1e9
+    out["copy_GB_per_s_median"] = 2 * state / float(np.median(copies)) / 1e9
+    out["copy_GB_per_s_best"] = 2 * state / float(np.min(copies)) / 1e9
     for key in ("blocked", "unblocked"):
-        out[key]["fraction_of_copy_bandwidth"] = out[key]["GB_per_s"] / out["copy_GB_per_s"]
+        for stat in ("median", "best"):
+            out[key][f"fraction_{stat}"] = (
+                out[key][f"GB_per_s_{stat}"] / out[f"copy_GB_per_s_{stat}"]
+            )
     return out
 
 
@@ -166,18 +194,20 @@ def main() -> int:
             f"naive loop {n['throughput']:.3g}/s ({n['speedup']:.0f}x); "
             f"update-only loop {u['throughput']:.3g}/s ({u['speedup']:.0f}x)"
         )
-    bw_cfgs = [(2**17, 8, 4, 2, 6)] if args.quick else [(2**20, 8, 2, 3, 13), (10**5, 8, 16, 3, 13)]
+    bw_cfgs = [(2**17, 8, 4, 6)] if args.quick else [(2**20, 8, 2, 12), (10**5, 8, 16, 12)]
     print("fraction of copy bandwidth (PALSGD p=0.2, noise 'none', diagonal quadratic)")
-    for d, K, R, T1, T2 in bw_cfgs:
-        r = bench_bandwidth(d, K, R, T1, T2, reps)
+    print("  (median over steps / median over copies; best = minimum of each)")
+    for d, K, R, T in bw_cfgs:
+        r = bench_bandwidth(d, K, R, T)
         res["bandwidth"].append(r)
         b, u = r["blocked"], r["unblocked"]
         print(
             f"  d={d} K={K} R={R} (state {r['state_MB']:.0f} MB, must touch "
-            f"{r['must_touch_MB_per_step']:.0f} MB/step), copy {r['copy_GB_per_s']:.2f} GB/s: "
-            f"blocked {b['step_ms']:.1f} ms/step = {b['GB_per_s']:.2f} GB/s "
-            f"({100 * b['fraction_of_copy_bandwidth']:.0f}%), unblocked {u['step_ms']:.1f} ms "
-            f"({100 * u['fraction_of_copy_bandwidth']:.0f}%)"
+            f"{r['must_touch_MB_per_step']:.0f} MB/step), copy "
+            f"{r['copy_GB_per_s_median']:.2f} GB/s: blocked {b['step_ms_median']:.1f} ms/step "
+            f"= {b['GB_per_s_median']:.2f} GB/s ({100 * b['fraction_median']:.0f}%, best "
+            f"{100 * b['fraction_best']:.0f}%); unblocked {u['step_ms_median']:.1f} ms "
+            f"({100 * u['fraction_median']:.0f}%, best {100 * u['fraction_best']:.0f}%)"
         )
     if args.out:
         with open(args.out, "w") as fh:

@@ -277,14 +277,13 @@ def simulate(
     X[...] = start[:, None, :] if start.ndim == 2 else start
     Z = X[:, 0, :].copy()  # anchor; during warm-up / SGD it is the model itself
     buf = np.zeros((R, d)) if spec.outer == "nesterov" else None
-    G = np.empty((R, K, d))
+    G = np.empty((R, K, d))  # all gradients (SGD / warm-up steps, unblocked local steps)
     noise_buf = np.empty((R, K, d)) if problem.noise_model in ("gaussian", "rademacher") else None
     m = min(d, math.ceil(spec.pull_fraction * d - 1e-12))
     pulls_on = spec.local and spec.p > 0
-    P = np.empty((R, K, m)) if pulls_on and not blocked else None
-    rb, bs = _blocks(R, K, d)
-    Gb = np.empty((rb, K, bs)) if blocked else None
-    Pb = np.empty((rb, K, bs)) if blocked and pulls_on else None
+    blocks = _blocks(R, K, d) if blocked else None
+    Gb = np.empty((blocks[0], K, blocks[1])) if blocked else G
+    no_pulls = np.zeros(0, dtype=np.int64)
     r_idx = np.arange(R)[:, None]
     k_idx = np.arange(K)[None, :]
     alpha, lr_g, c = spec.alpha, spec.grad_lr, spec.pull_coef
@@ -343,29 +342,18 @@ def simulate(
                 bc = pull_coins(spec.seed, spec.p, steps_c, k_idx, r_idx, shared=shared)
                 bc = np.broadcast_to(bc, (chunk_end - chunk_start, R, K))
                 wg_c = np.where(bc, 0.0, lr_g)[..., None]
-                wp_c = np.where(bc, c, 0.0)[..., None]
                 npull_c = np.count_nonzero(bc, axis=(1, 2))
                 ge_c = 1.0 - np.count_nonzero(bc, axis=2) / K
                 pull_steps += np.count_nonzero(bc, axis=0)
             i = t - chunk_start
-            wg, wp, n_pull = wg_c[i], wp_c[i], int(npull_c[i])
+            wg, n_pull = wg_c[i], int(npull_c[i])
             do_grad, do_pull = n_pull < R * K, n_pull > 0 and c != 0.0
+            pulled = np.flatnonzero(bc[i]) if do_pull else no_pulls
             grad_evals += ge_c[i]
         else:
-            wg, wp, do_grad, do_pull = lr_g, 0.0, True, False
+            wg, do_grad, do_pull, pulled = lr_g, True, False, no_pulls
             grad_evals += 1.0
-
-        if blocked:
-            _blocked_local_step(problem, X, Z, draw, wg, wp, do_grad, do_pull, m, rb, bs, Gb, Pb)
-        else:
-            if do_grad:
-                problem.stochastic_grads_from(X, draw, out=G)
-                G *= wg
-                X -= G
-            if do_pull:
-                np.subtract(X[..., :m], Z[:, None, :m], out=P)
-                P *= wp
-                X[..., :m] -= P
+        _local_update(problem, X, Z, draw, Gb, wg, lr_g, c, pulled, do_grad, do_pull, m, blocks)
 
         if spec.is_sync_step(t):
             xbar = X.mean(axis=1)
@@ -409,47 +397,68 @@ def simulate(
     )
 
 
-def _blocked_local_step(
+def _local_update(
     problem: Problem,
     X: np.ndarray,
     Z: np.ndarray,
     draw: np.ndarray | None,
+    G: np.ndarray,
     wg: np.ndarray | float,
-    wp: np.ndarray | float,
+    lr_g: float,
+    c: float,
+    pulled: np.ndarray,
     do_grad: bool,
     do_pull: bool,
     m: int,
-    rb: int,
-    bs: int,
-    Gb: np.ndarray,
-    Pb: np.ndarray | None,
+    blocks: tuple[int, int] | None,
 ) -> None:
-    """The local step of :func:`simulate` over blocks of replicas x coordinates.
+    """Apply one local step to ``X`` (R, K, d) in place.
 
-    For separable problems only. Element-wise the same operations in the same order as the
-    unblocked step, so the result is bitwise identical; the temporaries stay in cache.
+    Gradient rows: ``x - lr_g * g`` (``wg`` is ``lr_g`` there and 0 on pulled rows);
+    pulled rows (flat indices ``pulled`` into the (R*K) rows): ``x - c (x - z)`` on the
+    first ``m`` coordinates, unchanged elsewhere. The pulls are computed on the gathered
+    pulled rows only (before the gradient update of the same coordinates, which their
+    scattered result then overwrites); on coordinates ``>= m`` the factor ``wg`` keeps
+    pulled rows unchanged. With ``blocks = (rb, bs)`` (separable problems) the gradients
+    are evaluated block by block of ``rb`` replicas x ``bs`` coordinates so that the
+    temporaries stay in cache; otherwise ``G`` holds all stochastic gradients. Every
+    element goes through the same operations either way: the results are bitwise equal.
     """
-    R, _, d = X.shape
+    R, K, d = X.shape
+    if blocks is None:
+        if do_grad:
+            problem.stochastic_grads_from(X, draw, out=G)
+        cuts = sorted({0, m, d})
+    else:
+        cuts = sorted(set(range(0, d, blocks[1])) | {m, d})
+    X2 = X.reshape(R * K, d)
+    rows_z = pulled // K
     # coordinates outer, replicas inner: a block of the problem data is read from memory
     # once per step and reused for every replica
-    for lo in range(0, d, bs):
-        hi = min(d, lo + bs)
-        for r0 in range(0, R, rb):
-            r1 = min(R, r0 + rb)
-            n = r1 - r0
-            wg_b = wg[r0:r1] if isinstance(wg, np.ndarray) else wg
-            wp_b = wp[r0:r1] if isinstance(wp, np.ndarray) else wp
-            Xb = X[r0:r1, :, lo:hi]
-            if do_grad:
-                g = Gb[:n, :, : hi - lo]
-                problem.local_grads_block(Xb, lo, hi, g)
-                if draw is not None:
-                    g += draw[r0:r1, :, lo:hi]
-                g *= wg_b
-                Xb -= g
-            if do_pull and lo < m:
-                mm = min(hi, m)
-                pv = Pb[:n, :, : mm - lo]
-                np.subtract(X[r0:r1, :, lo:mm], Z[r0:r1, None, lo:mm], out=pv)
-                pv *= wp_b
-                X[r0:r1, :, lo:mm] -= pv
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        if hi <= lo:
+            continue
+        pull_here = do_pull and hi <= m
+        if pull_here:
+            sub = X2[pulled, lo:hi]
+            tmp = sub - Z[rows_z, lo:hi]
+            tmp *= c
+            sub -= tmp
+        if do_grad:
+            if blocks is None:
+                g = G[..., lo:hi]
+                g *= lr_g if pull_here else wg
+                X[..., lo:hi] -= g
+            else:
+                rb = blocks[0]
+                for r0 in range(0, R, rb):
+                    r1 = min(R, r0 + rb)
+                    g = G[: r1 - r0, :, : hi - lo]
+                    Xb = X[r0:r1, :, lo:hi]
+                    problem.local_grads_block(Xb, lo, hi, g)
+                    if draw is not None:
+                        g += draw[r0:r1, :, lo:hi]
+                    g *= lr_g if pull_here or not isinstance(wg, np.ndarray) else wg[r0:r1]
+                    Xb -= g
+        if pull_here:
+            X2[pulled, lo:hi] = sub
