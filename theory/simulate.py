@@ -167,7 +167,26 @@ class AlgorithmSpec:
 
 @dataclass
 class Trace:
-    """Recorded trajectory statistics (see :func:`simulate`); arrays are float64 unless noted."""
+    """Recorded trajectory statistics of :func:`simulate` (float64 arrays unless noted).
+
+    Recorded before step ``t`` is applied, for ``t`` in ``steps`` (``n_rec`` entries), with
+    ``xbar_t = mean_k x_{k,t}``:
+
+    * ``grad_norm_sq`` (R, n_rec): ``||grad f(xbar_t)||^2``;
+    * ``loss_gap`` (R, n_rec): ``f(xbar_t) - f_star`` (the problem's declared ``f_star``);
+    * ``consensus`` (R, n_rec): ``(1/K) sum_k ||x_k - xbar||^2``;
+    * ``anchor_dist`` (R, n_rec): ``(1/K) sum_k ||x_k - z||^2`` (0 while the model is
+      synchronised every step, i.e. SGD and warm-up);
+    * ``grad_evals`` (R, n_rec): gradient evaluations per worker so far (mean over workers;
+      pull steps cost none);
+    * ``comm_rounds`` (n_rec,): all-reduces so far (one per SGD / warm-up step,
+      ``outer_steps_per_sync`` per sync).
+
+    After the last step: ``final_x`` (R, K, d), ``anchor`` (R, d), ``final_grad_norm_sq``
+    and ``final_loss_gap`` (R,) at the final ``xbar``, ``pull_steps`` (R, K) int counts.
+    ``spec``, ``problem`` (its :meth:`~theory.problems.Problem.describe`) and ``seed``
+    identify the run.
+    """
 
     steps: np.ndarray
     grad_norm_sq: np.ndarray
