@@ -23,7 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 __all__ = ["plot_report", "plot_measured_vs_bound", "plot_rates", "plot_consensus",
            "plot_exact_vs_mc", "PLOT_NAMES"]
@@ -50,9 +50,28 @@ def _num(x: Any) -> float:
         return math.nan
 
 
+def _quiet_minor_ticks(fig: Any) -> None:
+    """No labels on minor ticks: far fewer text layouts when drawing (much faster)."""
+    for ax in fig.axes:
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _grid(nrows: int, cols: int, w: float, h: float, left: float = 0.65) -> tuple[Any, np.ndarray]:
+    """A grid of ``w x h`` inch panels with fixed margins in inches (no text measuring)."""
+    right, bottom, top, gap_w, gap_h = 0.15, 0.55, 0.6, 0.6, 0.75
+    W = left + right + cols * w + (cols - 1) * gap_w
+    Hh = bottom + top + nrows * h + (nrows - 1) * gap_h
+    fig, axes = plt.subplots(nrows, cols, figsize=(W, Hh), squeeze=False)
+    fig.subplots_adjust(left=left / W, right=1 - right / W, bottom=bottom / Hh, top=1 - top / Hh,
+                        wspace=gap_w / w, hspace=gap_h / h)
+    return fig, axes
+
+
 def _save(fig: Any, directory: Path, name: str) -> list[str]:
-    fig.savefig(directory / f"{name}.png", dpi=110, bbox_inches="tight")
-    fig.savefig(directory / f"{name}.pdf", bbox_inches="tight")
+    _quiet_minor_ticks(fig)
+    fig.savefig(directory / f"{name}.png", dpi=110)
+    fig.savefig(directory / f"{name}.pdf")
     plt.close(fig)
     return [f"{name}.png", f"{name}.pdf"]
 
@@ -65,7 +84,8 @@ def _empty(ax: Any, text: str) -> None:
 
 def plot_measured_vs_bound(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
     """Scatter of measured value vs bound value with the ``y = x`` line."""
-    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    fig, axes = _grid(1, 1, 5.4, 4.4, left=0.95)
+    ax = axes[0, 0]
     pts = [r for r in rows if r.get("verdict") in _VERDICT_STYLE]
     bounds = sorted({r["bound"] for r in pts})
     lo, hi = math.inf, 0.0
@@ -111,7 +131,7 @@ def plot_rates(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
     n = max(1, len(names))
     cols = min(3, n)
     nrows = math.ceil(n / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
+    fig, axes = _grid(nrows, cols, 3.6, 2.6, left=0.75)
     for ax in axes.ravel()[len(names):]:
         ax.set_visible(False)
     if not names:
@@ -134,19 +154,21 @@ def plot_rates(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
         ax.set_xticks(T)
         ax.set_xticklabels([str(int(t)) for t in T], fontsize=7)
         ax.set_title(f"{name} ({rs[0].get('step_rule', '')})", fontsize=8)
         ax.set_xlabel("T")
         ax.legend(fontsize=7)
     fig.suptitle("Rate in T: measured vs bound", fontsize=10)
-    fig.tight_layout()
     return _save(fig, directory, "rates")
 
 
 def plot_consensus(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
     """Time-averaged consensus error vs ``H`` for Local SGD and PALSGD."""
-    fig, ax = plt.subplots(figsize=(5.4, 4.0))
+    fig, axes = _grid(1, 1, 4.6, 3.3, left=0.95)
+    ax = axes[0, 0]
     algos = list(dict.fromkeys(r["algorithm"] for r in rows))
     for a in algos:
         rs = sorted((r for r in rows if r["algorithm"] == a), key=lambda r: _num(r["H"]))
@@ -178,7 +200,7 @@ def plot_exact_vs_mc(rows: Sequence[Mapping[str, Any]], directory: Path,
     n = max(1, len(labels))
     cols = min(4, n)
     nrows = math.ceil(n / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.9 * nrows), squeeze=False)
+    fig, axes = _grid(nrows, cols, 3.0, 2.1)
     for ax in axes.ravel()[len(labels):]:
         ax.set_visible(False)
     if not labels:
@@ -199,7 +221,6 @@ def plot_exact_vs_mc(rows: Sequence[Mapping[str, Any]], directory: Path,
         ax.set_xlabel("step t")
         ax.legend(fontsize=6)
     fig.suptitle(f"exact expectation vs Monte Carlo: E {metric}", fontsize=10)
-    fig.tight_layout()
     return _save(fig, directory, "exact_vs_mc")
 
 
