@@ -43,6 +43,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -62,6 +63,7 @@ from theory.validation import UserInputError
 
 __all__ = ["LocalAlgorithm"]
 
+_COIN_BLOCK = 1024  # coins drawn per vectorised call of theory.coins.pull_coins
 _CHUNK = 1 << 16  # elements per chunk of the squared norms (partial sums added in float64)
 
 
@@ -166,7 +168,7 @@ class LocalAlgorithm(DistributedAlgorithm):
                         ps.append(p)
                         zs.append(zv)
                 self.pull_groups = [(gi, ps, zs) for gi, (ps, zs) in sorted(by_group.items())]
-        self._coin_cache: tuple[int, bool] = (-1, False)
+        self._coins: tuple[int, list[bool]] = (0, [])
         self.local_started = False
 
         self._broadcast_initial_state()
@@ -179,13 +181,18 @@ class LocalAlgorithm(DistributedAlgorithm):
         t = self.t
         if t < self.T0 or not self.config.has_pulls:
             return "grad"
-        if self._coin_cache[0] != t:
+        start, coins = self._coins
+        if not start <= t < start + len(coins):
+            # one vectorised call per block of steps; still a pure function of t
             cfg = self.config
-            coin = pull_coins(
-                cfg.seed, cfg.p, step=t, worker=self.rank, replica=0, shared=cfg.coins == "shared"
-            )
-            self._coin_cache = (t, bool(coin))
-        return "pull" if self._coin_cache[1] else "grad"
+            block = np.arange(t, t + _COIN_BLOCK)
+            coins = pull_coins(
+                cfg.seed, cfg.p, step=block, worker=self.rank, replica=0,
+                shared=cfg.coins == "shared",
+            ).tolist()
+            self._coins = (t, coins)
+            start = t
+        return "pull" if coins[t - start] else "grad"
 
     def sync_due_after(self, t: int) -> bool:
         """True when a sync follows local step ``t`` (``t >= T0`` and the round is complete)."""
@@ -329,7 +336,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         delta_path = cfg.outer != "average"
         if delta_path:
             assert self.z is not None
-            x.sub_(self.z).neg_()  # Delta_k = z - x_k
+            torch.sub(self.z, x, out=x)  # Delta_k = z - x_k, in place
             buf[self.n_sync - 1] = _sq_norm(x)
         else:
             buf[self.n_sync - 1] = _sq_norm(x, self.z)
@@ -431,7 +438,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         ab = state.get("anchor_buffers")
         self.anchor_buffers = None if ab is None else {k: v.clone() for k, v in ab.items()}
         self.stats.update(state.get("stats", {}))
-        self._coin_cache = (-1, False)
+        self._coins = (0, [])
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes held by the algorithm: work buffer, anchor, outer state, buffer snapshot."""
