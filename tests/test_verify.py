@@ -385,3 +385,12 @@ def test_coins_detection():
     assert V.coins_for(registry.get("sgd")) == "independent"
     shared = Bound.from_strings("palsgd_shared_user", "F0/(alpha*T)", algorithms=("palsgd",))
     assert V.coins_for(shared) == "shared"
+
+
+def test_deterministic_draws_up_to_rounding():
+    """Noise-free runs give identical replicas up to rounding: decided exactly, no NaN/inf."""
+    y = 0.25 * (1 + 1e-16 * np.array([1, -1, 0, 2, -2, 1, 0, 0]))
+    assert V.mean_test(y, 0.3, PLAN).direction == V.HOLDS
+    assert V.mean_test(y, 0.3, PLAN).p_holds == 0.0
+    ci = V.mean_test(y, 0.2, PLAN).confidence_bounds(1e-4)
+    assert ci["lcb"] == ci["ucb"] == pytest.approx(0.25)

@@ -203,6 +203,18 @@ def test_single_worker_runs(tmp_path):
     assert {r["K"] for r in rep["results"] if r["verdict"] != V.NOT_VERIFIABLE} == {1}
 
 
+@pytest.mark.parametrize("noise", ["none", "finite_sum", "rademacher"])
+def test_noise_models(tmp_path, noise):
+    out = tmp_path / noise
+    code = main(["verify", "--quick", "--noise", noise, "--bounds", "sgd", "--problems",
+                 "quadratic", "robust_regression", "--out", str(out), "--no-progress",
+                 "--no-plots"])
+    assert code == 0
+    rep = json.loads((out / "results.json").read_text())
+    assert {r["noise"] for r in rep["results"]} == {noise}
+    assert all(r["verdict"] in (V.HOLDS, V.OUTSIDE) for r in rep["results"])
+
+
 def test_help_documents_exit_codes(capsys):
     assert main(["verify", "--help"]) == 0
     text = capsys.readouterr().out

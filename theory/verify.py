@@ -276,7 +276,9 @@ def mean_test(values: Sequence[float] | np.ndarray, threshold: float,
     se = sd / math.sqrt(n) if n > 1 else 0.0
     if n < 2 and sd == 0.0:
         return MeanTest(n, m, math.nan, math.nan, b, 0, 1.0, 1.0, 1.0, 1.0)
-    if se == 0.0:  # all draws identical: the mean is known exactly
+    if sd <= 1e-12 * abs(m):  # identical draws up to rounding: the mean is known exactly
+        sd = se = 0.0
+    if se == 0.0:
         ph = 0.0 if m < b else 1.0
         pv = 0.0 if m > b else 1.0
         return MeanTest(n, m, 0.0, 0.0, b, 0, ph, pv, ph, pv)
@@ -508,7 +510,8 @@ class VerifySettings:
     ``configs`` configurations inside the conditions and ``outside`` beyond them are
     sampled per (bound, problem) pair; ``replicas`` Monte-Carlo replicas per configuration;
     ``T`` and ``K`` are the candidate horizons and worker counts; ``d``, ``noise``,
-    ``sigma``, ``zeta`` parametrise the problems (``zeta`` is forced to 0 for bounds that
+    ``sigma`` (``None``: the problem's default, 1 for additive noise, set by the data for
+    finite sums of data problems), ``zeta`` parametrise the problems (``zeta`` is forced to 0 for bounds that
     assume i.i.d. data). ``declared`` maps a problem name (or ``"*"``) to constants the
     user declares (``L``, ``sigma2``, ``zeta2``, ``f_star``); they replace the problem's
     own and are checked by sampling first.
@@ -524,7 +527,7 @@ class VerifySettings:
     K: tuple[int, ...] = (2, 4)
     d: int = 6
     noise: str = "gaussian"
-    sigma: float = 1.0
+    sigma: float | None = None
     zeta: float = 1.0
     level: float = 0.05
     correction: str = "holm"
@@ -562,7 +565,8 @@ class VerifySettings:
             validate_one("K", k)
         for h in self.consensus_H:
             validate_one("H", h)
-        validate_one("sigma", self.sigma)
+        if self.sigma is not None:
+            validate_one("sigma", self.sigma)
         validate_one("zeta", self.zeta)
         if not 0 < self.level < 1:
             raise UserInputError(f"'level' must be in (0, 1), got {self.level}")
@@ -1103,8 +1107,8 @@ def exact_vs_mc(settings: VerifySettings, *, seed: int, progress: Any = None
     quad = importlib.import_module("theory.quadratic")
     sim = importlib.import_module("theory.simulate")
     problems = importlib.import_module("theory.problems")
-    prob = problems.make_problem("quadratic", K=4, d=4, noise="gaussian", sigma=settings.sigma,
-                                 zeta=settings.zeta, seed=_child_seed(seed, 7))
+    prob = problems.make_problem("quadratic", K=4, d=4, noise="gaussian", sigma=settings.sigma
+                                 if settings.sigma is not None else 1.0, zeta=settings.zeta, seed=_child_seed(seed, 7))
     L = float(prob.L)
     specs = exact_specs()
     metrics = ("grad_norm_sq", "loss_gap", "consensus")
@@ -1246,12 +1250,12 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
         if algo not in kinds:
             reason = f"{NOT_VERIFIABLE}: simulator lacks {algo}"
         else:
+            consts = [problem_constants(cache.get(pn, min(settings.K), iid=_needs_iid(bound)))
+                      for pn in pnames]  # a problem that cannot be built is bad input
             try:
-                for pn in pnames:
-                    bound_values(bound, problem_constants(cache.get(pn, min(settings.K),
-                                                                    iid=_needs_iid(bound))),
-                                 {"K": 1, "H": 1, "T": 1, "p": 0.1, "eta": 0.0, "gamma": 1.0,
-                                  "alpha": 1.0})
+                for c in consts:
+                    bound_values(bound, c, {"K": 1, "H": 1, "T": 1, "p": 0.1, "eta": 0.0,
+                                            "gamma": 1.0, "alpha": 1.0})
             except UserInputError as exc:
                 reason = f"{NOT_VERIFIABLE}: {exc}"
         if reason:

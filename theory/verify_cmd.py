@@ -90,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--d", type=_positive_int, metavar="D",
                         help=f"problem dimension (default {d.d})")
     parser.add_argument("--noise", help=f"noise model of the problems (default {d.noise})")
-    parser.add_argument("--sigma", type=float, help=f"noise level sigma (default {d.sigma})")
+    parser.add_argument("--sigma", type=float,
+                        help="noise level sigma (default: the problem's, 1 for additive noise)")
     parser.add_argument("--zeta", type=float,
                         help=f"heterogeneity zeta of the problems (default {d.zeta})")
     parser.add_argument("--declare", nargs="+", metavar="[PROBLEM.]NAME=VALUE", default=[],
