@@ -186,6 +186,13 @@ def run(args: argparse.Namespace) -> int:
                   f"{V._fmt(s['measured_speedup'])} [{V._fmt(s['speedup_ci_low'])}, "
                   f"{V._fmt(s['speedup_ci_high'])}], bound predicts "
                   f"{V._fmt(s['predicted_speedup'])}")
+        cons = report["consensus"]
+        if cons:
+            hs = sorted({r["H"] for r in cons})
+            by = {(r["algorithm"], r["H"]): r["consensus_mean"] for r in cons}
+            cells = [f"H={h}: {V._fmt(by.get(('local_sgd', h)))} vs {V._fmt(by.get(('palsgd', h)))}"
+                     for h in hs]
+            print("consensus error, Local SGD vs PALSGD: " + "; ".join(cells))
         print()
         print(V.format_summary(report))
         print(f"report written to {args.out} ({report['elapsed_s']:.1f} s)")
