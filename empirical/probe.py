@@ -1133,8 +1133,8 @@ def train_reference_run(out: Path, *, model: str | None = None, dataset: str | N
     """Train the short run the probe replays; returns its output directory ``out``.
 
     Without ``preset``/``config_file`` the run is inside the theory: PALSGD with inner SGD
-    (``alpha = 0.1``, no weight decay), outer averaging, independent coins, no clipping,
-    ``H = 8``, ``p = 0.2``, ``eta = 1`` (pull coefficient 0.5). Checkpoints every
+    (``alpha = 0.05``, no weight decay), outer averaging, independent coins, no clipping,
+    ``H = 8``, ``p = 0.2``, ``eta = 1`` (pull coefficient 0.25). Checkpoints every
     ``steps // (points - 1)`` steps.
     """
     from empirical.config import resolve_config
@@ -1142,7 +1142,7 @@ def train_reference_run(out: Path, *, model: str | None = None, dataset: str | N
 
     over: dict[str, Any] = {}
     if preset is None and config_file is None:
-        over.update(optimizer="sgd", alpha=0.1, weight_decay=0.0, outer="average", gamma=1.0,
+        over.update(optimizer="sgd", alpha=0.05, weight_decay=0.0, outer="average", gamma=1.0,
                     mu=0.0, clip_grad_norm=None, algorithm="palsgd", H=8, p=0.2, eta=1.0,
                     T0=0)
     for key, val in (("model", model), ("dataset", dataset), ("data_path", data_path),

@@ -426,6 +426,30 @@ def test_cli_probes_an_existing_run_as_json(quick_probe, tmp_path, capsys):
     assert Path(tmp_path / "probe.json").is_file()
 
 
+def test_cli_local_sgd_run_is_set_against_the_local_sgd_bounds(tmp_path, capsys):
+    """End to end through the checker: a Local SGD run inside the theory gets condition
+    verdicts, bound values and the measured/bound ratio for both Wang-Joshi bounds."""
+    cfg = tmp_path / "local.json"
+    cfg.write_text(json.dumps({"algorithm": "local_sgd", "optimizer": "sgd", "alpha": 0.01,
+                               "weight_decay": 0.0, "outer": "average", "gamma": 1.0,
+                               "mu": 0.0, "clip_grad_norm": None, "p": 0.0, "eta": 0.0,
+                               "T0": 0, "H": 4}))
+    code = cli_main(["probe", "--nproc", "1", "--steps", "8", "--points", "2",
+                     "--train-config", str(cfg), "--out", str(tmp_path / "out"), *QUICK])
+    assert code == 0
+    text = capsys.readouterr().out
+    rep = json.loads((tmp_path / "out" / "probe.json").read_text())
+    th = rep["theory"]
+    assert th["inside_theory"] is True and th["algorithm"] == "local_sgd"
+    comp = {c["bound"]: c for c in th["comparison"]}
+    assert set(comp) == {"local_sgd_iid", "local_sgd_noniid"}
+    for c in comp.values():
+        assert c["status"] == "evaluated" and isinstance(c["conditions_hold"], bool)
+        assert c["conditions"] and c["verdict"]
+        assert c["ratio"] == pytest.approx(rep["measured_rate"]["value"] / c["value"])
+    assert "measured vs bound:" in text and "local_sgd_iid" in text
+
+
 @pytest.mark.parametrize("argv", [
     ["--run", "/nonexistent/run"],
     ["--model", "no-such-model"],
