@@ -879,6 +879,10 @@ def theory_scope(cfg: Any, algorithm: Mapping[str, Any], model: nn.Module | None
         if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
             out.append("BatchNorm: the training loss depends on the batch; the probe uses eval "
                        "mode (running statistics)")
+        has_buffers = any(b.is_floating_point() for b in model.buffers())
+        if name != "ddp" and has_buffers and algorithm.get("buffers", "average") != "average":
+            out.append(f"buffer policy {algorithm['buffers']!r} at syncs (the authors' code "
+                       "resets workers to the anchor's buffers): not averaged")
         drop = [m.p for m in model.modules() if isinstance(m, nn.Dropout) and m.p > 0]
         config = getattr(model, "config", None)
         for key in ("resid_dropout", "embed_dropout", "attention_dropout"):

@@ -368,7 +368,9 @@ def test_theory_scope_names_what_is_outside():
         assert word in text, word
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Dropout(0.1))
     text = " ".join(P.theory_scope(inside, algorithm_config(inside).to_dict(), model))
-    assert "BatchNorm" in text and "dropout" in text
+    assert "BatchNorm" in text and "dropout" in text and "buffer policy" not in text
+    text = " ".join(P.theory_scope(faithful, algorithm_config(faithful).to_dict(), model))
+    assert "buffer policy 'anchor'" in text
 
 
 def test_settings_reject_bad_values():
