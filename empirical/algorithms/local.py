@@ -57,7 +57,6 @@ from empirical.algorithms.base import (
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat import FlatLayout, flat_dtype
 from empirical.algorithms.outer import OuterOptimizer
-from empirical.algorithms.slowlink import link_delay_fn
 from theory.coins import pull_coins
 from theory.validation import UserInputError
 
@@ -89,6 +88,18 @@ def _sq_norm(v: torch.Tensor, ref: torch.Tensor | None = None) -> float:
     return float(partial.sum())
 
 
+def _link_delay(config: AlgorithmConfig) -> Any:
+    """The emulated slow link's delay function (:mod:`empirical.algorithms.slowlink`), or
+    ``None`` when the configuration injects no delay (the default)."""
+    delay_s = float(getattr(config, "comm_delay_s", 0.0))
+    per_byte_s = float(getattr(config, "comm_delay_per_byte_s", 0.0))
+    if delay_s == 0 and per_byte_s == 0:
+        return None
+    from empirical.algorithms.slowlink import link_delay_fn
+
+    return link_delay_fn(delay_s, per_byte_s)
+
+
 class LocalAlgorithm(DistributedAlgorithm):
     """``local_sgd``, ``post_local_sgd``, ``diloco`` and ``palsgd`` (see the module docstring).
 
@@ -112,11 +123,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         self.inner_optimizer = inner_optimizer
         self.t = 0
         self.stats = new_stats()
-        self.comm = Communicator(
-            process_group,
-            self.stats,
-            delay=link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s),
-        )
+        self.comm = Communicator(process_group, self.stats, delay=_link_delay(config))
         self.rank, self.world_size = self.comm.rank, self.comm.size
         self.T0 = config.warmup_steps
 
