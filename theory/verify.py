@@ -94,6 +94,21 @@ __all__ = [
     "format_table",
     "summary_of",
     "apply_declared_constants",
+    "bound_values",
+    "coins_for",
+    "problem_constants",
+    "leading_exponent",
+    "ProblemCache",
+    "AtomicDirectory",
+    "rate_check",
+    "speedup_check",
+    "exact_vs_mc",
+    "exact_specs",
+    "consensus_vs_H",
+    "write_report_files",
+    "format_summary",
+    "resolve_bounds",
+    "resolve_problems",
 ]
 
 #: verdict labels
