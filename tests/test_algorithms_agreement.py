@@ -11,6 +11,8 @@ the workers' iterates and the anchor are compared with ``simulate(T = t)`` in fl
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -20,9 +22,11 @@ from torch import nn
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.distributed import spawn_workers
 
-simulate_mod = pytest.importorskip("theory.simulate")
-problems = pytest.importorskip("theory.problems")
+if importlib.util.find_spec("theory.simulate") is None:
+    pytest.skip("theory.simulate is not available", allow_module_level=True)
 
+# theory.simulate / theory.problems (scipy) are imported in the parent only: the spawned
+# workers import this module too and need nothing but torch and the algorithms
 pytestmark = pytest.mark.distributed
 K, D, M, T, ALPHA = 2, 5, 2, 24, 0.1
 X0 = np.linspace(-1.5, 2.0, D)
@@ -45,6 +49,8 @@ CONFIGS = {
 
 
 def make_problem():
+    from theory import problems
+
     return problems.make_quadratic(K=K, d=D, noise="none", zeta=1.0, seed=3, rotate=True,
                                    L=2.0, lam_min=0.2)
 
@@ -71,11 +77,10 @@ def _dense_A(prob) -> np.ndarray:
     return prob.A if prob.A is not None else np.diag(prob.eigenvalues)
 
 
-def worker(rank: int, world: int) -> dict:
-    prob = make_problem()
+def worker(rank: int, world: int, A: np.ndarray, b: np.ndarray) -> dict:
     out = {}
     for key, cfg in CONFIGS.items():
-        model = Quadratic(_dense_A(prob), prob.b[rank], X0)
+        model = Quadratic(A, b[rank], X0)
         algo = build_algorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=ALPHA))
         xs, zs, actions = [], [], []
         for _ in range(T):
@@ -95,12 +100,15 @@ def worker(rank: int, world: int) -> dict:
 
 @pytest.fixture(scope="module")
 def runs():
-    return spawn_workers(worker, K, timeout_s=240)
+    prob = make_problem()
+    return spawn_workers(worker, K, _dense_A(prob), prob.b, timeout_s=240)
 
 
 def spec_of(cfg: AlgorithmConfig):
+    from theory.simulate import AlgorithmSpec
+
     kw = {f: getattr(cfg, f) for f in SPEC_FIELDS}
-    return simulate_mod.AlgorithmSpec(
+    return AlgorithmSpec(
         kind=cfg.name, alpha=ALPHA, pull_fraction=M / D if cfg.pull_first_tensor_only else 1.0,
         **kw,
     )
@@ -108,6 +116,8 @@ def spec_of(cfg: AlgorithmConfig):
 
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_distributed_trajectory_equals_simulator(runs, key):
+    from theory.simulate import simulate
+
     cfg = CONFIGS[key]
     prob = make_problem()
     spec = spec_of(cfg)
@@ -115,7 +125,7 @@ def test_distributed_trajectory_equals_simulator(runs, key):
     assert np.array_equal(mine["x"], runs[1][key]["x"])  # both ranks gathered the same
     moved = 0.0
     for t in range(1, T + 1):
-        tr = simulate_mod.simulate(prob, spec, T=t, R=1, seed=0, x0=X0)
+        tr = simulate(prob, spec, T=t, R=1, seed=0, x0=X0)
         np.testing.assert_allclose(mine["x"][t - 1], tr.final_x[0], rtol=1e-10, atol=1e-12,
                                    err_msg=f"{key}: workers' iterates after step {t}")
         if mine["z"][t - 1] is not None and t >= cfg.T0:
@@ -131,8 +141,10 @@ def test_distributed_trajectory_equals_simulator(runs, key):
 
 def test_a_different_seed_gives_a_different_trajectory(runs):
     """The comparison is sharp: the simulator with other coins disagrees with the run."""
+    from theory.simulate import simulate
+
     cfg = CONFIGS["palsgd_nesterov"]
     prob = make_problem()
-    tr = simulate_mod.simulate(prob, spec_of(cfg.replace(seed=cfg.seed + 1)), T=T, R=1,
+    tr = simulate(prob, spec_of(cfg.replace(seed=cfg.seed + 1)), T=T, R=1,
                                seed=0, x0=X0)
     assert np.abs(runs[0]["palsgd_nesterov"]["x"][-1] - tr.final_x[0]).max() > 1e-6

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from scipy import stats
 from torch import nn
 
 from empirical.algorithms import AlgorithmConfig, build_algorithm
@@ -276,6 +275,8 @@ def test_palsgd_with_p0_equals_local_sgd_and_diloco_exactly(res, key):
 
 
 def test_pull_frequency_matches_p_and_coins_follow_theory_coins(res):
+    from scipy import stats  # parent only: the spawned workers need not import scipy
+
     p, n = 0.3, 300
     for mode in ("independent", "shared"):
         for rank, r in enumerate(res):
