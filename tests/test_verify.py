@@ -394,3 +394,15 @@ def test_deterministic_draws_up_to_rounding():
     assert V.mean_test(y, 0.3, PLAN).p_holds == 0.0
     ci = V.mean_test(y, 0.2, PLAN).confidence_bounds(1e-4)
     assert ci["lcb"] == ci["ucb"] == pytest.approx(0.25)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", registry.names())
+def test_numeric_leading_exponent_matches_bound_rate_every_bound(name):
+    b = registry.get(name)
+    if b.recommended_step is None:
+        pytest.skip("no recommended step")
+    vals = {"L": 2.0, "sigma": 1.0, "zeta": 0.5, "F0": 3.0, "K": 4, "H": 4, "T": 100,
+            "alpha": 0.1, "p": 0.2, "eta": 0.5, "gamma": 1.0, "mu": 0.0, "beta": 0.0}
+    vals = {k: v for k, v in vals.items() if k in b.parameters}
+    assert V.leading_exponent(b, vals, "recommended") == float(b.rate()[0].t_exponent)
