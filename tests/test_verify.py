@@ -324,15 +324,22 @@ def test_algorithm_mapping():
     assert V.algorithm_for(pal) == "palsgd"
 
 
-def test_not_verifiable_bound_is_reported_not_dropped():
-    settings = V.VerifySettings(bounds=("easgd", "sgd"), problems=("quadratic",), replicas=8,
-                                configs=1, outside=0, T=(32,), K=(2,), rates=False,
+def test_not_verifiable_bound_is_reported_not_dropped(monkeypatch):
+    """A bound for an algorithm the simulator lacks is listed as not verifiable."""
+    other = Bound.from_strings("scaffold_user", "2*F0/(alpha*T)", ["alpha*L <= 1"],
+                               algorithms=("scaffold",), provenance="test")
+    registry.names()  # load the built-in bounds first
+    monkeypatch.setitem(registry._REGISTRY, other.name, other)  # registered for this test only
+    assert "scaffold" not in sim.KINDS
+    settings = V.VerifySettings(bounds=("scaffold_user", "sgd"), problems=("quadratic",),
+                                replicas=8, configs=1, outside=0, T=(32,), K=(2,), rates=False,
                                 speedup=False, exact=False, consensus=False)
     rep = V.run_verification(settings, progress=False)
-    easgd = [r for r in rep["results"] if r["bound"] == "easgd"]
-    assert len(easgd) == 1 and easgd[0]["verdict"] == V.NOT_VERIFIABLE
-    assert "simulator lacks easgd" in easgd[0]["note"]
+    rows = [r for r in rep["results"] if r["bound"] == "scaffold_user"]
+    assert len(rows) == 1 and rows[0]["verdict"] == V.NOT_VERIFIABLE
+    assert "simulator lacks scaffold" in rows[0]["note"]
     assert rep["summary"]["counts"][V.NOT_VERIFIABLE] == 1
+    assert "scaffold" in V.format_table(rep["results"])
 
 
 def test_declared_constant_that_sampling_refutes_is_an_error():

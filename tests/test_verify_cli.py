@@ -104,10 +104,11 @@ def test_json_flag_prints_summary(tmp_path, capsys):
     assert summary["exit_code"] == 0 and "counts" in summary
 
 
-def test_violated_user_bound_exits_1(tmp_path, capsys):
+def test_violated_user_bound_exits_1(tmp_path, capsys, monkeypatch):
     wrong = Bound.from_strings("sgd_div10_cli", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
                                ["alpha*L <= 1"], algorithms=("sgd",), provenance="wrong on purpose")
-    registry.register(wrong, replace=True)
+    registry.names()  # load the built-in bounds first
+    monkeypatch.setitem(registry._REGISTRY, wrong.name, wrong)  # registered for this test only
     out = tmp_path / "v"
     code = main(["verify", "--quick", "--bounds", "sgd_div10_cli", "sgd", "--problems",
                  "quadratic", "--out", str(out), "--no-progress", "--no-plots", "--replicas", "24"])
