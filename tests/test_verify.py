@@ -322,6 +322,9 @@ def test_algorithm_mapping():
     assert V.algorithm_for(registry.get("local_sgd_iid")) == "local_sgd"
     pal = Bound.from_strings("pal_user", "F0/(alpha*T) + p*eta", algorithms=("local_sgd", "palsgd"))
     assert V.algorithm_for(pal) == "palsgd"
+    p0 = Bound.from_strings("p0_user", "F0/(alpha*T)", algorithms=("palsgd", "local_sgd"))
+    assert V.algorithm_for(p0) == "local_sgd"
+    assert V.algorithm_for(registry.get("easgd")) == "easgd"
 
 
 def test_not_verifiable_bound_is_reported_not_dropped(monkeypatch):

@@ -440,7 +440,8 @@ _KIND_OF = {"palsgd": "palsgd", "local_sgd": "local_sgd", "sgd": "sgd", "ddp": "
 def algorithm_for(bound: Bound) -> str:
     """Simulator kind of a bound: ``sgd``/``ddp`` -> ``sgd``, ``local_sgd``, ``palsgd``, ...
 
-    A bound depending on ``p`` is a PALSGD bound even if it also lists ``local_sgd``.
+    A bound depending on ``p`` is a PALSGD bound even if it also lists ``local_sgd``; one
+    free of ``p`` that lists ``local_sgd`` is simulated as Local SGD.
     Unknown algorithm names are returned as given (and then reported as not verifiable).
     """
     algos = [a.lower() for a in bound.algorithms]
@@ -448,6 +449,8 @@ def algorithm_for(bound: Bound) -> str:
         raise UserInputError(f"bound {bound.name!r} names no algorithm; cannot simulate it")
     if "p" in bound.parameters and "palsgd" in algos:
         return "palsgd"
+    if "p" not in bound.parameters and "local_sgd" in algos:
+        return "local_sgd"  # a p-free statement listing Local SGD is its p = 0 case
     for a in algos:
         if a in _KIND_OF:
             return _KIND_OF[a]
