@@ -1,4 +1,4 @@
-"""Vectorised simulator of minibatch SGD, Local SGD, Post-Local SGD, DiLoCo and PALSGD.
+"""Vectorised simulator of minibatch SGD, Local SGD, Post-Local SGD, DiLoCo, PALSGD and EASGD.
 
 ``R`` independent replicas x ``K`` workers x ``d`` coordinates advance together, one
 numpy operation per step for all of them (the Python loop runs over steps only).
@@ -22,6 +22,22 @@ Semantics (the contract shared with ``empirical.algorithms``; notation of
   ``outer_steps_per_sync = A`` the outer step is applied ``A - 1`` more times on a zero
   outer gradient (the authors' ``is_intended_impl=False``) and the sync costs ``A``
   all-reduces. Then every worker restarts from ``z``.
+* ``kind="easgd"`` (elastic averaging SGD as Wang and Joshi, Cooperative SGD, JMLR 22(213),
+  2021, eqs. (4), (5), (11), write it: ``X_{t+1} = (X_t - alpha G_t) S_t`` with ``S_t`` the
+  mixing matrix ``W_a`` at the sync steps and the identity otherwise; ``X`` stacks the
+  ``K`` workers and the centre ``z``, whose gradient row is zero). Every local step is a
+  plain SGD step ``x_k <- x_k - alpha g_k(x_k)`` (no pulls, ``p = 0``). At a sync step
+  (same rule as above) the elastic mixing with coefficient ``a``
+  (:meth:`AlgorithmSpec.elastic_coef`, default ``2/(K+2)``, Lemma 1) acts on the
+  post-gradient iterates, all at once: ``x_k <- (1 - a) x_k + a z`` and
+  ``z <- (1 - K a) z + a sum_k x_k`` (both with the pre-mixing ``x_k`` and ``z``); the
+  workers are *not* restarted from ``z``, and the mixing costs one all-reduce (the sum of
+  the ``x_k``). ``W_a`` is doubly stochastic, so the mixing keeps
+  ``u = (sum_k x_k + z)/(K+1)`` unchanged and ``u <- u - (K alpha/(K+1)) mean_k g_k(x_k)``
+  at every local step (the paper's ``eta_eff = K alpha/(K+1)``). The paper mixes at the
+  iterations ``k`` (counted from 1) with ``k mod tau = 0``, i.e. after ``tau`` gradient
+  steps: the rule above with ``sync_offset = 0``. Warm-up (``T0``) and ``sync_offset``
+  work as for the other kinds.
 * Noise: one draw of ``problem.draw_randomness(rng, (R,))`` per step, for every worker,
   even on pull steps, from ``numpy.random.default_rng(seed)``: two algorithms run with the
   same ``seed`` see the same noise (common random numbers, paired comparisons).
@@ -44,7 +60,7 @@ from theory.validation import ParameterError, UserInputError, canonicalize, vali
 
 __all__ = ["KINDS", "OUTERS", "COINS", "BLOCK_ELEMS", "AlgorithmSpec", "Trace", "simulate"]
 
-KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd")
+KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd", "easgd")
 OUTERS = ("average", "sgd", "nesterov")
 COINS = ("independent", "shared")
 
@@ -63,7 +79,16 @@ class AlgorithmSpec:
     outer settings are not used), ``"local_sgd"`` (``p = 0``, outer ``"average"``,
     ``T0 = 0``), ``"post_local_sgd"`` (Local SGD after ``T0 >= 1`` warm-up steps),
     ``"diloco"`` (``p = 0`` with outer ``"sgd"`` or ``"nesterov"``), ``"palsgd"`` (any
-    ``p`` in ``[0, 1)``, any outer optimiser). See the module docstring for the exact step.
+    ``p`` in ``[0, 1)``, any outer optimiser), ``"easgd"`` (``p = 0``, no outer optimiser:
+    ``outer="average"`` and ``outer_steps_per_sync = 1``; the elastic mixing every ``H``
+    steps instead of a restart). See the module docstring for the exact step.
+
+    ``easgd_alpha``: EASGD's elastic coefficient ``a`` (the paper's ``alpha``, not the
+    learning rate ``alpha`` here); ``None`` (default) means Lemma 1's ``2/(K+2)``, the value
+    Theorem 3 assumes, resolved with the problem's ``K`` by :meth:`elastic_coef`. Allowed:
+    ``[0, 2/(K+1))``, the range the paper states for a stable mixing matrix ``W_a``
+    (``a = 0``: no mixing, independent SGD per worker and a frozen centre). Only
+    ``kind="easgd"`` takes it.
     """
 
     kind: str
@@ -80,6 +105,7 @@ class AlgorithmSpec:
     pull_fraction: float = 1.0
     outer_steps_per_sync: int = 1
     sync_offset: int = 0
+    easgd_alpha: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -136,6 +162,24 @@ class AlgorithmSpec:
             )
         if k == "post_local_sgd" and self.T0 == 0:
             raise ParameterError("T0", 0, "integer in [1, inf)", "post_local_sgd needs a warm-up")
+        if k == "easgd":
+            if self.outer != "average" or self.outer_steps_per_sync != 1:
+                raise UserInputError(
+                    "kind 'easgd' has no outer optimiser (its centre variable moves by the "
+                    f"elastic mixing); got outer={self.outer!r}, "
+                    f"outer_steps_per_sync={self.outer_steps_per_sync}"
+                )
+            if self.easgd_alpha is not None:
+                a = self.easgd_alpha
+                # the widest range over K >= 1 (2/(K+1) <= 1); elastic_coef checks it per K
+                if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a < 1:
+                    raise ParameterError("easgd_alpha", a, "[0, 2/(K+1))", "EASGD stability")
+                set_(self, "easgd_alpha", float(a))
+        elif self.easgd_alpha is not None:
+            raise UserInputError(
+                f"easgd_alpha = {self.easgd_alpha} is EASGD's elastic coefficient; kind {k!r} "
+                "does not use it: use kind='easgd'"
+            )
 
     @classmethod
     def from_params(cls, kind: str, **params: Any) -> AlgorithmSpec:
@@ -157,6 +201,28 @@ class AlgorithmSpec:
         """Pull coefficient ``alpha*eta/p`` (0 when ``p = 0``)."""
         return self.alpha * self.eta / self.p if self.p > 0 else 0.0
 
+    def elastic_coef(self, K: int) -> float:
+        """EASGD's elastic coefficient for ``K`` workers (``easgd_alpha`` or ``2/(K+2)``).
+
+        Raises :class:`ParameterError` naming ``easgd_alpha`` unless it lies in
+        ``[0, 2/(K+1))`` (Wang and Joshi 2021, Section 4 / Lemma 1: the mixing matrix
+        ``W_a`` has the eigenvalues ``1``, ``1 - a`` and ``1 - (K+1) a``, all in ``(-1, 1]``
+        exactly on that range). Only for ``kind="easgd"``.
+        """
+        if self.kind != "easgd":
+            raise UserInputError(f"kind {self.kind!r} has no elastic coefficient")
+        K = _int_param("K", K, 1)
+        a = 2.0 / (K + 2) if self.easgd_alpha is None else self.easgd_alpha
+        high = 2.0 / (K + 1)
+        if not 0 <= a < high:
+            raise ParameterError(
+                "easgd_alpha",
+                a,
+                f"[0, 2/(K+1)) = [0, {high:.6g}) for K = {K}",
+                "the mixing matrix of EASGD is unstable outside it",
+            )
+        return a
+
     def is_sync_step(self, t: int) -> bool:
         """Whether a sync follows local step ``t`` (global index, ``t >= T0``)."""
         return t >= self.T0 and (t - self.T0 + 1 + self.sync_offset) % self.H == 0
@@ -170,20 +236,23 @@ class Trace:
     """Recorded trajectory statistics of :func:`simulate` (float64 arrays unless noted).
 
     Recorded before step ``t`` is applied, for ``t`` in ``steps`` (``n_rec`` entries), with
-    ``xbar_t = mean_k x_{k,t}``:
+    ``xbar_t = mean_k x_{k,t}`` and the evaluation point ``v_t``: ``v_t = xbar_t`` for every
+    kind except ``"easgd"``, where ``v_t = u_t = (sum_k x_{k,t} + z_t)/(K+1)``, the average
+    *including* the centre variable, the point of Wang and Joshi's Theorem 3:
 
-    * ``grad_norm_sq`` (R, n_rec): ``||grad f(xbar_t)||^2``;
-    * ``loss_gap`` (R, n_rec): ``f(xbar_t) - f_star`` (the problem's declared ``f_star``);
+    * ``grad_norm_sq`` (R, n_rec): ``||grad f(v_t)||^2``;
+    * ``loss_gap`` (R, n_rec): ``f(v_t) - f_star`` (the problem's declared ``f_star``);
     * ``consensus`` (R, n_rec): ``(1/K) sum_k ||x_k - xbar||^2``;
     * ``anchor_dist`` (R, n_rec): ``(1/K) sum_k ||x_k - z||^2`` (0 while the model is
-      synchronised every step, i.e. SGD and warm-up);
+      synchronised every step, i.e. SGD and warm-up; for EASGD ``z`` is the centre);
     * ``grad_evals`` (R, n_rec): gradient evaluations per worker so far (mean over workers;
       pull steps cost none);
     * ``comm_rounds`` (n_rec,): all-reduces so far (one per SGD / warm-up step,
-      ``outer_steps_per_sync`` per sync).
+      ``outer_steps_per_sync`` per sync, one per EASGD mixing).
 
-    After the last step: ``final_x`` (R, K, d), ``anchor`` (R, d), ``final_grad_norm_sq``
-    and ``final_loss_gap`` (R,) at the final ``xbar``, ``pull_steps`` (R, K) int counts.
+    After the last step: ``final_x`` (R, K, d), ``anchor`` (R, d) (EASGD: the centre),
+    ``final_grad_norm_sq`` and ``final_loss_gap`` (R,) at the final ``v``, ``pull_steps``
+    (R, K) int counts.
     ``spec``, ``problem`` (its :meth:`~theory.problems.Problem.describe`) and ``seed``
     identify the run.
     """
@@ -207,7 +276,7 @@ class Trace:
     seed: int = 0
 
     def mean_grad_norm_sq(self) -> np.ndarray:
-        """``(1/T) sum_{t<T} ||grad f(xbar_t)||^2`` per replica, shape (R,)."""
+        """``(1/T) sum_{t<T} ||grad f(v_t)||^2`` per replica, shape (R,) (``v_t``: see above)."""
         if self.record_every != 1:
             raise UserInputError(
                 f"mean_grad_norm_sq needs every step recorded (record_every=1), "
@@ -281,6 +350,8 @@ def simulate(
     if K is not None and int(K) != Kp:
         raise UserInputError(f"K = {K} does not match the problem's K = {Kp} workers")
     K = Kp
+    easgd = spec.kind == "easgd"
+    a_el = spec.elastic_coef(K) if easgd else 0.0
     start = problem.x0() if x0 is None else np.asarray(x0, dtype=float)
     if start.shape not in ((d,), (R, d)):
         raise UserInputError(f"x0 must have shape ({d},) or ({R}, {d}), got {start.shape}")
@@ -319,11 +390,21 @@ def simulate(
     pull_steps = np.zeros((R, K), dtype=np.int64)
     scratch = np.empty((R, K, d))
 
+    def point() -> np.ndarray:
+        """Where the bound's quantities are evaluated: ``xbar``, or EASGD's ``u``."""
+        if easgd:
+            u = X.sum(axis=1)
+            u += Z
+            u /= K + 1
+            return u
+        return X.mean(axis=1)
+
     def record(i: int) -> None:
         xbar = X.mean(axis=1)
-        g = problem.grad(xbar)
+        v = point() if easgd else xbar
+        g = problem.grad(v)
         rec["gn"][:, i] = np.einsum("rd,rd->r", g, g)
-        rec["lg"][:, i] = problem.f(xbar) - problem.f_star
+        rec["lg"][:, i] = problem.f(v) - problem.f_star
         np.subtract(X, xbar[:, None, :], out=scratch)
         rec["cons"][:, i] = np.einsum("rkd,rkd->r", scratch, scratch) / K
         np.subtract(X, Z[:, None, :], out=scratch)
@@ -374,7 +455,17 @@ def simulate(
             grad_evals += 1.0
         _local_update(problem, X, Z, draw, Gb, wg, lr_g, c, pulled, do_grad, do_pull, m, blocks)
 
-        if spec.is_sync_step(t):
+        if easgd:
+            if spec.is_sync_step(t):
+                # elastic mixing (X, z) <- (X, z) W_a, both sides from the pre-mixing values
+                s = X.sum(axis=1)
+                X *= 1.0 - a_el
+                X += a_el * Z[:, None, :]
+                Z *= 1.0 - K * a_el
+                s *= a_el
+                Z += s
+                comm += 1
+        elif spec.is_sync_step(t):
             xbar = X.mean(axis=1)
             if spec.outer == "average":
                 Z[...] = xbar
@@ -393,7 +484,7 @@ def simulate(
             X[...] = Z[:, None, :]
             comm += spec.outer_steps_per_sync
 
-    xbar = X.mean(axis=1)
+    xbar = point()
     gT = problem.grad(xbar)
     return Trace(
         steps=steps,
