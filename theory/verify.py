@@ -553,8 +553,8 @@ class VerifySettings:
     correction: str = "holm"
     n_boot: int | None = None
     rates: bool = True
-    rate_T: tuple[int, ...] = (32, 64, 128, 256, 512)
-    rate_replicas: int = 32
+    rate_T: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+    rate_replicas: int = 48
     speedup: bool = True
     exact: bool = True
     exact_T: int = 40
@@ -1057,9 +1057,10 @@ def speedup_check(bound: Bound, problem_name: str, problems: ProblemCache,
                   settings: VerifySettings, *, seed: int, progress: Any = None) -> dict[str, Any]:
     """Measured ``Y(K=1)/Y(K)`` (delta-method CI on the log) vs the bound's ``B(1)/B(K)``,
     on the i.i.d. version of the problem (``zeta = 0``, so that ``f`` is the same for every
-    ``K``) at a common fixed step (half the smaller ``alpha_max``)."""
+    ``K``) at a common fixed step (half the smaller ``alpha_max``), ``K`` the largest of the
+    settings, ``T`` the largest of ``rate_T``."""
     Kbig = int(max(settings.K))
-    T = int(max(settings.T))
+    T = int(max(settings.rate_T))
     res: dict[str, Any] = {}
     cfgs, probs, vals = [], [], []
     for K in (1, Kbig):
