@@ -683,3 +683,14 @@ def test_x0_override_and_problems_quadratic_directly():
             getattr(a, key), getattr(b, key), rtol=1e-10, atol=1e-12, err_msg=key
         )
     assert a.loss_gap[0] == pytest.approx(float(prob.f(x0)) - prob.f_star, rel=1e-12)
+
+
+def test_kinds_without_an_exact_recursion_are_rejected():
+    from theory.problems import make_problem
+    from theory.quadratic import exact_moments
+    from theory.simulate import AlgorithmSpec
+    from theory.validation import UserInputError
+
+    prob = make_problem("quadratic", K=2, d=3, sigma=1.0)
+    with pytest.raises(UserInputError, match="easgd"):
+        exact_moments(prob, AlgorithmSpec(kind="easgd", alpha=0.1, H=2), T=4)

@@ -83,6 +83,7 @@ _OUTER_AVG = ("avg", "average", "averaging", "mean")
 _OUTER_SGD = ("sgd",)
 _OUTER_NESTEROV = ("nesterov",)
 _KIND_MINIBATCH = ("minibatch", "minibatch_sgd", "sgd", "ddp", "mbsgd")
+_KIND_LOCAL = ("local_sgd", "post_local_sgd", "diloco", "palsgd")
 
 
 # ----------------------------------------------------------------------------- problem
@@ -387,6 +388,11 @@ def _as_algo(spec: Any) -> _Algo:
     if coins not in ("independent", "shared"):
         raise UserInputError(f"coins must be 'independent' or 'shared', got {coins!r}")
     validate(alpha=alpha, H=H, p=p, eta=eta, T0=T0, mu=mu)
+    if kind not in _KIND_MINIBATCH + _KIND_LOCAL:
+        raise UserInputError(
+            f"algorithm kind {kind!r} has no exact moment recursion here; known kinds: "
+            f"{sorted(_KIND_MINIBATCH + _KIND_LOCAL)} (simulate EASGD with theory.simulate)"
+        )
     if kind in _KIND_MINIBATCH:
         return _Algo(float(alpha), 1, 0.0, 0.0, "sgd", 1.0, 0.0, math.inf, False, 0)
     if outer in _OUTER_AVG:
