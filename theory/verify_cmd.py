@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from theory import verify as V
@@ -153,6 +154,7 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
 
 def run(args: argparse.Namespace) -> int:
     """Run the verification; exit code 0 (no violation), 1 (a bound violated), 2 (bad input)."""
+    t0 = time.perf_counter()
     settings = settings_from_args(args)
     V.resolve_bounds(settings.bounds)  # bad names fail before anything is written
     V.resolve_problems(settings.problems)
@@ -162,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     summary = report["summary"]
     if args.json:
         print(json.dumps(V._jsonable({"out": str(args.out), **summary,
-                                      "elapsed_s": report["elapsed_s"]}), indent=1))
+                                      "elapsed_s": time.perf_counter() - t0}), indent=1))
     else:
         print(V.format_table(report["results"]))
         print()
@@ -195,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             print("consensus error, Local SGD vs PALSGD: " + "; ".join(cells))
         print()
         print(V.format_summary(report))
-        print(f"report written to {args.out} ({report['elapsed_s']:.1f} s)")
+        print(f"report written to {args.out} (simulation and tests {report['elapsed_s']:.1f} s, "
+              f"total {time.perf_counter() - t0:.1f} s)")
     sys.stdout.flush()
     return int(summary["exit_code"])
