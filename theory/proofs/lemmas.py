@@ -151,7 +151,10 @@ def is_zero(expr: Any) -> bool:
     for term in sp.Add.make_args(e):
         num, den = sp.fraction(term)
         if den not in factored:
-            const, facs = sp.factor_list(den)
+            try:
+                const, facs = sp.factor_list(den)
+            except sp.PolynomialError:
+                const, facs = sp.S.One, [(den, 1)]
             powers: dict[sp.Expr, int] = {}
             for base, ex in facs:
                 powers[base] = powers.get(base, 0) + int(ex)
@@ -499,17 +502,22 @@ class SampledInequality(Lemma):
         rng = random.Random(self.seed)
         free = (sp.sympify(self.rhs) - sp.sympify(self.lhs)).free_symbols
         for rel in self.region:
-            free |= rel.free_symbols
+            free |= getattr(rel, "free_symbols", set())
         missing = free - set(self.ranges)
         if missing:
             raise KeyError(f"{self.key}: no sampling range for {sorted(map(str, missing))}")
         syms = sorted(self.ranges, key=lambda s: s.name)
         slack = exact_function(sp.sympify(self.rhs) - sp.sympify(self.lhs), syms)
+        if any(r is sp.false for r in self.region):
+            return CheckResult(
+                self.key, False, self.method, "the region is empty (a relation is False)"
+            )
+        rels = [r for r in self.region if r is not sp.true]
         region = [
             exact_function(r.rhs - r.lhs if r.rel_op in ("<=", "<") else r.lhs - r.rhs, syms)
-            for r in self.region
+            for r in rels
         ]
-        strict = [r.rel_op in ("<", ">") for r in self.region]
+        strict = [r.rel_op in ("<", ">") for r in rels]
         kept = 0
         for _ in range(self.n):
             point = []
