@@ -723,9 +723,31 @@ class _Trainer:
             raise _Diverged(int(param_step), "parameters")
 
     # ------------------------------------------------------------------ evaluation
+    def _global_state(self) -> tuple[dict[str, Any], str]:
+        """Collective: the state of the global model to evaluate, and what it is.
+
+        With an anchor (PALSGD, DiLoCo, outer SGD; DDP, where ranks agree) that is the
+        anchor. Local SGD with plain averaging keeps no anchor copy, so between syncs the
+        global model is the workers' average, formed here with one all-reduce that is not
+        counted in the training statistics.
+        """
+        algo = self.algo
+        state = algo.anchor_state_dict()
+        anchorless = (
+            hasattr(algo, "z") and algo.z is None and bool(getattr(algo, "local_started", False))
+        )
+        if not anchorless or self.world == 1:
+            return state, "anchor"
+        for val in state.values():
+            if val.is_floating_point():
+                self.dist.all_reduce(val)
+                val.div_(self.world)
+        return state, "average"
+
     def _evaluate(self, step: int) -> None:
+        state, evaluated = self._global_state()
         if self.eval_model is not None:
-            self.eval_model.load_state_dict(self.algo.anchor_state_dict())
+            self.eval_model.load_state_dict(state)
             with self.torch.random.fork_rng(devices=[]):
                 res = self.models.evaluate(self.eval_model, self.eval_loader, self.prep.task,
                                            max_batches=self.cfg.eval_batches)
@@ -734,7 +756,7 @@ class _Trainer:
                 if key in ("loss_sum", "count", "batches"):
                     continue
                 rec[f"eval_{key}"] = val
-            rec["evaluated"] = "anchor"
+            rec["evaluated"] = evaluated
             rec["eval_samples"] = res.get("count")
             rec["wall_s"] = self.totals.wall_s
             self.last_eval = self.writer.write("eval", rec)

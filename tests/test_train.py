@@ -312,6 +312,8 @@ def _two_rank_runs(rank: int, world_size: int, base: str) -> None:
     assert _train(_cfg(out / "full", **common)) == 0
     assert _train(_cfg(out / "part", max_steps_this_run=12, **common)) == 0
     assert _train(_cfg(out / "part", resume="auto", **common)) == 0
+    local = dict(algorithm="local_sgd", p=0.0, eta=0.0, T0=0, outer="average", gamma=1.0, mu=0.0)
+    assert _train(_cfg(out / "local", T=8, H=4, eval_interval=2, **local)) == 0
 
 
 @pytest.mark.distributed
@@ -330,6 +332,10 @@ def test_two_process_resume_is_bitwise_identical(tmp_path):
     assert train[-1]["bytes_communicated"] > 0 and train[-1]["consensus"] is not None
     manifest = ck.read_manifest(ck.latest_complete(full / "checkpoints"))
     assert manifest["world_size"] == 2 and len(manifest["files"]) == 2
+    # Local SGD keeps no anchor: its global model between syncs is the workers' average
+    evals = [r for r in read_jsonl(tmp_path / "local" / "metrics.jsonl") if r["kind"] == "eval"]
+    assert [r["step"] for r in evals] == [0, 2, 4, 6, 8]
+    assert [r["evaluated"] for r in evals] == ["average"] * 5
 
 
 @pytest.mark.distributed
