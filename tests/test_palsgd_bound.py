@@ -194,6 +194,31 @@ def test_max_H_orders_match_table_1():
     np.testing.assert_allclose(iid, closed)
 
 
+def test_palsgd_max_H_matches_documented_formula_at_large_T():
+    """Docs, section 4 (T^-3/2 term negligible at large T):
+    (H-1)(sigma^2 + 8 p zeta^2 + 2 (1-p) H zeta^2)
+        <= (2 sqrt 2/3) L^1.5 S^1.5 sqrt(T)/((L + eta)^2 K^1.5 sqrt(F0 (1-p))), S = sigma^2 + 4 p zeta^2."""
+    b = get("palsgd")
+    v = dict(L=2.0, sigma=1.5, zeta=0.7, F0=3.0, K=4, p=0.25, eta=0.8, T=1e9)
+    got = float(b.max_H(**v)["speedup"])
+    Sg = v["sigma"] ** 2 + 4 * v["p"] * v["zeta"] ** 2
+    rhs = (
+        2
+        * np.sqrt(2)
+        / 3
+        * v["L"] ** 1.5
+        * Sg**1.5
+        * np.sqrt(v["T"])
+        / ((v["L"] + v["eta"]) ** 2 * v["K"] ** 1.5 * np.sqrt(v["F0"] * (1 - v["p"])))
+    )
+    Hs = np.arange(1, 10**5)
+    lhs = (Hs - 1) * (
+        v["sigma"] ** 2 + 8 * v["p"] * v["zeta"] ** 2 + 2 * (1 - v["p"]) * Hs * v["zeta"] ** 2
+    )
+    closed = int(Hs[lhs <= rhs].max())
+    assert abs(got - closed) <= 1
+
+
 # ----------------------------------------------------------------------------- sanity
 _params = st.fixed_dictionaries(
     {
