@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("empirical.train", "distributed training: DDP, Local SGD, Post-Local SGD, DiLoCo, PALSGD"),
     "probe": ("empirical.probe", "estimate L, sigma^2, zeta^2, F0 on a real model and check the run"),
     "figures": ("paper_figures.cli", "regenerate the paper's figures"),
+    "cost": ("empirical.costmodel", "cost model: calibrate links, predict wall-clock and gains over DDP"),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,11 +58,17 @@ class Communicator:
     With no initialised process group, or a group of size 1, every collective is a no-op
     (single-process runs need no launcher). ``torch.distributed.all_reduce`` is looked up
     at call time, so a test can count the calls by patching it.
+
+    ``delay`` (bytes -> seconds), if given, is slept after every all-reduce, inside the
+    timed region (an emulated slow link, :mod:`empirical.algorithms.slowlink`).
     """
 
-    def __init__(self, group: Any, stats: dict[str, Any]) -> None:
+    def __init__(
+        self, group: Any, stats: dict[str, Any], delay: Callable[[int], float] | None = None
+    ) -> None:
         self.group = group
         self.stats = stats
+        self.delay = delay
         self.initialized = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank(group) if self.initialized else 0
         self.size = dist.get_world_size(group) if self.initialized else 1
@@ -86,9 +92,12 @@ class Communicator:
         start = time.perf_counter()
         dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self.group)
         self._sync_device(buf)
+        nbytes = buf.numel() * buf.element_size()
+        if self.delay is not None:
+            time.sleep(max(self.delay(nbytes), 0.0))
         self.stats["time_comm_s"] += time.perf_counter() - start
         self.stats["allreduce_calls"] += 1
-        self.stats["bytes_communicated"] += buf.numel() * buf.element_size()
+        self.stats["bytes_communicated"] += nbytes
 
     def broadcast(self, t: torch.Tensor) -> None:
         """Broadcast ``t`` from the group's rank 0, timed and counted."""

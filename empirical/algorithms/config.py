@@ -76,6 +76,10 @@ class AlgorithmConfig:
     ``pull_first_tensor_only`` (Q1), ``coins = "shared"`` (Q4), ``discard_batch_on_pull``
     (Q3: consulted by the trainer), ``outer_steps_per_sync = A`` (Q5 / §4),
     ``sync_offset = 1`` (Q8), ``buffers = "anchor"`` (Q10).
+
+    Emulated slow link (:mod:`empirical.algorithms.slowlink`, for checking the cost model on
+    one machine): every all-reduce of ``n`` payload bytes is followed by an extra delay of
+    ``comm_delay_s + n * comm_delay_per_byte_s`` seconds (both 0 by default: no delay).
     """
 
     name: str
@@ -94,6 +98,8 @@ class AlgorithmConfig:
     discard_batch_on_pull: bool = False
     outer_steps_per_sync: int = 1
     sync_offset: int = 0
+    comm_delay_s: float = 0.0
+    comm_delay_per_byte_s: float = 0.0
 
     def __post_init__(self) -> None:
         _choice("name", self.name, NAMES)
@@ -194,6 +200,12 @@ class AlgorithmConfig:
         _int_at_least("outer_steps_per_sync", self.outer_steps_per_sync, 1)
         _int_at_least("sync_offset", self.sync_offset, 0)
         _int_at_least("seed", self.seed, 0)
+        for name in ("comm_delay_s", "comm_delay_per_byte_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (
+                math.isfinite(v) and v >= 0
+            ):
+                raise ParameterError(name, v, "[0, inf) seconds")
         if self.clip_grad_norm is not None:
             c = self.clip_grad_norm
             if isinstance(c, bool) or not isinstance(c, int | float) or not (

@@ -16,6 +16,11 @@ from torch import nn
 
 from empirical.algorithms.base import DistributedAlgorithm, StepInfo, new_stats, timed
 from empirical.algorithms.config import AlgorithmConfig
+from empirical.algorithms.slowlink import (
+    SlowLinkState,
+    delayed_allreduce_hook,
+    link_delay_fn,
+)
 
 __all__ = ["DDPAlgorithm"]
 
@@ -27,6 +32,10 @@ class DDPAlgorithm(DistributedAlgorithm):
     splits it into buckets) and ``stats["bytes_communicated"]`` adds the gradient bytes of
     the trainable parameters per step; ``time_comm_s`` stays 0 because the all-reduce
     overlaps with the backward pass, which the trainer times.
+
+    With ``config.comm_delay_s``/``comm_delay_per_byte_s`` > 0 (an emulated slow link) a
+    :func:`~empirical.algorithms.slowlink.delayed_allreduce_hook` is registered as DDP's
+    communication hook.
     """
 
     def __init__(
@@ -54,6 +63,11 @@ class DDPAlgorithm(DistributedAlgorithm):
                 kw["device_ids"] = [dev.index]
             kw.update(ddp_kwargs or {})
             self.model: nn.Module = nn.parallel.DistributedDataParallel(model, **kw)
+            delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
+            if delay is not None and self.world_size > 1:
+                self.model.register_comm_hook(
+                    SlowLinkState(delay, process_group), delayed_allreduce_hook
+                )
         else:
             self.model = model
         self._grad_bytes = sum(p.numel() * p.element_size() for p in self.params)
