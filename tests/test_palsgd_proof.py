@@ -77,6 +77,9 @@ def test_conditions_are_collected_from_the_certificates():
             if h.relation is not None:
                 users.setdefault(h.name, []).append(lem.key)
     assert users == {"C1": ["L11"], "C2": ["L15a"], "C3": ["L17"], "C4": ["L18b"]}
+    # the statement's conditions (collected from the scalar core) are those of the full chain
+    full = P._to_conditions(P._collect_conditions(list(th.lemmas)), None)
+    assert [(c.name, c.relation) for c in full] == [(c.name, c.relation) for c in th.conditions]
 
 
 def test_bound_is_read_off_the_last_lemma():

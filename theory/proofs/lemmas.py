@@ -81,7 +81,7 @@ def vector(name: str, dim: int = 2) -> sp.Matrix:
 
 def dot(u: sp.Matrix, v: sp.Matrix) -> sp.Expr:
     """Euclidean inner product of two column vectors."""
-    return (u.T * v)[0, 0]
+    return sp.Add(*(a * b for a, b in zip(u, v, strict=True)))
 
 
 def sqnorm(u: sp.Matrix) -> sp.Expr:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 import sympy as sp
@@ -451,6 +451,11 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
                 domain=DOMAIN,
             )
         )
+    return out
+
+
+def _one_step_lemma(co: dict[str, sp.Expr]) -> Lemma:
+    """L11: one-step descent (uses C1)."""
     c1 = Hypothesis.condition("C1", alpha * L, 1, "step: alpha <= 1/L")
     L11 = Inequality(
         "L11",
@@ -495,11 +500,31 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
         },
         domain=DOMAIN,
     )
-    out.append(L11)
-    return out
+    return L11
 
 
 # ----------------------------------------------------------------------------- drift
+def _pull_contraction_lemma() -> Lemma:
+    """L15a: the mean pull contracts (uses C2)."""
+    q = 1 - alpha * eta
+    c2 = Hypothesis.condition(
+        "C2", alpha * eta, 2, "mean pull: alpha*eta <= 2, so |1 - alpha*eta| <= 1"
+    )
+    L15a = Inequality(
+        "L15a",
+        "Pull contraction",
+        "Under C2, q^2 = (1 - alpha eta)^2 <= 1, hence q^(2j) <= 1 for j >= 0.",
+        "1 - q^2 = alpha eta (2 - alpha eta).",
+        uses=("C2",),
+        lhs=q**2,
+        rhs=1,
+        hypotheses=(c2,),
+        multipliers={"C2": alpha * eta},
+        domain=DOMAIN,
+    )
+    return L15a
+
+
 def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
     q = 1 - alpha * eta
     g = sp.IndexedBase("grad")
@@ -571,21 +596,6 @@ def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
         "Lagrange's identity t sum ||c_s v_s||^2 - ||sum c_s v_s||^2 = sum_{r<s} ||c_r v_r - c_s v_s||^2, "
         "then c_s^2 <= 1. Checked for t = 1..4.",
         parts=tuple(parts),
-    )
-    c2 = Hypothesis.condition(
-        "C2", alpha * eta, 2, "mean pull: alpha*eta <= 2, so |1 - alpha*eta| <= 1"
-    )
-    L15a = Inequality(
-        "L15a",
-        "Pull contraction",
-        "Under C2, q^2 = (1 - alpha eta)^2 <= 1, hence q^(2j) <= 1 for j >= 0.",
-        "1 - q^2 = alpha eta (2 - alpha eta).",
-        uses=("C2",),
-        lhs=q**2,
-        rhs=1,
-        hypotheses=(c2,),
-        multipliers={"C2": alpha * eta},
-        domain=DOMAIN,
     )
     t = sp.Symbol("t", positive=True, integer=True)
     Dt, At, Bt, SLt, SDt, SVt, SVqt = sp.symbols(
@@ -698,7 +708,7 @@ def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
         uses=("L15",),
         parts=tuple(parts16),
     )
-    return [L12, L13, L14, L15a, L15, L16]
+    return [L12, L13, L14, L15, L16]
 
 
 # ----------------------------------------------------------------------------- assembly
@@ -860,19 +870,27 @@ class PALSGDTheorem:
 
     ``expression`` is the registered bound (``4 F0/(alpha T) + 4 Q/(alpha H)``, valid under
     every condition); ``sharp_expression`` is ``F0/(omega T) + Q/(omega H)``, which is never
-    larger under C4 and is exact minibatch SGD at ``H = 1, p = 0``.
+    larger under C4 and is exact minibatch SGD at ``H = 1, p = 0``. The expression and the
+    conditions are assembled from the scalar lemmas L11, L15a and L17-L20 when the object is
+    built; the full chain (:attr:`lemmas`, with the vector lemmas and their branch sums) is
+    built on first access.
     """
 
     coins: str
     local_sgd: bool
-    lemmas: tuple[Lemma, ...]
     coefficients: dict[str, sp.Expr]
     conditions: tuple[Condition, ...]
     expression: sp.Expr
     sharp_expression: sp.Expr
     recommended_step: sp.Expr
     round_constant: sp.Expr
+    chain_factory: Callable[[], list[Lemma]] = field(repr=False, compare=False, default=list)
     extra_checks: tuple[Lemma, ...] = field(default=())
+
+    @cached_property
+    def lemmas(self) -> tuple[Lemma, ...]:
+        """The numbered chain L1-L20s, in order."""
+        return tuple(self.chain_factory())
 
     def lemma(self, key: str) -> Lemma:
         return by_key(self.lemmas)[key]
@@ -882,28 +900,59 @@ class PALSGDTheorem:
         return [lem.check() for lem in self.lemmas + self.extra_checks]
 
 
-def build_chain(
-    coins: str = "independent",
-) -> tuple[list[Lemma], dict[str, sp.Expr], sp.Expr, sp.Expr, sp.Expr]:
-    """All lemmas in order, the constants, the round constant Q, the bound and the sharp bound."""
+@dataclass(frozen=True)
+class _Core:
+    """The scalar part of the chain that the statement is assembled from."""
+
+    co: dict[str, sp.Expr]
+    one_step: Lemma
+    contraction: Lemma
+    rounds: list[Lemma]
+    final: list[Lemma]
+    Q: sp.Expr
+    bound: sp.Expr
+    sharp: sp.Expr
+
+    @property
+    def lemmas(self) -> list[Lemma]:
+        return [self.one_step, self.contraction, *self.rounds, *self.final]
+
+
+@cache
+def _core(coins: str) -> _Core:
     co = coefficients(coins)
-    chain: list[Lemma] = []
-    chain += _oracle_lemmas()
-    chain.append(_averaging_lemma(coins))
-    chain.append(_aggregate_variance_lemma(co, coins))
-    chain += _descent_lemmas(co, coins)
-    chain += _drift_lemmas(co)
-    round_lemmas, Q = _round_lemmas(co, coins)
-    chain += round_lemmas
+    rounds, Q = _round_lemmas(co, coins)
     final, bound, sharp = _theorem_lemmas(co, Q)
-    chain += final
     # the bound is read off the last lemma (not retyped): rhs of L20 with R*H -> T,
     # displayed term by term (4 F0/(alpha T) plus 4 q/(alpha H) for each part q of Q)
     assembled = sp.sympify(final[0].rhs).subs(R, T / H)
     display = 4 * F0 / (alpha * T) + sp.Add(*(4 * q / (alpha * H) for q in co["Q_parts"]))
     if not is_zero(assembled - bound) or not is_zero(display - assembled):  # pragma: no cover
         raise AssertionError("L20 does not reproduce the assembled bound")
-    return chain, co, Q, display, sharp
+    return _Core(
+        co, _one_step_lemma(co), _pull_contraction_lemma(), rounds, final, Q, display, sharp
+    )
+
+
+def build_chain(
+    coins: str = "independent",
+) -> tuple[list[Lemma], dict[str, sp.Expr], sp.Expr, sp.Expr, sp.Expr]:
+    """All lemmas in order, the constants, the round constant Q, the bound and the sharp bound."""
+    core = _core(coins)
+    co = core.co
+    chain: list[Lemma] = []
+    chain += _oracle_lemmas()
+    chain.append(_averaging_lemma(coins))
+    chain.append(_aggregate_variance_lemma(co, coins))
+    chain += _descent_lemmas(co, coins)
+    chain.append(core.one_step)
+    drift = _drift_lemmas(co)
+    chain += drift[:3]  # L12, L13, L14
+    chain.append(core.contraction)  # L15a
+    chain += drift[3:]  # L15, L16
+    chain += core.rounds
+    chain += core.final
+    return chain, co, core.Q, core.bound, core.sharp
 
 
 def _collect_conditions(chain: list[Lemma]) -> list[Hypothesis]:
@@ -993,19 +1042,19 @@ def _extra_checks(
 @cache
 def theorem(coins: str = "independent") -> PALSGDTheorem:
     """The PALSGD theorem (derived here) for independent or shared coins."""
-    chain, co, Q, bound, sharp = build_chain(coins)
-    conds = _to_conditions(_collect_conditions(chain), None)
+    core = _core(coins)
+    conds = _to_conditions(_collect_conditions(core.lemmas), None)
     return PALSGDTheorem(
         coins=coins,
         local_sgd=False,
-        lemmas=tuple(chain),
-        coefficients=co,
+        coefficients=core.co,
         conditions=conds,
-        expression=bound,
-        sharp_expression=sharp,
-        recommended_step=_recommended_step(co),
-        round_constant=Q,
-        extra_checks=_extra_checks(co, conds, bound, sharp),
+        expression=core.bound,
+        sharp_expression=core.sharp,
+        recommended_step=_recommended_step(core.co),
+        round_constant=core.Q,
+        chain_factory=lambda: build_chain(coins)[0],
+        extra_checks=_extra_checks(core.co, conds, core.bound, core.sharp),
     )
 
 
@@ -1017,21 +1066,22 @@ def local_sgd_theorem() -> PALSGDTheorem:
     (:func:`specialise_p0`). Coins play no role, so the chain of the independent-coin
     theorem is used.
     """
-    chain, co, Q, bound, sharp = build_chain("independent")
-    spec = [lem.map(specialise_p0) for lem in chain]
-    conds = _to_conditions(_collect_conditions(chain), specialise_p0)
+    core = _core("independent")
+    conds = _to_conditions(_collect_conditions(core.lemmas), specialise_p0)
     co0 = {
         k: (tuple(specialise_p0(x) for x in v) if isinstance(v, tuple) else specialise_p0(v))
-        for k, v in co.items()
+        for k, v in core.co.items()
     }
     return PALSGDTheorem(
         coins="none",
         local_sgd=True,
-        lemmas=tuple(spec),
         coefficients=co0,
         conditions=conds,
-        expression=sp.Add(*(sp.factor(specialise_p0(term)) for term in sp.Add.make_args(bound))),
-        sharp_expression=specialise_p0(sharp),
-        recommended_step=specialise_p0(_recommended_step(co)),
-        round_constant=specialise_p0(Q),
+        expression=sp.Add(
+            *(sp.factor(specialise_p0(term)) for term in sp.Add.make_args(core.bound))
+        ),
+        sharp_expression=specialise_p0(core.sharp),
+        recommended_step=specialise_p0(_recommended_step(core.co)),
+        round_constant=specialise_p0(core.Q),
+        chain_factory=lambda: [lem.map(specialise_p0) for lem in build_chain("independent")[0]],
     )
