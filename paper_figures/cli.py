@@ -364,6 +364,23 @@ def _print_plan(plan: R.Plan, runs_dir: Path, problems: Sequence[str]) -> None:
             print(f"  - {p}")
 
 
+def _carry_over(path: Path, manifest: dict[str, Any]) -> None:
+    """Keep the records of figures drawn by an earlier invocation into the same directory
+    at the same scale (``--only`` redraws a subset); they are marked with the command that
+    drew them."""
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if old.get("scale") != manifest["scale"]:
+        return
+    for name, rec in (old.get("figures") or {}).items():
+        if name not in manifest["figures"] and rec.get("status") == "ok":
+            manifest["figures"][name] = dict(rec, drawn_by=rec.get("drawn_by", old.get("command")))
+
+
 # ----------------------------------------------------------------------------- drawing
 
 
@@ -513,6 +530,7 @@ def run(args: argparse.Namespace) -> int:
     }
     from empirical.metrics import atomic_write_json
 
+    _carry_over(out / "manifest.json", manifest)
     atomic_write_json(out / "manifest.json", manifest)
     total = time.perf_counter() - started
     print(f"palsgd figures: {len(figures) - len(failed_figs)}/{len(figures)} figure(s) in "

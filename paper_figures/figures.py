@@ -367,17 +367,16 @@ def time_to_target_figure(main: Mapping[str, Mapping[str, Any]], cost: CostSetup
     ax.axvline(0, color="#333333", lw=0.8)
     ax.set_yticks(ys, [b[0] for b in bars], fontsize=8)
     ax.set_xlabel("PALSGD time-to-target reduction against DDP (%; > 0: PALSGD is faster)")
-    ax.set_title("PALSGD vs DDP: the paper's reported reductions and these runs", fontsize=9,
-                 loc="left")
+    ax.set_title("PALSGD vs DDP: the paper's reported reductions and these runs", fontsize=9)
     vals = [100 * b[1] for b in bars if np.isfinite(b[1])]
     lo, hi = min([0.0] + vals), max([0.0] + vals)
-    ax.set_xlim(lo - 0.15 * (hi - lo) - 1, hi + 0.15 * (hi - lo) + 3)
+    ax.set_xlim(lo - 0.15 * (hi - lo) - 1, hi + 0.45 * (hi - lo) + 3)
     rows += _paper_rows()
     ax.legend([Patch(facecolor="#999999"), Patch(facecolor="#999999", alpha=0.5, hatch="//"),
                Patch(facecolor=style.PAPER_COLOR)],
               ["measured wall-clock", "modelled wall-clock (cost model)",
-               "reported in the paper"], loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=3,
-              frameon=False, fontsize=7.5)
+               "reported in the paper"], loc="upper right", frameon=True, framealpha=0.9,
+              fontsize=7.5)
     style.footnote(fig, f"Target: the lowest eval loss every method reaches. Paper: "
                         f"{PAPER_SOURCE}.")
     fig.suptitle("Time to the target loss (bars: measured, hatched: modelled; labels: "

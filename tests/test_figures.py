@@ -512,6 +512,12 @@ def test_end_to_end_cheap_figure_subprocess(tmp_path):
     assert {"python", "torch", "numpy", "matplotlib"} <= set(m["versions"])
     assert m["hardware"]["start"]["cpu_count"] >= 1
     assert m["runs"] == {} and "--only paper_scale" in m["command"]
+    # a second invocation into the same directory keeps the first one's figure record
+    assert main(["figures", "--only", "theory", "--verify-report",
+                 str(_fake_report(tmp_path / "rep")), "--out", str(out)]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["figures"]["theory"]["status"] == "ok"
+    assert "--only paper_scale" in m["figures"]["paper_scale"]["drawn_by"]
 
 
 @pytest.mark.slow
