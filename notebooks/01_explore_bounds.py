@@ -260,6 +260,10 @@ write_csv(OUT / "sweep_K.csv", rows)
 # $\alpha$ at every $p$; a gap in a curve means that no step size meets the conditions
 # there. The dashed line is the bound of Local SGD ($p = 0$) from the same theorem
 # family when one is registered, else the published Local SGD bound.
+#
+# These bounds count steps, not seconds: a pull step costs no forward/backward pass and
+# the bound charges it like a gradient step. Whether PALSGD's cheaper steps make up for a
+# weaker guarantee per step is a wall-clock question (notebook 04).
 
 # %%
 p_bounds = [b for b in BOUNDS if "p" in b.parameters]
@@ -289,6 +293,11 @@ for b in p_bounds:
     plt.show()
 if rows:
     write_csv(OUT / "sweep_p.csv", rows)
+    ref_value = float(best(get(ref_name), **REF)[1])
+    finite = [r["optimal_value"] for r in rows if np.isfinite(r["optimal_value"])]
+    print(f"{ref_name} at p = 0: {ref_value:.4g}; p-dependent bounds over the sweep: "
+          f"{min(finite):.4g} to {max(finite):.4g} "
+          f"({'never below' if min(finite) >= ref_value else 'partly below'} the p = 0 value)")
 
 # %% [markdown]
 # ### Heterogeneity $\zeta$

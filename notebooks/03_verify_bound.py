@@ -57,7 +57,7 @@ from theory.bound import Bound, param_name
 from theory.bounds import all_bounds
 from theory.problems import check_constants, make_problem
 from theory.quadratic import exact_moments
-from theory.simulate import AlgorithmSpec, simulate
+from theory.simulate import KINDS, AlgorithmSpec, simulate
 from theory.verify import (
     Config,
     algorithm_for,
@@ -165,7 +165,7 @@ plt.show()
 # %%
 prob_iid = make_problem("quadratic", K=K, d=D, noise="gaussian", sigma=1.0, zeta=0.0, seed=0)
 problems = {"quadratic": prob, "quadratic_iid": prob_iid}
-targets = [b for b in all_bounds() if algorithm_for(b) in ("sgd", "local_sgd", "palsgd")]
+targets = [b for b in all_bounds() if algorithm_for(b) in KINDS]
 
 
 def problem_for(bound):
