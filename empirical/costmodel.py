@@ -40,6 +40,10 @@ one all-reduce of the flat gradient buffer per warm-up step and ``outer_steps_pe
 all-reduces of the flat parameter buffer per sync (1 in this project; the authors'
 ``--is_intended_impl False`` runs ``A``, reference-implementation.md §4).
 
+Not modelled: waits caused by compute-time variability between workers (only the
+imbalance of PALSGD's coins is), data loading, evaluation, checkpoints, and the arithmetic
+of the reduction.
+
 Calibration on the machine at hand: :func:`measure_allreduce` + :func:`calibrate_link`
 (least-squares fit of latency and bandwidth), :func:`measure_compute` (the real model's
 gradient and pull steps). Extrapolation: :data:`CLUSTER_PROFILES` (named clusters, every
@@ -630,6 +634,7 @@ def profile_compute(
     outer: str = "nesterov",
     statistic: str = "mean",
     idle_s: float = 0.0,
+    burst: int = 1,
     source: str = "",
 ) -> ComputeProfile:
     """Measure the compute of one gradient step, one pull step and a sync's local work.
@@ -644,12 +649,13 @@ def profile_compute(
     ``"sgd"`` or ``"nesterov"``), copy back (collective excluded). ``statistic`` over the
     ``repeats`` timed repetitions (after ``warmup`` untimed ones): ``"mean"`` (the right
     estimate for a total of many steps) or ``"median"`` (robust to rare outliers). CUDA is
-    synchronised before every reading. ``idle_s``: seconds slept before every gradient
-    step (outside the timing). On a dedicated machine it changes nothing; on a shared,
+    synchronised before every reading. ``idle_s``: seconds slept before every ``burst``
+    consecutive gradient steps (outside the timing). On a dedicated machine it changes nothing; on a shared,
     oversubscribed CPU a process that computes without pause gets only its fair share of a
     core, whereas a communication-bound run computes in short bursts after waits and is
     scheduled at once, so a calibration for such a run should pause like it (e.g. for the
-    duration of an all-reduce).
+    duration of an all-reduce, in bursts of the steps between two collectives: 1 for DDP,
+    ``H`` for Local SGD).
     """
     import torch
 
@@ -660,6 +666,8 @@ def profile_compute(
     _choice("outer", outer, ("average", "sgd", "nesterov"))
     _choice("statistic", statistic, ("mean", "median"))
     idle = _number("idle_s", idle_s, unit="s")
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+        raise ParameterError("burst", burst, "integer in [1, inf)")
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise UserInputError("the model has no trainable parameters")
@@ -677,7 +685,7 @@ def profile_compute(
     grad_t, inner_t, bwd_t = [], [], []
     batch_index = 0
     for r in range(warmup + repeats):
-        if idle:
+        if idle and r % burst == 0:
             time.sleep(idle)
         start = now()
         bwd = 0.0
@@ -825,10 +833,10 @@ def measure_compute(
 
 def calibrate_local_profile(
     *, world_size: int = 2, sizes: Sequence[int] = (4096, 65536, 1 << 20, 4 << 20),
-    repeats: int = 10, algorithm: str = "ring",
+    repeats: int = 10, trials: int = 3, algorithm: str = "ring",
 ) -> ClusterProfile:
     """The ``"cpu-gloo-local"`` profile: gloo all-reduce on this machine, measured now."""
-    meas = measure_allreduce(sizes, world_size=world_size, repeats=repeats)
+    meas = measure_allreduce(sizes, world_size=world_size, repeats=repeats, trials=trials)
     link = calibrate_link(meas, algorithm, name="gloo-loopback")
     return ClusterProfile(LOCAL_PROFILE, world_size, link, "cpu",
                           f"calibrated at run time on this machine ({world_size} gloo processes)")
@@ -935,12 +943,13 @@ def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:
     # a round is the run of steps that ends with a sync; its id counts earlier syncs
     round_id = np.concatenate([[0], np.cumsum(sync)[:-1]])
     wait = np.zeros(T)
-    g_local = grads & local[:, None]
-    for r in np.unique(round_id[sync]):
-        rows = (round_id == r) & local
-        counts = g_local[rows].sum(axis=0)
-        end = np.nonzero(sync & (round_id == r))[0][0]
-        wait[end] = counts.max() - counts[0]
+    ends = np.nonzero(sync)[0]  # the j-th sync ends round j
+    if ends.size:
+        rid = round_id[local]
+        g_local = grads[local]
+        counts = np.stack([np.bincount(rid, weights=g_local[:, k], minlength=ends.size)
+                           for k in range(K)], axis=1)[: ends.size]
+        wait[ends] = counts.max(axis=1) - counts[:, 0]
     grad0 = np.cumsum(grads[:, 0])
     syncs = np.cumsum(sync)
     warm = np.cumsum(~local)
@@ -1497,11 +1506,13 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
         kw = dict(kw)
         T = int(kw.pop("T"))
         # compute, right before the run: the real model's gradient step, pull and sync work
-        # on a copy, both ranks at once, pausing like the communication-bound runs do
+        # on a copy, both ranks at once, pausing like the communication-bound run does
+        # (after every step for DDP, every H steps for the local methods)
         dist.barrier()
+        burst = 1 if kw["name"] == "ddp" else int(kw.get("H", 1))
         comp = profile_compute(copy.deepcopy(base), lambda i: data[i % len(data)], loss_fn,
-                               repeats=spec["compute_repeats"], warmup=2,
-                               idle_s=spec["delay_s"])
+                               repeats=max(spec["compute_repeats"], 2 * burst), warmup=2,
+                               idle_s=spec["delay_s"], burst=burst)
         cfg = AlgorithmConfig(**kw, **delays)
         model = copy.deepcopy(base)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -1527,6 +1538,9 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
             info["buckets"] = [float(x) for x in sizes.split(",") if x.strip()]
             info["grad_bytes"] = sum(prm.numel() * prm.element_size()
                                      for prm in model.parameters())
+        else:
+            # the flat buffer of a sync (parameters, floating-point buffers, one scalar)
+            info["sync_bytes"] = algo.n_sync * algo.work.element_size()
         runs[name] = info
     dist.barrier()
     return {"link_times": link_times, "runs": runs}
@@ -1564,7 +1578,8 @@ def emulated_link_check(
     (:func:`time_allreduce` through the algorithms' communicator, :func:`calibrate_link`),
     then for every run of ``configs`` (default :data:`CHECK_CONFIGS`; AlgorithmConfig fields
     plus ``T`` steps) the compute is calibrated (:func:`profile_compute` on the same model,
-    idle ``delay_s`` between gradient steps) and the run is timed on rank 0. The prediction
+    idle ``delay_s`` before every step for DDP, before every ``H`` steps for the local
+    methods) and the run is timed on rank 0. The prediction
     is :func:`modelled_time` of the exact step trace (:func:`step_trace`, checked against the
     run's counts), with the slower rank's compute profile and, for DDP, the buckets DDP
     built. Model: a 76k-parameter MLP, micro-batch ``batch``, AdamW.
@@ -1584,6 +1599,8 @@ def emulated_link_check(
     K = _workers(world_size)
     if K < 2:
         raise ParameterError("world_size", world_size, "integer in [2, inf)")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ParameterError("batch", batch, "integer in [1, inf)")
     spec = {
         "configs": configs, "batch": int(batch), "delay_s": _number("delay_s", delay_s),
         "delay_per_byte_s": _number("delay_per_byte_s", delay_per_byte_s),
@@ -1611,7 +1628,7 @@ def emulated_link_check(
             nbytes = float(run0["grad_bytes"])
             kw_model: dict[str, Any] = {"ddp_buckets": run0["buckets"] or None}
         else:
-            nbytes = stats["bytes_communicated"] / max(stats["allreduce_calls"], 1)
+            nbytes = float(run0["sync_bytes"])
             kw_model = {"H": cfg.H, "p": cfg.p, "coins": cfg.coins}
         parts = time_breakdown(trace, compute=comp, link=link, K=K, param_bytes=nbytes,
                                algorithm=cfg.name, overlap_ddp=True, **kw_model)
@@ -1663,6 +1680,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ca.add_argument("--world-size", type=int, default=2)
     ca.add_argument("--sizes", type=int, nargs="+", default=[4096, 65536, 1 << 20, 4 << 20])
     ca.add_argument("--repeats", type=int, default=10)
+    ca.add_argument("--trials", type=int, default=3)
     ca.add_argument("--algorithm", default="ring", help=", ".join(ALLREDUCE_ALGORITHMS))
     for p_ in (pr, ca, ch):
         p_.add_argument("--output", default=None, help="also write the JSON here")
@@ -1711,7 +1729,8 @@ def run(args: argparse.Namespace) -> int:
     _choice("algorithm", args.algorithm, ALLREDUCE_ALGORITHMS)
     print(f"palsgd cost: timing gloo all-reduce on {args.world_size} processes ...",
           file=sys.stderr)
-    meas = measure_allreduce(args.sizes, world_size=args.world_size, repeats=args.repeats)
+    meas = measure_allreduce(args.sizes, world_size=args.world_size, repeats=args.repeats,
+                             trials=args.trials)
     link = calibrate_link(meas, args.algorithm, name="gloo-loopback")
     _emit({"measurements": [list(m) for m in meas], "link": link.to_dict()}, args.output)
     return 0

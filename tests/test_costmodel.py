@@ -522,6 +522,23 @@ def test_acceptance_prediction_within_15_percent():
 
 @pytest.mark.slow
 @pytest.mark.distributed
+def test_measure_allreduce_sees_the_injected_link(capsys):
+    sizes = [4096, 1 << 20]
+    meas = cm.measure_allreduce(sizes, repeats=3, trials=2, delay_s=0.02, delay_per_byte_s=4e-8)
+    assert [m[0] for m in meas] == sizes and all(m[1] == 2 for m in meas)
+    for n, _, t in meas:
+        assert t >= 0.02 + n * 4e-8
+    link = cm.calibrate_link(meas)
+    assert link.bandwidth_Bps == pytest.approx(1 / 4e-8, rel=0.3)
+    local = cm.CLUSTER_PROFILES["cpu-gloo-local"]
+    assert local.K == 2 and local.link.bandwidth_Bps > 1e6 and "calibrated" in local.source
+    assert cm.CLUSTER_PROFILES["cpu-gloo-local"] is local  # measured once per process
+    assert cli_main(["cost", "calibrate", "--sizes", "4096", "1048576", "--repeats", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["link"]["bandwidth_Bps"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_acceptance_prediction_longer_runs_more_algorithms():
     configs = {
         "ddp": {"name": "ddp", "T": 64},
@@ -532,7 +549,7 @@ def test_acceptance_prediction_longer_runs_more_algorithms():
         "palsgd_shared": {"name": "palsgd", "H": 8, "p": 0.25, "eta": 1.0,
                           "coins": "shared", "T": 160},
     }
-    out = cm.emulated_link_check(configs, batch=128, cal_repeats=8, compute_repeats=20)
+    out = cm.emulated_link_check(configs, batch=32, cal_repeats=8, compute_repeats=20)
     report = {k: f"{100 * r['error']:+.1f}%" for k, r in out["runs"].items()}
     print("prediction error per algorithm:", report)
     for name, r in out["runs"].items():
