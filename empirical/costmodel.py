@@ -1236,6 +1236,7 @@ PAPER_REPORTED: dict[str, float] = {
 #: only through the share of warm-up steps.
 SETTINGS: dict[str, dict[str, Any]] = {
     "resnet50-imagenet": {
+        "label": "ResNet-50 / ImageNet-1K",
         "params": 25_557_032,
         "params_source": "torchvision resnet50 (He et al. 2016), = empirical.models "
                          "count_parameters('resnet50-imagenet')",
@@ -1255,6 +1256,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "utilisation_source": "assumption: 40% of peak tensor throughput",
     },
     "gptneo-125m-tinystories": {
+        "label": "GPT-Neo-125M / TinyStories",
         "params": 124_412_160,
         "params_source": "gptneo_125m.yaml, recomputed (reference-implementation.md §7)",
         "layers": 12, "d_model": 768, "ctx": 300,
@@ -1273,6 +1275,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "utilisation_source": "assumption: 40% of peak tensor throughput",
     },
     "gptneo-8m-tinystories": {
+        "label": "GPT-Neo-8M / TinyStories",
         "params": 8_054_656,
         "params_source": "gptneo_8m.yaml, recomputed (reference-implementation.md §7)",
         "layers": 8, "d_model": 128, "ctx": 300,
@@ -1424,6 +1427,7 @@ def paper_scale_prediction(
     ]
     return {
         "setting": setting,
+        "label": s["label"],
         "profile": prof.name,
         "method": method,
         "K": K,

@@ -279,7 +279,10 @@ def test_load_trace_sources_and_errors(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs)
                     + json.dumps({"kind": "eval", "step": 3}) + "\n")
-    for src in (recs, path, tmp_path):
+    csv_path = tmp_path / "train.csv"
+    csv_path.write_text("step,loss,grad_steps,pull_steps,syncs,consensus,wall_s\n"
+                        + "".join(f"{s},1.0,{s},0,0,,{0.1 * s}\n" for s in (1, 2, 3)))
+    for src in (recs, path, tmp_path, csv_path):
         tr = cm.load_trace(src)
         assert np.all(tr["grad_steps"] == [1, 2, 3]) and "wall_s" in tr
     one = cm.load_trace({"step": 5, "grad_steps": 4, "pull_steps": 1, "syncs": 1})
