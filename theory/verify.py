@@ -119,7 +119,7 @@ VERDICTS = (HOLDS, VIOLATED, INCONCLUSIVE, OUTSIDE, NOT_VERIFIABLE)
 CORRECTIONS = ("holm", "bonferroni")
 
 #: the default problem set of ``palsgd verify``: a heterogeneous quadratic and nonconvex families
-DEFAULT_PROBLEMS = ("quadratic", "cosine", "robust_regression")
+DEFAULT_PROBLEMS = ("quadratic", "cosine", "logistic")
 
 #: value above which a replica counts as diverged in the distribution-free (Markov) test
 DIVERGENCE_LEVEL = 1e300
