@@ -46,11 +46,7 @@
 
 # %%
 # %matplotlib inline
-import csv
 import json
-import os
-import tempfile
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -60,33 +56,11 @@ from IPython.display import Markdown, Math, display
 from theory.bound import Bound
 from theory.bounds import all_bounds, get
 from theory.check import check
+from theory.nbtools import fmt, md_table, output_dir, write_csv
 from theory.validation import UserInputError
 
-OUT = Path(os.environ.get("PALSGD_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="palsgd-nb-"))
-OUT = OUT / "01_explore_bounds"
-OUT.mkdir(parents=True, exist_ok=True)
+OUT = output_dir("01_explore_bounds")
 print("data files go to", OUT)
-
-
-def md_table(rows, columns):
-    """Show a list of dicts as a Markdown table."""
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    body = "".join("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |\n" for r in rows)
-    display(Markdown(head + body))
-
-
-def write_csv(path, rows):
-    """Write a list of dicts (same keys) as CSV."""
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def fmt(x, spec=".3g"):
-    x = float(x)
-    return "n/a" if np.isnan(x) else ("inf" if np.isinf(x) else format(x, spec))
-
 
 # %% [markdown]
 # ## The registry

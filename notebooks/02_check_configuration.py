@@ -37,38 +37,19 @@
 # %%
 # %matplotlib inline
 import json
-import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Markdown, display
 
 from theory.check import check
+from theory.nbtools import fmt, md_table, output_dir
 from theory.presets import PRESETS
 from theory.validation import UserInputError
 
-OUT = Path(os.environ.get("PALSGD_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="palsgd-nb-"))
-OUT = OUT / "02_check_configuration"
-OUT.mkdir(parents=True, exist_ok=True)
+OUT = output_dir("02_check_configuration")
 print("data files go to", OUT)
-
-
-def md_table(rows, columns):
-    """Show a list of dicts as a Markdown table."""
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    body = "".join("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |\n" for r in rows)
-    display(Markdown(head + body))
-
-
-def fmt(x, spec=".3g"):
-    if x is None:
-        return "n/a"
-    x = float(x)
-    return "n/a" if np.isnan(x) else ("inf" if np.isinf(x) else format(x, spec))
 
 
 def summary(report):

@@ -39,22 +39,18 @@
 
 # %%
 # %matplotlib inline
-import csv
 import json
-import os
-import tempfile
 import warnings
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Markdown, display
 from scipy import stats
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
 from theory.bound import Bound, param_name
 from theory.bounds import all_bounds
+from theory.nbtools import fmt, md_table, output_dir, write_csv
 from theory.problems import check_constants, make_problem
 from theory.quadratic import exact_moments
 from theory.simulate import KINDS, AlgorithmSpec, simulate
@@ -67,33 +63,8 @@ from theory.verify import (
     verify_configs,
 )
 
-OUT = Path(os.environ.get("PALSGD_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="palsgd-nb-"))
-OUT = OUT / "03_verify_bound"
-OUT.mkdir(parents=True, exist_ok=True)
+OUT = output_dir("03_verify_bound")
 print("data files go to", OUT)
-
-
-def md_table(rows, columns):
-    """Show a list of dicts as a Markdown table."""
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    body = "".join("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |\n" for r in rows)
-    display(Markdown(head + body))
-
-
-def fmt(x, spec=".3g"):
-    if x is None:
-        return "n/a"
-    x = float(x)
-    return "n/a" if np.isnan(x) else ("inf" if np.isinf(x) else format(x, spec))
-
-
-def write_csv(path, rows):
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-
 
 # %% [markdown]
 # ## The problem: a heterogeneous quadratic with exact constants

@@ -42,16 +42,15 @@
 # %%
 import csv
 import json
-import os
-import tempfile
 from pathlib import Path
 
-from IPython.display import Image, Markdown, display
+from IPython.display import Image, display
 
 from paper_figures import figures as F
 from paper_figures import runs as R
 from paper_figures.analysis import PAPER_LABELS, PAPER_REDUCTIONS, choose_target, curve_of
 from paper_figures.cli import calibrate
+from theory.nbtools import fmt, md_table, output_dir
 
 # paper_figures draws with the non-interactive Agg backend; plots in this notebook use the
 # inline backend again
@@ -59,25 +58,8 @@ from paper_figures.cli import calibrate
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-OUT = Path(os.environ.get("PALSGD_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="palsgd-nb-"))
-OUT = OUT / "04_reproduce_figure"
-OUT.mkdir(parents=True, exist_ok=True)
+OUT = output_dir("04_reproduce_figure")
 print("data files go to", OUT)
-
-
-def md_table(rows, columns):
-    """Show a list of dicts as a Markdown table."""
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    body = "".join("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |\n" for r in rows)
-    display(Markdown(head + body))
-
-
-def fmt(x, spec=".4g"):
-    if x in (None, ""):
-        return "n/a"
-    x = float(x)
-    return "n/a" if np.isnan(x) else format(x, spec)
-
 
 # %% [markdown]
 # ## The plan
@@ -165,7 +147,8 @@ display(Image(filename=str(OUT / "time_to_target.png"), width=800))
 with open(OUT / "time_to_target.csv", newline="") as fh:
     ttt = list(csv.DictReader(fh))
 md_table(
-    [{**r, "target_loss": fmt(r["target_loss"]), "time_to_target": fmt(r["time_to_target"]),
+    [{**r, "target_loss": fmt(r["target_loss"], ".4g"),
+      "time_to_target": fmt(r["time_to_target"], ".4g"),
       "reduction_vs_ddp": fmt(r["reduction_vs_ddp"], ".3f")} for r in ttt],
     list(ttt[0]),
 )

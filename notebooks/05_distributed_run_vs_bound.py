@@ -41,14 +41,10 @@
 # %matplotlib inline
 import csv
 import json
-import os
-import tempfile
 import warnings
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Markdown, display
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
@@ -56,25 +52,10 @@ from empirical.config import config_to_dict, resolve_config
 from empirical.probe import ProbeSettings, load_run, probe_run, render, write_outputs
 from empirical.train import EXIT_OK, launch_torchrun
 from theory.check import check
+from theory.nbtools import fmt, md_table, output_dir
 
-OUT = Path(os.environ.get("PALSGD_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="palsgd-nb-"))
-OUT = OUT / "05_distributed_run_vs_bound"
-OUT.mkdir(parents=True, exist_ok=True)
+OUT = output_dir("05_distributed_run_vs_bound")
 print("data files go to", OUT)
-
-
-def md_table(rows, columns):
-    """Show a list of dicts as a Markdown table."""
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    body = "".join("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |\n" for r in rows)
-    display(Markdown(head + body))
-
-
-def fmt(x, spec=".4g"):
-    if x is None:
-        return "n/a"
-    x = float(x)
-    return "n/a" if np.isnan(x) else ("inf" if np.isinf(x) else format(x, spec))
 
 
 def read_csv(path):
@@ -196,8 +177,9 @@ for b in local.bounds:
         rows.append({"bound": b.name, "covers": "Local SGD (p = 0), for scale",
                      "verdict": f"skipped: {b.reason}"})
 md_table(
-    [{**r, "value": fmt(r.get("value")), "measured / bound": fmt(measured / r["value"])
-      if r.get("value") else "n/a"} for r in rows],
+    [{**r, "value": fmt(r.get("value"), ".4g"),
+      "measured / bound": fmt(measured / r["value"], ".4g") if r.get("value") else "n/a"}
+     for r in rows],
     ["bound", "covers", "value", "conditions hold", "measured / bound", "verdict"],
 )
 
@@ -221,8 +203,8 @@ for b in report["theory"]["check"]["bounds"]:
         failed = [c["name"] for c in b["conditions"] if not c["holds"]]
         print(f"{b['name']}: at alpha = {values['alpha']:g} "
               + (f"conditions {failed} fail" if failed else "every condition holds")
-              + f"; the largest alpha meeting them is {fmt(b['max_alpha'])}, the recommended "
-              f"alpha {fmt(b['optimal_alpha'])}")
+              + f"; the largest alpha meeting them is {fmt(b['max_alpha'], '.4g')}, the "
+              f"recommended alpha {fmt(b['optimal_alpha'], '.4g')}")
 
 # %% [markdown]
 # Worst-case step-size conditions are strict: with the estimated $L$ they admit only steps
@@ -252,8 +234,8 @@ for f in factors:
     g = vals["alpha"] * vals["L"] / (1 - vals.get("p", 0.0))
     rows_L.append({"L factor": f, "L": vals["L"], "bound": "alpha*L/(1-p)", "covers": "step",
                    "value": g, "conditions_hold": bool(g <= 2)})
-md_table([{**r, "L": fmt(r["L"]), "value": fmt(r["value"]),
-           "max_alpha": fmt(r.get("max_alpha"))} for r in rows_L],
+md_table([{**r, "L": fmt(r["L"], ".4g"), "value": fmt(r["value"], ".4g"),
+           "max_alpha": fmt(r.get("max_alpha"), ".4g")} for r in rows_L],
          ["L factor", "L", "bound", "value", "conditions_hold", "max_alpha"])
 with open(OUT / "bound_vs_L.json", "w") as fh:
     json.dump(rows_L, fh, indent=1)
