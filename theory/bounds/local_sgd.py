@@ -41,11 +41,13 @@ from theory.assumptions import (
     A4_LOWER_BOUND,
     INNER_SGD,
     OUTER_AVERAGING,
+    Assumption,
 )
 from theory.bound import Bound, Condition
 from theory.bounds import register
 
 __all__ = [
+    "HETEROGENEOUS_LOCAL_SGD",
     "LOCAL_SGD_IID",
     "LOCAL_SGD_NONIID",
     "iid_expression",
@@ -55,6 +57,19 @@ __all__ = [
 ]
 
 _SOURCE = "Wang & Joshi, Cooperative SGD, JMLR 22(213):1-50, 2021"
+
+#: the hypotheses of Local SGD with heterogeneous data: A1-A4 (smoothness, noise,
+#: heterogeneity, lower bound), plain SGD inside, plain averaging every H steps. Shared by
+#: :data:`LOCAL_SGD_NONIID` and the project's own PALSGD bounds (:mod:`theory.bounds.palsgd`),
+#: which add their coin assumption.
+HETEROGENEOUS_LOCAL_SGD: tuple[Assumption, ...] = (
+    A1_SMOOTH,
+    A2_NOISE,
+    A3_HETEROGENEITY,
+    A4_LOWER_BOUND,
+    INNER_SGD,
+    OUTER_AVERAGING,
+)
 
 
 def iid_expression() -> sp.Expr:
@@ -121,14 +136,7 @@ LOCAL_SGD_NONIID = register(
                 "C = 6 alpha^2 L^2 H (H-1) <= 1/2 (Thm. 2, PSASGD)",
             ),
         ),
-        assumptions=(
-            A1_SMOOTH,
-            A2_NOISE,
-            A3_HETEROGENEITY,
-            A4_LOWER_BOUND,
-            INNER_SGD,
-            OUTER_AVERAGING,
-        ),
+        assumptions=HETEROGENEOUS_LOCAL_SGD,
         provenance=(
             f"{_SOURCE}, Theorem 2 (non-IID) specialised to PSASGD (W = J, v = 0, spectral "
             "zeta = 0, so C = 6 eta^2 L^2 tau (tau-1)); bound = 2 x [eq. (17)] + C kappa^2; "

@@ -27,18 +27,10 @@ gradient-accumulation quirks of the authors' code.
 
 from __future__ import annotations
 
-from theory.assumptions import (
-    A1_SMOOTH,
-    A2_NOISE,
-    A3_HETEROGENEITY,
-    A4_LOWER_BOUND,
-    INDEPENDENT_COINS,
-    INNER_SGD,
-    OUTER_AVERAGING,
-    Assumption,
-)
+from theory.assumptions import INDEPENDENT_COINS, Assumption
 from theory.bound import Bound
 from theory.bounds import register
+from theory.bounds.local_sgd import HETEROGENEOUS_LOCAL_SGD
 from theory.proofs.palsgd import PALSGDTheorem, local_sgd_theorem, theorem
 
 __all__ = ["PALSGD", "PALSGD_SHARED", "LOCAL_SGD_OURS", "SHARED_COINS", "bound_from_theorem"]
@@ -89,15 +81,7 @@ PALSGD = register(
         theorem("independent"),
         name="palsgd",
         title="PALSGD, inner SGD, outer averaging, independent coins (derived here)",
-        assumptions=(
-            A1_SMOOTH,
-            A2_NOISE,
-            A3_HETEROGENEITY,
-            A4_LOWER_BOUND,
-            INNER_SGD,
-            OUTER_AVERAGING,
-            INDEPENDENT_COINS,
-        ),
+        assumptions=(*HETEROGENEOUS_LOCAL_SGD, INDEPENDENT_COINS),
         algorithms=("palsgd",),
         notes=(
             "Valid for 0 < p < 1 (at p = 0 use local_sgd_ours: the terms eta^2 (1-p)/p are "
@@ -114,15 +98,7 @@ PALSGD_SHARED = register(
         theorem("shared"),
         name="palsgd_shared_coins",
         title="PALSGD, inner SGD, outer averaging, shared coins (derived here)",
-        assumptions=(
-            A1_SMOOTH,
-            A2_NOISE,
-            A3_HETEROGENEITY,
-            A4_LOWER_BOUND,
-            INNER_SGD,
-            OUTER_AVERAGING,
-            SHARED_COINS,
-        ),
+        assumptions=(*HETEROGENEOUS_LOCAL_SGD, SHARED_COINS),
         algorithms=("palsgd",),
         notes=(
             "Shared coins: the coin variance is not averaged over the K workers (no 1/K on the "
@@ -137,14 +113,7 @@ LOCAL_SGD_OURS = register(
         local_sgd_theorem(),
         name="local_sgd_ours",
         title="Local SGD with outer averaging: the p = 0 case of the PALSGD theorem (derived here)",
-        assumptions=(
-            A1_SMOOTH,
-            A2_NOISE,
-            A3_HETEROGENEITY,
-            A4_LOWER_BOUND,
-            INNER_SGD,
-            OUTER_AVERAGING,
-        ),
+        assumptions=HETEROGENEOUS_LOCAL_SGD,
         algorithms=("local_sgd",),
         notes=(
             "Obtained from the PALSGD theorem by eta = 0 then p = 0 (no pull happens at p = 0). "
