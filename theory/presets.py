@@ -27,6 +27,11 @@ _ADAM_NOTE = (
     "they do not apply to this run as it stands; treat their numbers as an indication only"
 )
 
+_NESTEROV_NOTE = (
+    "outer Nesterov (gamma = {gamma}, mu = {mu}): the encoded bounds assume plain "
+    "averaging (gamma = 1, mu = 0); outer momentum is checked empirically only"
+)
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -65,6 +70,25 @@ _AUTHORS_DEFAULTS_NOTES = (
     "(see the preset gptneo-8m-readme)",
 )
 
+
+def _authors_defaults(
+    key: str, code: str, values: Mapping[str, float], source: str, *notes: str
+) -> Preset:
+    """The preset ``authors-defaults-<key>``: argparse defaults of the authors' ``code``.
+
+    Those codes step Adam inside and outside; ``notes`` are added to the caveats they share.
+    """
+    return Preset(
+        name=f"authors-defaults-{key}",
+        title=f"argparse defaults of the authors' {code} code (PALSGD)",
+        values=values,
+        source=source,
+        notes=_AUTHORS_DEFAULTS_NOTES + notes,
+        inner_optimizer="adam",
+        outer_optimizer="adam",
+    )
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
@@ -80,8 +104,7 @@ PRESETS: dict[str, Preset] = {
             ),
             notes=(
                 _ADAM_NOTE.format(opt="AdamW (weight decay 0.01, gradient clipping 1.0)"),
-                "outer Nesterov (gamma = 0.1, mu = 0.9): the encoded bounds assume plain "
-                "averaging (gamma = 1, mu = 0); outer momentum is checked empirically only",
+                _NESTEROV_NOTE.format(gamma=0.1, mu=0.9),
                 "with the README's --is_intended_impl False and A = 16 the authors' code applies "
                 "A outer steps per sync (immediate outer gain about 8.3 gamma, per-round "
                 "momentum about 0.19); the values here are the as-described algorithm",
@@ -101,44 +124,30 @@ PRESETS: dict[str, Preset] = {
             notes=(
                 "the inner learning rate is not part of this preset: give it with --alpha",
                 _ADAM_NOTE.format(opt="AdamW"),
-                "outer Nesterov (gamma = 0.7, mu = 0.9): the encoded bounds assume plain "
-                "averaging (gamma = 1, mu = 0); outer momentum is checked empirically only",
+                _NESTEROV_NOTE.format(gamma=0.7, mu=0.9),
             ),
             inner_optimizer="adamw",
             outer_optimizer="nesterov",
         ),
-        Preset(
-            name="authors-defaults-gptneo",
-            title="argparse defaults of the authors' GPT-Neo code (PALSGD)",
-            values=dict(K=4, H=100, T0=100, p=0.2, eta=0.5, alpha=0.25, gamma=0.25, A=16),
-            source="authors' gptneo_8m / gptneo_125m config/init_config.py argparse defaults",
-            notes=_AUTHORS_DEFAULTS_NOTES,
-            inner_optimizer="adam",
-            outer_optimizer="adam",
+        _authors_defaults(
+            "gptneo",
+            "GPT-Neo",
+            dict(K=4, H=100, T0=100, p=0.2, eta=0.5, alpha=0.25, gamma=0.25, A=16),
+            "authors' gptneo_8m / gptneo_125m config/init_config.py argparse defaults",
         ),
-        Preset(
-            name="authors-defaults-cifar",
-            title="argparse defaults of the authors' ResNet CIFAR-10 code (PALSGD)",
-            values=dict(K=4, H=100, T0=100, p=0.2, eta=0.5, alpha=0.1, gamma=0.25, A=1),
-            source=(
-                "authors' resnet_cifar10 config/init_config.py argparse defaults (inner wd 1e-4)"
-            ),
-            notes=_AUTHORS_DEFAULTS_NOTES,
-            inner_optimizer="adam",
-            outer_optimizer="adam",
+        _authors_defaults(
+            "cifar",
+            "ResNet CIFAR-10",
+            dict(K=4, H=100, T0=100, p=0.2, eta=0.5, alpha=0.1, gamma=0.25, A=1),
+            "authors' resnet_cifar10 config/init_config.py argparse defaults (inner wd 1e-4)",
         ),
-        Preset(
-            name="authors-defaults-imagenet",
-            title="argparse defaults of the authors' ResNet ImageNet code (PALSGD)",
-            values=dict(K=4, H=100, T0=100, p=0.1, eta=0.5, alpha=0.1, gamma=0.25, A=16),
-            source=(
-                "authors' resnet_imagenet config/init_config.py argparse defaults (inner lr "
-                "schedule: linear warm-up then cosine; outer lr warm-up then cosine)"
-            ),
-            notes=_AUTHORS_DEFAULTS_NOTES
-            + ("the ImageNet code schedules both learning rates; alpha and gamma are the peaks",),
-            inner_optimizer="adam",
-            outer_optimizer="adam",
+        _authors_defaults(
+            "imagenet",
+            "ResNet ImageNet",
+            dict(K=4, H=100, T0=100, p=0.1, eta=0.5, alpha=0.1, gamma=0.25, A=16),
+            "authors' resnet_imagenet config/init_config.py argparse defaults (inner lr "
+            "schedule: linear warm-up then cosine; outer lr warm-up then cosine)",
+            "the ImageNet code schedules both learning rates; alpha and gamma are the peaks",
         ),
     ]
 }
