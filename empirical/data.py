@@ -258,69 +258,68 @@ def _progress(total: int, desc: str):
                 disable=total < (64 << 20), leave=False)
 
 
-class _TextStories:
-    """Stories separated by the literal ``<|endoftext|>`` (TinyStories ``*.txt`` release)."""
+class _SeparatedStories:
+    """The non-blank pieces of a memory-mapped file between separators ``SEP``.
 
-    SEP = b"<|endoftext|>"
+    Indexing records each piece's byte offsets ``[starts[i], ends[i])`` (separator excluded);
+    pieces of white space only are skipped. Subclasses set ``SEP`` and decode a piece.
+    """
+
+    SEP: bytes
 
     def __init__(self, path: str):
         self.path = path
         self.file = _MappedFile(path)
         size = os.path.getsize(path)
+        sep = self.SEP
         starts, ends = [], []
         if size:
             mm = self.file.view()
             pos = 0
             with _progress(size, f"indexing {os.path.basename(path)}") as bar:
                 while pos <= size:
-                    cut = mm.find(self.SEP, pos)
+                    cut = mm.find(sep, pos)
                     end = size if cut < 0 else cut
                     if mm[pos:end].strip():
                         starts.append(pos)
                         ends.append(end)
-                    bar.update(end + len(self.SEP) - pos)
+                    bar.update(min(end + len(sep), size) - pos)
                     if cut < 0:
                         break
-                    pos = cut + len(self.SEP)
+                    pos = cut + len(sep)
         self.starts = np.asarray(starts, dtype=np.int64)
         self.ends = np.asarray(ends, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.starts)
 
+    def _raw(self, i: int) -> bytes:
+        """The bytes of piece ``i`` (separator and nothing else stripped)."""
+        return self.file.view()[int(self.starts[i]): int(self.ends[i])]
+
+
+class _TextStories(_SeparatedStories):
+    """Stories separated by the literal ``<|endoftext|>`` (TinyStories ``*.txt`` release)."""
+
+    SEP = b"<|endoftext|>"
+
     def get(self, i: int) -> str:
-        raw = self.file.view()[int(self.starts[i]): int(self.ends[i])]
-        return raw.decode("utf-8", errors="replace").strip()
+        return self._raw(i).decode("utf-8", errors="replace").strip()
 
 
-class _JsonLinesStories:
+class _JsonLinesStories(_SeparatedStories):
     """One JSON object per line with a text field."""
 
+    SEP = b"\n"
+
     def __init__(self, path: str, field: str | None):
-        self.path = path
-        self.file = _MappedFile(path)
-        size = os.path.getsize(path)
-        starts, ends = [], []
-        if size:
-            mm = self.file.view()
-            pos = 0
-            with _progress(size, f"indexing {os.path.basename(path)}") as bar:
-                while pos < size:
-                    cut = mm.find(b"\n", pos)
-                    end = size if cut < 0 else cut
-                    if mm[pos:end].strip():
-                        starts.append(pos)
-                        ends.append(end)
-                    bar.update(end + 1 - pos)
-                    pos = end + 1
-        self.starts = np.asarray(starts, dtype=np.int64)
-        self.ends = np.asarray(ends, dtype=np.int64)
+        super().__init__(path)
         self.field = field
         if len(self):
             self.field = _pick_field(self._record(0), field, path)
 
     def _record(self, i: int) -> Any:
-        raw = self.file.view()[int(self.starts[i]): int(self.ends[i])]
+        raw = self._raw(i)
         try:
             return json.loads(raw)
         except ValueError as exc:
@@ -328,9 +327,6 @@ class _JsonLinesStories:
                 f"'{self.path}': line at byte {int(self.starts[i])} is not valid JSON ({exc}); "
                 "expected one JSON object per line with a text field"
             ) from None
-
-    def __len__(self) -> int:
-        return len(self.starts)
 
     def get(self, i: int) -> str:
         rec = self._record(i)
