@@ -83,10 +83,15 @@ def make_model(args: argparse.Namespace, seed: int = 0) -> nn.Module:
     return model
 
 
-def make_data(args: argparse.Namespace, rank: int, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def make_data(
+    args: argparse.Namespace, rank: int, n: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(1000 + rank)
     return [
-        (torch.randn(args.batch, args.width, generator=g), torch.randint(0, 10, (args.batch,), generator=g))
+        (
+            torch.randn(args.batch, args.width, generator=g),
+            torch.randint(0, 10, (args.batch,), generator=g),
+        )
         for _ in range(n)
     ]
 
@@ -115,7 +120,9 @@ def iteration(algo, batch) -> Timing:
     w2, c2 = time.perf_counter(), time.process_time()
     info = algo.step()
     w3, c3 = time.perf_counter(), time.process_time()
-    return Timing(action, info.synced, w3 - w0, c3 - c0, (w1 - w0) + (w3 - w2), (c1 - c0) + (c3 - c2))
+    return Timing(
+        action, info.synced, w3 - w0, c3 - c0, (w1 - w0) + (w3 - w2), (c1 - c0) + (c3 - c2)
+    )
 
 
 def _mean_over_ranks(value: float) -> float:
@@ -149,7 +156,7 @@ def timing_worker(rank: int, world: int, args: argparse.Namespace) -> dict[str, 
     runs: dict[str, list[Timing]] = {"local_sgd": [], "palsgd": []}
     n_steps = args.warmup_blocks * H + args.blocks * H
     for i in range(n_steps):
-        for name in (("local_sgd", "palsgd") if i % 2 == 0 else ("palsgd", "local_sgd")):
+        for name in ("local_sgd", "palsgd") if i % 2 == 0 else ("palsgd", "local_sgd"):
             tm = iteration(algos[name], data[i % len(data)])
             assert tm.action == "grad"
             if i >= args.warmup_blocks * H:
@@ -189,8 +196,9 @@ def timing_worker(rank: int, world: int, args: argparse.Namespace) -> dict[str, 
 
     # 3. flat sync vs one all-reduce per tensor (parameter averaging)
     params = [p for p in model.parameters()]
-    flat_algo = build_algorithm(AlgorithmConfig(name="local_sgd", H=1), model,
-                                torch.optim.SGD(model.parameters(), lr=0.01))
+    flat_algo = build_algorithm(
+        AlgorithmConfig(name="local_sgd", H=1), model, torch.optim.SGD(model.parameters(), lr=0.01)
+    )
 
     def per_tensor() -> None:
         with torch.no_grad():
@@ -250,8 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depth", type=int, default=24)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--H", type=int, default=8)
-    ap.add_argument("--blocks", type=int, default=10,
-                    help="measured steps per algorithm = blocks * H (after warmup-blocks * H)")
+    ap.add_argument(
+        "--blocks",
+        type=int,
+        default=10,
+        help="measured steps per algorithm = blocks * H (after warmup-blocks * H)",
+    )
     ap.add_argument("--warmup-blocks", type=int, default=2)
     ap.add_argument("--pull-steps", type=int, default=80)
     ap.add_argument("--comm-reps", type=int, default=15)
@@ -278,8 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     acc_pal = sum(mem["palsgd"]["algorithm_bytes"].values())
     rss_diff = mem["palsgd"]["peak_rss_bytes"] - mem["local_sgd"]["peak_rss_bytes"]
     result = {
-        "machine": {"platform": platform.platform(), "torch": torch.__version__,
-                    "threads_per_worker": 1, "world_size": args.world_size, "backend": "gloo"},
+        "machine": {
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+            "threads_per_worker": 1,
+            "world_size": args.world_size,
+            "backend": "gloo",
+        },
         "args": vars(args),
         "timing": timing,
         "memory": mem,
@@ -293,27 +310,41 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": time.perf_counter() - t0,
     }
     r = result["ratios"]
-    print(f"model: {timing['n_params']:,} parameters in {timing['n_tensors']} tensors, "
-          f"batch {args.batch}, K = {args.world_size} gloo processes x 1 thread")
-    print(f"step time  Local SGD {timing['step_time_local_sgd_s'] * 1e3:.1f} ms, "
-          f"PALSGD(p=1e-12) {timing['step_time_palsgd_p0_s'] * 1e3:.1f} ms")
+    print(
+        f"model: {timing['n_params']:,} parameters in {timing['n_tensors']} tensors, "
+        f"batch {args.batch}, K = {args.world_size} gloo processes x 1 thread"
+    )
+    print(
+        f"step time  Local SGD {timing['step_time_local_sgd_s'] * 1e3:.1f} ms, "
+        f"PALSGD(p=1e-12) {timing['step_time_palsgd_p0_s'] * 1e3:.1f} ms"
+    )
     for key, target in TARGETS.items():
         verdict = "meets" if r[key] <= target else "MISSES"
         print(f"{key:26s} {r[key]:.4f}   (target <= {target}: {verdict})")
-    print(f"{'  (whole iteration)':26s} PALSGD/Local SGD: CPU "
-          f"{timing['palsgd_over_local_sgd_cpu_total']:.4f}, wall (median of pairs) "
-          f"{timing['palsgd_over_local_sgd_wall_median']:.4f}; pull/grad wall "
-          f"{timing['pull_over_grad_wall']:.4f}")
-    print(f"{'  (algorithm part)':26s} next_action + step CPU per step: Local SGD "
-          f"{timing['algo_cpu_per_step_local_sgd_s'] * 1e3:.2f} ms, PALSGD "
-          f"{timing['algo_cpu_per_step_palsgd_s'] * 1e3:.2f} ms")
-    print(f"{'grad step / pull step':26s} {timing['grad_step_s'] * 1e3:.1f} ms / "
-          f"{timing['pull_step_s'] * 1e3:.2f} ms")
-    print(f"{'flat / per-tensor sync':26s} {timing['flat_sync_s'] * 1e3:.2f} ms / "
-          f"{timing['per_tensor_sync_s'] * 1e3:.2f} ms")
-    print(f"extra memory PALSGD vs Local SGD: accounted {r['extra_memory_accounted_in_model_copies']:.3f}"
-          f" model copies; peak RSS {rss_diff / 2**20:.1f} MiB = "
-          f"{r['extra_peak_rss_in_model_copies']:.2f} model copies (model {model_bytes / 2**20:.1f} MiB)")
+    print(
+        f"{'  (whole iteration)':26s} PALSGD/Local SGD: CPU "
+        f"{timing['palsgd_over_local_sgd_cpu_total']:.4f}, wall (median of pairs) "
+        f"{timing['palsgd_over_local_sgd_wall_median']:.4f}; pull/grad wall "
+        f"{timing['pull_over_grad_wall']:.4f}"
+    )
+    print(
+        f"{'  (algorithm part)':26s} next_action + step CPU per step: Local SGD "
+        f"{timing['algo_cpu_per_step_local_sgd_s'] * 1e3:.2f} ms, PALSGD "
+        f"{timing['algo_cpu_per_step_palsgd_s'] * 1e3:.2f} ms"
+    )
+    print(
+        f"{'grad step / pull step':26s} {timing['grad_step_s'] * 1e3:.1f} ms / "
+        f"{timing['pull_step_s'] * 1e3:.2f} ms"
+    )
+    print(
+        f"{'flat / per-tensor sync':26s} {timing['flat_sync_s'] * 1e3:.2f} ms / "
+        f"{timing['per_tensor_sync_s'] * 1e3:.2f} ms"
+    )
+    print(
+        f"extra memory PALSGD vs Local SGD: accounted {r['extra_memory_accounted_in_model_copies']:.3f}"
+        f" model copies; peak RSS {rss_diff / 2**20:.1f} MiB = "
+        f"{r['extra_peak_rss_in_model_copies']:.2f} model copies (model {model_bytes / 2**20:.1f} MiB)"
+    )
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(result, fh, indent=2)

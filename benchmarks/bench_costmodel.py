@@ -30,8 +30,9 @@ __all__ = ["accuracy", "speed", "main"]
 
 def accuracy(repeats: int, steps_scale: float, batch: int) -> dict[str, Any]:
     """Prediction errors of ``repeats`` emulated-link checks, per algorithm."""
-    configs = {k: dict(v, T=max(1, round(v["T"] * steps_scale)))
-               for k, v in cm.CHECK_CONFIGS.items()}
+    configs = {
+        k: dict(v, T=max(1, round(v["T"] * steps_scale))) for k, v in cm.CHECK_CONFIGS.items()
+    }
     errors: dict[str, list[float]] = {k: [] for k in configs}
     for _ in tqdm(range(repeats), desc="emulated-link checks", file=sys.stderr):
         out = cm.emulated_link_check(configs, batch=batch)
@@ -40,8 +41,13 @@ def accuracy(repeats: int, steps_scale: float, batch: int) -> dict[str, Any]:
     summary = {}
     for k, errs in errors.items():
         e = np.asarray(errs)
-        summary[k] = {"errors": errs, "mean": float(e.mean()), "min": float(e.min()),
-                      "max": float(e.max()), "max_abs": float(np.abs(e).max())}
+        summary[k] = {
+            "errors": errs,
+            "mean": float(e.mean()),
+            "min": float(e.min()),
+            "max": float(e.max()),
+            "max_abs": float(np.abs(e).max()),
+        }
     return {"configs": configs, "batch": batch, "per_algorithm": summary}
 
 
@@ -56,11 +62,16 @@ def speed(steps: int) -> dict[str, Any]:
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
-        cm.modelled_time(trace, compute=comp, link=link, K=16, param_bytes=4e8,
-                         algorithm="palsgd", H=32, p=0.2)
+        cm.modelled_time(
+            trace, compute=comp, link=link, K=16, param_bytes=4e8, algorithm="palsgd", H=32, p=0.2
+        )
         best = min(best, time.perf_counter() - t0)
-    return {"steps": steps, "step_trace_s": trace_s, "modelled_time_s": best,
-            "steps_per_s": steps / best}
+    return {
+        "steps": steps,
+        "step_trace_s": trace_s,
+        "modelled_time_s": best,
+        "steps_per_s": steps / best,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,11 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         "speed": speed(args.trace_steps),
     }
     for k, v in res["accuracy"]["per_algorithm"].items():
-        print(f"{k:>10}: error mean {100 * v['mean']:+.1f}%, range "
-              f"[{100 * v['min']:+.1f}%, {100 * v['max']:+.1f}%] over {args.repeats} checks")
+        print(
+            f"{k:>10}: error mean {100 * v['mean']:+.1f}%, range "
+            f"[{100 * v['min']:+.1f}%, {100 * v['max']:+.1f}%] over {args.repeats} checks"
+        )
     sp = res["speed"]
-    print(f"modelled_time: {sp['steps_per_s']:.3g} steps/s ({sp['steps']} steps in "
-          f"{sp['modelled_time_s']:.3g} s; step_trace {sp['step_trace_s']:.3g} s)")
+    print(
+        f"modelled_time: {sp['steps_per_s']:.3g} steps/s ({sp['steps']} steps in "
+        f"{sp['modelled_time_s']:.3g} s; step_trace {sp['step_trace_s']:.3g} s)"
+    )
     if args.json == "-":
         print(json.dumps(res, indent=2))
     elif args.json:

@@ -98,8 +98,12 @@ def save_rank_state(
     torch.save(dict(state), buf)
     data = buf.getvalue()
     path = atomic_write_bytes(rank_file(step_dir(root, step), rank), data)
-    return {"rank": int(rank), "file": path.name, "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest()}
+    return {
+        "rank": int(rank),
+        "file": path.name,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 def write_manifest(
@@ -193,8 +197,9 @@ def resolve_resume(resume: str | None, root: str | os.PathLike) -> Path | None:
     return found
 
 
-def check_compatible(manifest: Mapping[str, Any], expected: Mapping[str, Any],
-                     where: str | os.PathLike = "") -> None:
+def check_compatible(
+    manifest: Mapping[str, Any], expected: Mapping[str, Any], where: str | os.PathLike = ""
+) -> None:
     """Raise UserInputError listing every key of ``expected`` whose value differs."""
     diffs = []
     for key, want in expected.items():
@@ -219,8 +224,10 @@ def _norm(value: Any) -> Any:
 def _file_entry(manifest: Mapping[str, Any], rank: int, directory: Path) -> dict[str, Any]:
     entries = [f for f in manifest["files"] if int(f.get("rank", -1)) == rank]
     if len(entries) != 1:
-        raise UserInputError(f"checkpoint manifest '{directory / MANIFEST}' is corrupt: "
-                             f"no single entry for rank {rank}")
+        raise UserInputError(
+            f"checkpoint manifest '{directory / MANIFEST}' is corrupt: "
+            f"no single entry for rank {rank}"
+        )
     return entries[0]
 
 
@@ -280,7 +287,7 @@ def prune(root: str | os.PathLike, keep: int) -> list[Path]:
     if not complete:
         return []
     newest = complete[-1][0]
-    keep_dirs = {d for _, d in complete[-max(int(keep), 1):]}
+    keep_dirs = {d for _, d in complete[-max(int(keep), 1) :]}
     removed = []
     for step, directory, is_complete in entries:
         stale_partial = not is_complete and step < newest

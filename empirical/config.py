@@ -210,30 +210,46 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
         ParamSpec("beta1", "AdamW beta1", 0, 1, high_open=True),
         ParamSpec("beta2", "AdamW beta2", 0, 1, high_open=True),
         ParamSpec("clip_grad_norm", "global gradient-norm clip (0: off)", 0, math.inf),
-        ParamSpec("outer_steps_per_sync", "outer-optimizer steps per sync", 1, math.inf,
-                  integer=True),
-        ParamSpec("sync_offset", "step offset of the sync inside a round", 0, math.inf,
-                  integer=True),
-        ParamSpec("comm_delay_s", "emulated latency added to every all-reduce", 0, math.inf,
-                  unit="s"),
-        ParamSpec("comm_delay_per_byte_s", "emulated inverse bandwidth of every all-reduce",
-                  0, math.inf, unit="s/byte"),
-        ParamSpec("eval_interval", "steps between evaluations (0: none)", 0, math.inf,
-                  integer=True),
+        ParamSpec(
+            "outer_steps_per_sync", "outer-optimizer steps per sync", 1, math.inf, integer=True
+        ),
+        ParamSpec(
+            "sync_offset", "step offset of the sync inside a round", 0, math.inf, integer=True
+        ),
+        ParamSpec(
+            "comm_delay_s", "emulated latency added to every all-reduce", 0, math.inf, unit="s"
+        ),
+        ParamSpec(
+            "comm_delay_per_byte_s",
+            "emulated inverse bandwidth of every all-reduce",
+            0,
+            math.inf,
+            unit="s/byte",
+        ),
+        ParamSpec(
+            "eval_interval", "steps between evaluations (0: none)", 0, math.inf, integer=True
+        ),
         ParamSpec("eval_batches", "batches per evaluation", 1, math.inf, integer=True),
-        ParamSpec("checkpoint_interval", "steps between checkpoints (0: none)", 0, math.inf,
-                  integer=True),
+        ParamSpec(
+            "checkpoint_interval", "steps between checkpoints (0: none)", 0, math.inf, integer=True
+        ),
         ParamSpec("keep_checkpoints", "checkpoints kept on disk", 1, math.inf, integer=True),
-        ParamSpec("max_steps_this_run", "steps this invocation runs before stopping", 1,
-                  math.inf, integer=True),
-        ParamSpec("crash_at_step", "fault injection: fail after this step", 1, math.inf,
-                  integer=True),
+        ParamSpec(
+            "max_steps_this_run",
+            "steps this invocation runs before stopping",
+            1,
+            math.inf,
+            integer=True,
+        ),
+        ParamSpec(
+            "crash_at_step", "fault injection: fail after this step", 1, math.inf, integer=True
+        ),
         ParamSpec("seed", "random seed", 0, 2**63 - 1, integer=True),
         ParamSpec("log_interval", "steps between metrics records", 1, math.inf, integer=True),
-        ParamSpec("nproc", "processes (workers K) to launch on this node", 1, math.inf,
-                  integer=True),
-        ParamSpec("max_restarts", "torchrun restarts after a failure", 0, math.inf,
-                  integer=True),
+        ParamSpec(
+            "nproc", "processes (workers K) to launch on this node", 1, math.inf, integer=True
+        ),
+        ParamSpec("max_restarts", "torchrun restarts after a failure", 0, math.inf, integer=True),
     ]
 }
 
@@ -249,8 +265,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The default: a tiny GPT-Neo on the embedded text, PALSGD, well under a minute on CPU.
     "tiny": _preset(),
     # Same, as plain data-parallel SGD (DDP) for comparison.
-    "tiny-ddp": _preset(algorithm="ddp", p=None, eta=None, H=None, T0=None, outer=None,
-                        gamma=None, mu=None),
+    "tiny-ddp": _preset(
+        algorithm="ddp", p=None, eta=None, H=None, T0=None, outer=None, gamma=None, mu=None
+    ),
     # The authors' README command for GPT-Neo-8M on TinyStories (4 GPUs, bs 32 x 16
     # accumulation, AdamW lr 0.01 wd 0.01, clip 1.0, outer Nesterov 0.1/0.9, H = 32,
     # T0 = 32, p = 0.2, eta = 1), run with the algorithm as described. Needs --data-path
@@ -258,28 +275,81 @@ PRESETS: dict[str, dict[str, Any]] = {
     # byte tokenizer the model has 1,654,656 parameters; --tokenizer DIR (a local copy of
     # the GPT-2 BPE tokenizer the authors used) gives the paper's 8,054,656.
     "gptneo-8m-readme": _preset(
-        model="gptneo-8m", dataset="tinystories", seq_len=300, batch_size=32, A=16,
-        T=20000, optimizer="adamw", alpha=0.01, weight_decay=0.01, beta1=0.9, beta2=0.999,
-        clip_grad_norm=1.0, algorithm="palsgd", outer="nesterov", gamma=0.1, mu=0.9,
-        H=32, T0=32, p=0.2, eta=1.0, eval_interval=500, eval_batches=50,
-        checkpoint_interval=1000, log_interval=50, nproc=4,
+        model="gptneo-8m",
+        dataset="tinystories",
+        seq_len=300,
+        batch_size=32,
+        A=16,
+        T=20000,
+        optimizer="adamw",
+        alpha=0.01,
+        weight_decay=0.01,
+        beta1=0.9,
+        beta2=0.999,
+        clip_grad_norm=1.0,
+        algorithm="palsgd",
+        outer="nesterov",
+        gamma=0.1,
+        mu=0.9,
+        H=32,
+        T0=32,
+        p=0.2,
+        eta=1.0,
+        eval_interval=500,
+        eval_batches=50,
+        checkpoint_interval=1000,
+        log_interval=50,
+        nproc=4,
     ),
     # The same run with every quirk of the authors' code switched on
     # (AlgorithmConfig.reference_faithful): first-tensor pull, shared coins, discarded
     # batches on pulls, A outer steps per sync, the authors' sync offset.
     "gptneo-8m-readme-faithful": _preset(
-        model="gptneo-8m", dataset="tinystories", seq_len=300, batch_size=32, A=16,
-        T=20000, optimizer="adamw", alpha=0.01, weight_decay=0.01, beta1=0.9, beta2=0.999,
-        clip_grad_norm=1.0, algorithm="palsgd", reference_faithful=True, outer="nesterov",
-        gamma=0.1, mu=0.9, H=32, T0=32, p=0.2, eta=1.0, eval_interval=500,
-        eval_batches=50, checkpoint_interval=1000, log_interval=50, nproc=4,
+        model="gptneo-8m",
+        dataset="tinystories",
+        seq_len=300,
+        batch_size=32,
+        A=16,
+        T=20000,
+        optimizer="adamw",
+        alpha=0.01,
+        weight_decay=0.01,
+        beta1=0.9,
+        beta2=0.999,
+        clip_grad_norm=1.0,
+        algorithm="palsgd",
+        reference_faithful=True,
+        outer="nesterov",
+        gamma=0.1,
+        mu=0.9,
+        H=32,
+        T0=32,
+        p=0.2,
+        eta=1.0,
+        eval_interval=500,
+        eval_batches=50,
+        checkpoint_interval=1000,
+        log_interval=50,
+        nproc=4,
     ),
     # DiLoCo reference setting (Douillard et al. 2023): inner AdamW 4e-4, wd 0.1,
     # betas (0.9, 0.95); outer Nesterov 0.7/0.9; H = 500. On the tiny model by default.
     "diloco": _preset(
-        algorithm="diloco", optimizer="adamw", alpha=4e-4, weight_decay=0.1, beta1=0.9,
-        beta2=0.95, outer="nesterov", gamma=0.7, mu=0.9, H=500, p=None, eta=None, T0=0,
-        clip_grad_norm=1.0, T=2000,
+        algorithm="diloco",
+        optimizer="adamw",
+        alpha=4e-4,
+        weight_decay=0.1,
+        beta1=0.9,
+        beta2=0.95,
+        outer="nesterov",
+        gamma=0.7,
+        mu=0.9,
+        H=500,
+        p=None,
+        eta=None,
+        T0=0,
+        clip_grad_norm=1.0,
+        T=2000,
     ),
 }
 
@@ -357,8 +427,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if isinstance(exc, UserInputError):
             raise
         raise UserInputError(
-            f"option '{name}' in {source} = {value!r} has the wrong type "
-            f"(expected {base.__name__})"
+            f"option '{name}' in {source} = {value!r} has the wrong type (expected {base.__name__})"
         ) from None
     return value  # pragma: no cover
 
@@ -381,8 +450,9 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise UserInputError(f"config file '{p}' must hold a mapping of options, got "
-                             f"{type(data).__name__}")
+        raise UserInputError(
+            f"config file '{p}' must hold a mapping of options, got {type(data).__name__}"
+        )
     return data
 
 
@@ -439,9 +509,7 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
         )
     dev = cfg.device
     if not (dev in _DEVICES or (dev.startswith("cuda:") and dev[5:].isdigit())):
-        raise UserInputError(
-            f"unknown device '{dev}': choose auto, cpu, cuda or cuda:N"
-        )
+        raise UserInputError(f"unknown device '{dev}': choose auto, cpu, cuda or cuda:N")
     if cfg.data_path is not None and not Path(cfg.data_path).exists():
         raise UserInputError(f"data path '{cfg.data_path}' (option data_path) does not exist")
     if cfg.max_steps_this_run is not None and cfg.checkpoint_interval == 0:
@@ -463,4 +531,3 @@ def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
     for key, val in _canonical_mapping(values, "saved configuration").items():
         out[key] = _coerce(key, val, "saved configuration")
     return validate_config(TrainConfig(**out))
-

@@ -121,8 +121,15 @@ DDP_BUCKET_CAP_BYTES = 25 * 1024 * 1024
 # ----------------------------------------------------------------------------- validation
 
 
-def _number(name: str, value: Any, *, low: float = 0.0, low_open: bool = False,
-            allow_inf: bool = False, unit: str = "") -> float:
+def _number(
+    name: str,
+    value: Any,
+    *,
+    low: float = 0.0,
+    low_open: bool = False,
+    allow_inf: bool = False,
+    unit: str = "",
+) -> float:
     """``value`` as a float in ``[low, inf)`` (or ``(low, inf)``); ParameterError otherwise."""
     bracket = "(" if low_open else "["
     allowed = f"{bracket}{low:g}, inf)" + (f" {unit}" if unit else "")
@@ -171,10 +178,13 @@ class LinkProfile:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise UserInputError(f"'name' of a link profile must be a non-empty string, got {self.name!r}")
+            raise UserInputError(
+                f"'name' of a link profile must be a non-empty string, got {self.name!r}"
+            )
         object.__setattr__(self, "latency_s", _number("latency_s", self.latency_s, unit="s"))
         object.__setattr__(
-            self, "bandwidth_Bps",
+            self,
+            "bandwidth_Bps",
             _number("bandwidth_Bps", self.bandwidth_Bps, low_open=True, unit="B/s"),
         )
         _choice("algorithm", self.algorithm, ALLREDUCE_ALGORITHMS)
@@ -214,7 +224,9 @@ class ComputeProfile:
         object.__setattr__(self, "accumulation", int(self.accumulation))
         if self.inner_step_s > self.grad_step_s:
             raise ParameterError(
-                "inner_step_s", self.inner_step_s, f"[0, grad_step_s = {self.grad_step_s:g}]",
+                "inner_step_s",
+                self.inner_step_s,
+                f"[0, grad_step_s = {self.grad_step_s:g}]",
                 "the inner step is part of a gradient step",
             )
 
@@ -248,7 +260,9 @@ class ClusterProfile:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise UserInputError(f"'name' of a cluster profile must be a non-empty string, got {self.name!r}")
+            raise UserInputError(
+                f"'name' of a cluster profile must be a non-empty string, got {self.name!r}"
+            )
         object.__setattr__(self, "K", _workers(self.K))
         if not isinstance(self.link, LinkProfile):
             raise UserInputError(f"'link' of cluster profile {self.name!r} must be a LinkProfile")
@@ -256,8 +270,13 @@ class ClusterProfile:
             raise UserInputError(f"'gpu' of cluster profile {self.name!r} must be a string")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "K": self.K, "link": self.link.to_dict(), "gpu": self.gpu,
-                "source": self.source}
+        return {
+            "name": self.name,
+            "K": self.K,
+            "link": self.link.to_dict(),
+            "gpu": self.gpu,
+            "source": self.source,
+        }
 
 
 @dataclass(frozen=True)
@@ -273,14 +292,26 @@ class GPUSpec:
 GPUS: dict[str, GPUSpec] = {
     g.name: g
     for g in (
-        GPUSpec("A100-SXM4-80GB", 312e12, 2.039e12,
-                "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 tensor 312 TFLOPS dense; "
-                "HBM2e 2,039 GB/s"),
-        GPUSpec("H100-SXM5-80GB", 989.4e12, 3.35e12,
-                "NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 tensor 1,979 TFLOPS with "
-                "sparsity = 989.4 dense; HBM3 3.35 TB/s"),
-        GPUSpec("V100-SXM2-32GB", 125e12, 0.9e12,
-                "NVIDIA V100 Tensor Core GPU datasheet (2020): tensor 125 TFLOPS; HBM2 900 GB/s"),
+        GPUSpec(
+            "A100-SXM4-80GB",
+            312e12,
+            2.039e12,
+            "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 tensor 312 TFLOPS dense; "
+            "HBM2e 2,039 GB/s",
+        ),
+        GPUSpec(
+            "H100-SXM5-80GB",
+            989.4e12,
+            3.35e12,
+            "NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 tensor 1,979 TFLOPS with "
+            "sparsity = 989.4 dense; HBM3 3.35 TB/s",
+        ),
+        GPUSpec(
+            "V100-SXM2-32GB",
+            125e12,
+            0.9e12,
+            "NVIDIA V100 Tensor Core GPU datasheet (2020): tensor 125 TFLOPS; HBM2 900 GB/s",
+        ),
     )
 }
 
@@ -288,9 +319,13 @@ _STATIC_CLUSTERS: dict[str, ClusterProfile] = {
     c.name: c
     for c in (
         ClusterProfile(
-            "8xGPU-NVLink", 8,
+            "8xGPU-NVLink",
+            8,
             LinkProfile(
-                "NVLink3-NVSwitch", 2e-6, 300e9, "ring",
+                "NVLink3-NVSwitch",
+                2e-6,
+                300e9,
+                "ring",
                 "bandwidth: NVIDIA A100 datasheet, NVLink 600 GB/s per GPU bidirectional = "
                 "300 GB/s per direction (vendor peak; NCCL reaches less); latency 2 us per "
                 "ring step: assumption",
@@ -299,9 +334,13 @@ _STATIC_CLUSTERS: dict[str, ClusterProfile] = {
             "one DGX A100-like node: 8 A100 on NVSwitch (NVIDIA DGX A100 datasheet)",
         ),
         ClusterProfile(
-            "64xGPU-100Gbps", 64,
+            "64xGPU-100Gbps",
+            64,
             LinkProfile(
-                "100Gbps-InfiniBand-EDR", 5e-6, 12.5e9, "ring",
+                "100Gbps-InfiniBand-EDR",
+                5e-6,
+                12.5e9,
+                "ring",
                 "bandwidth: 100 Gb/s = 12.5e9 B/s per node (InfiniBand EDR 4x, e.g. NVIDIA "
                 "ConnectX-5 datasheet), the bottleneck of a ring laid out node by node; "
                 "latency 5 us per ring step: assumption (IB port-to-port latency is ~1 us, "
@@ -311,9 +350,13 @@ _STATIC_CLUSTERS: dict[str, ClusterProfile] = {
             "8 nodes x 8 A100, one 100 Gb/s NIC per node; GPU model: assumption",
         ),
         ClusterProfile(
-            "32nodes-10Gbps", 32,
+            "32nodes-10Gbps",
+            32,
             LinkProfile(
-                "10GbE", 50e-6, 1.25e9, "ring",
+                "10GbE",
+                50e-6,
+                1.25e9,
+                "ring",
                 "bandwidth: 10 Gb/s Ethernet (IEEE 802.3ae) = 1.25e9 B/s; latency 50 us per "
                 "ring step (TCP over Ethernet): assumption",
             ),
@@ -359,7 +402,9 @@ class _ClusterProfiles(Mapping[str, ClusterProfile]):
 CLUSTER_PROFILES: _ClusterProfiles = _ClusterProfiles(_STATIC_CLUSTERS)
 
 
-def cluster_profile(name: str, profiles: Mapping[str, ClusterProfile] | None = None) -> ClusterProfile:
+def cluster_profile(
+    name: str, profiles: Mapping[str, ClusterProfile] | None = None
+) -> ClusterProfile:
     """The cluster profile ``name`` (from ``profiles``, default :data:`CLUSTER_PROFILES`)."""
     table = CLUSTER_PROFILES if profiles is None else profiles
     if not isinstance(name, str) or name not in table:
@@ -388,8 +433,13 @@ def link_from_dict(d: Mapping[str, Any], name: str | None = None) -> LinkProfile
     extra = sorted(set(d) - known)
     if extra:
         raise UserInputError(f"{what} has unknown field(s) {extra}; known: {sorted(known)}")
-    return LinkProfile(name=str(d.get("name", name or "link")), latency_s=lat, bandwidth_Bps=bw,
-                       algorithm=d.get("algorithm", "ring"), source=str(d.get("source", "")))
+    return LinkProfile(
+        name=str(d.get("name", name or "link")),
+        latency_s=lat,
+        bandwidth_Bps=bw,
+        algorithm=d.get("algorithm", "ring"),
+        source=str(d.get("source", "")),
+    )
 
 
 def cluster_from_dict(d: Mapping[str, Any], name: str | None = None) -> ClusterProfile:
@@ -404,8 +454,9 @@ def cluster_from_dict(d: Mapping[str, Any], name: str | None = None) -> ClusterP
     extra = sorted(set(d) - {"name", "K", "link", "gpu", "source"})
     if extra:
         raise UserInputError(f"{what} has unknown field(s) {extra}")
-    return ClusterProfile(name=str(nm), K=K, link=link_from_dict(link, f"{nm}.link"),
-                          gpu=str(gpu), source=str(source))
+    return ClusterProfile(
+        name=str(nm), K=K, link=link_from_dict(link, f"{nm}.link"), gpu=str(gpu), source=str(source)
+    )
 
 
 def load_profiles(path: str | Path) -> dict[str, ClusterProfile]:
@@ -517,8 +568,9 @@ def calibrate_link(
         f"least-squares fit ({algorithm}) to {len(rows)} measurements, K in {sorted(ks)}, "
         f"{min(sizes):.0f}..{max(sizes):.0f} bytes; rms relative residual {100 * rms:.1f}%"
     )
-    return LinkProfile(name=name, latency_s=latency, bandwidth_Bps=1.0 / inv_bw,
-                       algorithm=algorithm, source=src)
+    return LinkProfile(
+        name=name, latency_s=latency, bandwidth_Bps=1.0 / inv_bw, algorithm=algorithm, source=src
+    )
 
 
 # ----------------------------------------------------------------------------- measurement
@@ -568,14 +620,32 @@ def time_allreduce(
     return out
 
 
-def _allreduce_worker(rank: int, world: int, sizes: list[int], repeats: int, warmup: int,
-                      trials: int, delay_s: float, delay_per_byte_s: float) -> list[list[float]]:
-    return time_allreduce(sizes, repeats=repeats, warmup=warmup, trials=trials,
-                          delay_s=delay_s, delay_per_byte_s=delay_per_byte_s)
+def _allreduce_worker(
+    rank: int,
+    world: int,
+    sizes: list[int],
+    repeats: int,
+    warmup: int,
+    trials: int,
+    delay_s: float,
+    delay_per_byte_s: float,
+) -> list[list[float]]:
+    return time_allreduce(
+        sizes,
+        repeats=repeats,
+        warmup=warmup,
+        trials=trials,
+        delay_s=delay_s,
+        delay_per_byte_s=delay_per_byte_s,
+    )
 
 
-def _combine_ranks(sizes: Sequence[int], per_rank: Sequence[Sequence[Sequence[float]]],
-                   world: int, statistic: str = "mean") -> list[tuple[int, int, float]]:
+def _combine_ranks(
+    sizes: Sequence[int],
+    per_rank: Sequence[Sequence[Sequence[float]]],
+    world: int,
+    statistic: str = "mean",
+) -> list[tuple[int, int, float]]:
     """Per size: ``statistic`` over trials of the slowest rank's per-call mean (a run of
     back-to-back collectives ends when its last participant is done)."""
     _choice("statistic", statistic, ("mean", "median"))
@@ -616,9 +686,17 @@ def measure_allreduce(
     if not sizes:
         raise UserInputError("'sizes' must name at least one message size")
     validate(R=repeats)
-    per_rank = spawn_workers(_allreduce_worker, world, sizes, int(repeats), int(warmup),
-                             int(trials), float(delay_s), float(delay_per_byte_s),
-                             timeout_s=timeout_s)
+    per_rank = spawn_workers(
+        _allreduce_worker,
+        world,
+        sizes,
+        int(repeats),
+        int(warmup),
+        int(trials),
+        float(delay_s),
+        float(delay_per_byte_s),
+        timeout_s=timeout_s,
+    )
     return _combine_ranks(sizes, per_rank, world, statistic)
 
 
@@ -751,7 +829,8 @@ def profile_compute(
         backward_s=med(bwd_t),
         sync_local_s=med(sync_t),
         accumulation=A,
-        source=source or (
+        source=source
+        or (
             f"measured on {device} ({torch.get_num_threads()} threads): {statistic}s of {repeats} "
             f"repetitions, {layout.numel} parameters, A = {A}"
         ),
@@ -803,17 +882,27 @@ def measure_compute(
         raise ParameterError("image_size", size, "integer in [8, inf)")
     model = models.build_model(model_name, seed=seed, **overrides).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = (torch.optim.AdamW(params, lr=1e-3) if optimizer == "adamw"
-           else torch.optim.SGD(params, lr=1e-3))
+    opt = (
+        torch.optim.AdamW(params, lr=1e-3)
+        if optimizer == "adamw"
+        else torch.optim.SGD(params, lr=1e-3)
+    )
     gen = torch.Generator().manual_seed(seed)
     if task == "lm":
         vocab = int(model.config.vocab_size)
-        batches = [{"input_ids": torch.randint(0, vocab, (batch_size, seq_len), generator=gen)}
-                   for _ in range(2)]
+        batches = [
+            {"input_ids": torch.randint(0, vocab, (batch_size, seq_len), generator=gen)}
+            for _ in range(2)
+        ]
     else:
         classes = int(model.fc.out_features) if hasattr(model, "fc") else 10
-        batches = [(torch.randn(batch_size, 3, size, size, generator=gen),
-                    torch.randint(0, classes, (batch_size,), generator=gen)) for _ in range(2)]
+        batches = [
+            (
+                torch.randn(batch_size, 3, size, size, generator=gen),
+                torch.randint(0, classes, (batch_size,), generator=gen),
+            )
+            for _ in range(2)
+        ]
     batches = [_to_device(b, device) for b in batches]
 
     def make_batch(i: int) -> Any:
@@ -823,30 +912,51 @@ def measure_compute(
         return models.compute_loss(m, batch, task)
 
     shape = f"seq_len {seq_len}" if task == "lm" else f"image {image_size or 32}px"
-    prof = profile_compute(model, make_batch, loss_fn, accumulation=accumulation, optimizer=opt,
-                           repeats=repeats, warmup=warmup)
+    prof = profile_compute(
+        model,
+        make_batch,
+        loss_fn,
+        accumulation=accumulation,
+        optimizer=opt,
+        repeats=repeats,
+        warmup=warmup,
+    )
     return dataclasses.replace(
-        prof, source=f"measure_compute({model_name!r}, batch {batch_size}, {shape}, A = "
+        prof,
+        source=f"measure_compute({model_name!r}, batch {batch_size}, {shape}, A = "
         f"{accumulation}, {optimizer}) on {device}: " + prof.source,
     )
 
 
 def calibrate_local_profile(
-    *, world_size: int = 2, sizes: Sequence[int] = (4096, 65536, 1 << 20, 4 << 20),
-    repeats: int = 10, trials: int = 3, algorithm: str = "ring",
+    *,
+    world_size: int = 2,
+    sizes: Sequence[int] = (4096, 65536, 1 << 20, 4 << 20),
+    repeats: int = 10,
+    trials: int = 3,
+    algorithm: str = "ring",
 ) -> ClusterProfile:
     """The ``"cpu-gloo-local"`` profile: gloo all-reduce on this machine, measured now."""
     meas = measure_allreduce(sizes, world_size=world_size, repeats=repeats, trials=trials)
     link = calibrate_link(meas, algorithm, name="gloo-loopback")
-    return ClusterProfile(LOCAL_PROFILE, world_size, link, "cpu",
-                          f"calibrated at run time on this machine ({world_size} gloo processes)")
+    return ClusterProfile(
+        LOCAL_PROFILE,
+        world_size,
+        link,
+        "cpu",
+        f"calibrated at run time on this machine ({world_size} gloo processes)",
+    )
 
 
 # ----------------------------------------------------------------------------- DDP overlap
 
 
-def ddp_bucket_sizes(param_bytes: float, *, first_bucket_bytes: float = DDP_FIRST_BUCKET_BYTES,
-                     bucket_cap_bytes: float = DDP_BUCKET_CAP_BYTES) -> list[float]:
+def ddp_bucket_sizes(
+    param_bytes: float,
+    *,
+    first_bucket_bytes: float = DDP_FIRST_BUCKET_BYTES,
+    bucket_cap_bytes: float = DDP_BUCKET_CAP_BYTES,
+) -> list[float]:
     """DDP's gradient buckets for ``param_bytes`` bytes of gradients (tensors assumed small
     next to the caps): one bucket of at most ``first_bucket_bytes``, then ``bucket_cap_bytes``
     each, the last one partial."""
@@ -863,8 +973,9 @@ def ddp_bucket_sizes(param_bytes: float, *, first_bucket_bytes: float = DDP_FIRS
     return out
 
 
-def ddp_exposed_comm(buckets: Sequence[float], K: int, link: LinkProfile, window_s: float,
-                     overlap: bool = True) -> float:
+def ddp_exposed_comm(
+    buckets: Sequence[float], K: int, link: LinkProfile, window_s: float, overlap: bool = True
+) -> float:
     """Seconds of DDP's gradient all-reduce NOT hidden behind the backward pass.
 
     Bucket ``i`` (of ``n``) is ready at ``window_s * (bytes up to and including i) / total``
@@ -928,13 +1039,25 @@ def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:
     if config.name == "ddp":
         ones = t + 1
         zeros = np.zeros(T, dtype=np.int64)
-        return {"step": ones, "grad_steps": ones, "pull_steps": zeros, "warmup_steps": zeros,
-                "syncs": zeros, "allreduce_calls": ones, "critical_grad_steps": ones.copy()}
+        return {
+            "step": ones,
+            "grad_steps": ones,
+            "pull_steps": zeros,
+            "warmup_steps": zeros,
+            "syncs": zeros,
+            "allreduce_calls": ones,
+            "critical_grad_steps": ones.copy(),
+        }
     T0 = int(config.warmup_steps)
     local = t >= T0
     if config.has_pulls:
-        coins = pull_coins(config.seed, config.p, t[:, None], np.arange(K)[None, :],
-                           shared=config.coins == "shared")
+        coins = pull_coins(
+            config.seed,
+            config.p,
+            t[:, None],
+            np.arange(K)[None, :],
+            shared=config.coins == "shared",
+        )
         pulls = coins & local[:, None]
     else:
         pulls = np.zeros((T, K), dtype=bool)
@@ -947,8 +1070,9 @@ def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:
     if ends.size:
         rid = round_id[local]
         g_local = grads[local]
-        counts = np.stack([np.bincount(rid, weights=g_local[:, k], minlength=ends.size)
-                           for k in range(K)], axis=1)[: ends.size]
+        counts = np.stack(
+            [np.bincount(rid, weights=g_local[:, k], minlength=ends.size) for k in range(K)], axis=1
+        )[: ends.size]
         wait[ends] = counts.max(axis=1) - counts[:, 0]
     grad0 = np.cumsum(grads[:, 0])
     syncs = np.cumsum(sync)
@@ -1005,8 +1129,9 @@ def load_trace(source: Any) -> dict[str, np.ndarray]:
         out[k] = arr
     n = {len(v) for v in out.values()}
     if len(n) != 1:
-        raise UserInputError(f"trace fields have different lengths: "
-                             f"{ {k: len(v) for k, v in out.items()} }")
+        raise UserInputError(
+            f"trace fields have different lengths: { {k: len(v) for k, v in out.items()} }"
+        )
     for k in (*_TRACE_KEYS, "warmup_steps", "allreduce_calls", "critical_grad_steps"):
         if k in out and np.any(np.diff(out[k]) < 0):
             raise UserInputError(f"trace field '{k}' must be cumulative (nondecreasing)")
@@ -1071,8 +1196,10 @@ def time_breakdown(
     _choice("coins", coins, COIN_MODES)
     nbytes = _number("param_bytes", param_bytes, unit="bytes")
     validate(p=p)
-    if isinstance(outer_steps_per_sync, bool) or not isinstance(outer_steps_per_sync, int) or (
-        outer_steps_per_sync < 1
+    if (
+        isinstance(outer_steps_per_sync, bool)
+        or not isinstance(outer_steps_per_sync, int)
+        or (outer_steps_per_sync < 1)
     ):
         raise ParameterError("outer_steps_per_sync", outer_steps_per_sync, "integer in [1, inf)")
     grad, pull, syncs = tr["grad_steps"], tr["pull_steps"], tr["syncs"]
@@ -1132,9 +1259,16 @@ def modelled_time(
     ``coins``, ``outer_steps_per_sync``, ``ddp_buckets``) as in :func:`time_breakdown`,
     which states the model.
     """
-    return time_breakdown(counts_or_metrics, compute=compute, link=link, K=K,
-                          param_bytes=param_bytes, algorithm=algorithm,
-                          overlap_ddp=overlap_ddp, **kw)["total"]
+    return time_breakdown(
+        counts_or_metrics,
+        compute=compute,
+        link=link,
+        K=K,
+        param_bytes=param_bytes,
+        algorithm=algorithm,
+        overlap_ddp=overlap_ddp,
+        **kw,
+    )["total"]
 
 
 def attribute_gain(
@@ -1172,9 +1306,16 @@ def attribute_gain(
     ``T_b / T_m - 1``. When both traces carry ``wall_s`` (measured runs), ``measured``
     holds the measured times and the model's relative error on each.
     """
-    common = dict(compute=compute, link=link, K=K, param_bytes=param_bytes,
-                  overlap_ddp=overlap_ddp, outer_steps_per_sync=outer_steps_per_sync,
-                  ddp_buckets=ddp_buckets, coins=coins)
+    common = dict(
+        compute=compute,
+        link=link,
+        K=K,
+        param_bytes=param_bytes,
+        overlap_ddp=overlap_ddp,
+        outer_steps_per_sync=outer_steps_per_sync,
+        ddp_buckets=ddp_buckets,
+        coins=coins,
+    )
     tb, tm = load_trace(ddp), load_trace(palsgd)
     bb = time_breakdown(tb, algorithm=baseline, H=H, p=0.0, **common)
     bm = time_breakdown(tm, algorithm=algorithm, H=H, p=p, **common)
@@ -1239,17 +1380,20 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "label": "ResNet-50 / ImageNet-1K",
         "params": 25_557_032,
         "params_source": "torchvision resnet50 (He et al. 2016), = empirical.models "
-                         "count_parameters('resnet50-imagenet')",
+        "count_parameters('resnet50-imagenet')",
         "flops_per_sample": 3 * 2 * 4.09e9,
         "flops_source": "forward 4.09e9 multiply-accumulates per 224x224 image (torchvision "
-                        "ResNet50_Weights.IMAGENET1K_V1 'GFLOPS 4.09'; He et al. 2016 Table 1: "
-                        "3.8e9), 2 FLOP per multiply-accumulate, training = 3x forward "
-                        "(backward ~ 2x forward)",
-        "samples_per_step": 128 * 16, "A": 16,
+        "ResNet50_Weights.IMAGENET1K_V1 'GFLOPS 4.09'; He et al. 2016 Table 1: "
+        "3.8e9), 2 FLOP per multiply-accumulate, training = 3x forward "
+        "(backward ~ 2x forward)",
+        "samples_per_step": 128 * 16,
+        "A": 16,
         "samples_source": "authors' ImageNet argparse defaults: bs_per_gpu 128 x grad_accu_step 16",
-        "p": 0.1, "H": 100, "T0": 100,
+        "p": 0.1,
+        "H": 100,
+        "T0": 100,
         "hyper_source": "authors' ImageNet argparse defaults (prob_no_grad 0.1, sync_interval "
-                        "100, local_sgd_start_iter 100); the paper's run may differ",
+        "100, local_sgd_start_iter 100); the paper's run may differ",
         "steps": 90 * 156,
         "steps_source": "assumption: 90 epochs x 156 steps/epoch (authors' defaults at K = 4)",
         "utilisation": 0.40,
@@ -1259,18 +1403,23 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "label": "GPT-Neo-125M / TinyStories",
         "params": 124_412_160,
         "params_source": "gptneo_125m.yaml, recomputed (reference-implementation.md §7)",
-        "layers": 12, "d_model": 768, "ctx": 300,
+        "layers": 12,
+        "d_model": 768,
+        "ctx": 300,
         "flops_per_sample": None,
         "flops_source": "6 N per token (Kaplan et al. 2020, §2.1; N includes the tied output "
-                        "embedding) + 6 n_layer n_ctx d_model per token for attention scores "
-                        "(Kaplan et al. 2020, Table 1), x 300 tokens per sequence",
-        "samples_per_step": 32 * 16, "A": 16,
+        "embedding) + 6 n_layer n_ctx d_model per token for attention scores "
+        "(Kaplan et al. 2020, Table 1), x 300 tokens per sequence",
+        "samples_per_step": 32 * 16,
+        "A": 16,
         "samples_source": "README run: bs_per_gpu 32 x grad_accu_step 16 sequences of 300 tokens",
-        "p": 0.2, "H": 32, "T0": 32,
+        "p": 0.2,
+        "H": 32,
+        "T0": 32,
         "hyper_source": "README run (reference-implementation.md §7)",
         "steps": 931,
         "steps_source": "assumption: one epoch of TinyStories at the README batch "
-                        "(reference-implementation.md §7)",
+        "(reference-implementation.md §7)",
         "utilisation": 0.40,
         "utilisation_source": "assumption: 40% of peak tensor throughput",
     },
@@ -1278,18 +1427,23 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "label": "GPT-Neo-8M / TinyStories",
         "params": 8_054_656,
         "params_source": "gptneo_8m.yaml, recomputed (reference-implementation.md §7)",
-        "layers": 8, "d_model": 128, "ctx": 300,
+        "layers": 8,
+        "d_model": 128,
+        "ctx": 300,
         "flops_per_sample": None,
         "flops_source": "as for gptneo-125m-tinystories",
-        "samples_per_step": 32 * 16, "A": 16,
+        "samples_per_step": 32 * 16,
+        "A": 16,
         "samples_source": "README run: bs_per_gpu 32 x grad_accu_step 16 sequences of 300 tokens",
-        "p": 0.2, "H": 32, "T0": 32,
+        "p": 0.2,
+        "H": 32,
+        "T0": 32,
         "hyper_source": "README run (reference-implementation.md §7)",
         "steps": 931,
         "steps_source": "assumption: one epoch of TinyStories at the README batch",
         "utilisation": 0.10,
         "utilisation_source": "assumption: 10% of peak (hidden size 128: small matrix "
-                              "products run far from peak)",
+        "products run far from peak)",
     },
 }
 
@@ -1313,8 +1467,14 @@ def _setting(name: str) -> dict[str, Any]:
     return s
 
 
-def gpu_compute_profile(flops_per_step: float, params: int, gpu: GPUSpec | str,
-                        utilisation: float, *, accumulation: int = 1) -> ComputeProfile:
+def gpu_compute_profile(
+    flops_per_step: float,
+    params: int,
+    gpu: GPUSpec | str,
+    utilisation: float,
+    *,
+    accumulation: int = 1,
+) -> ComputeProfile:
     """Compute profile of one worker on a GPU from FLOPs: ``C_g = flops / (peak * util)``
     plus the memory-bound AdamW step; pulls and syncs memory-bound (:data:`BYTES_PER_PARAM`
     at the HBM bandwidth)."""
@@ -1334,21 +1494,30 @@ def gpu_compute_profile(flops_per_step: float, params: int, gpu: GPUSpec | str,
         sync_local_s=params * BYTES_PER_PARAM["sync"] / spec.memory_Bps,
         accumulation=accumulation,
         source=f"{flops:.3g} FLOP per step on {spec.name} at {100 * util:.0f}% of "
-               f"{spec.peak_flops:.3g} FLOP/s ({spec.source}); O(d) updates at HBM bandwidth",
+        f"{spec.peak_flops:.3g} FLOP/s ({spec.source}); O(d) updates at HBM bandwidth",
     )
 
 
-def _expected_trace(steps: float, *, T0: int, H: int, p: float, K: int, coins: str,
-                    method: str) -> dict[str, np.ndarray]:
+def _expected_trace(
+    steps: float, *, T0: int, H: int, p: float, K: int, coins: str, method: str
+) -> dict[str, np.ndarray]:
     """One-row expected-count trace of a local method run for ``steps`` steps."""
     T0 = min(int(T0), int(steps)) if method != "local_sgd" else 0
     local = max(steps - T0, 0.0)
     syncs = math.floor(local / H)
     grad = T0 + local * (1.0 - p)
     crit = grad + syncs * _round_excess(H, p, K, coins)
-    return {k: np.asarray([v], dtype=float) for k, v in {
-        "step": steps, "grad_steps": grad, "pull_steps": local * p, "syncs": syncs,
-        "warmup_steps": T0, "critical_grad_steps": crit}.items()}
+    return {
+        k: np.asarray([v], dtype=float)
+        for k, v in {
+            "step": steps,
+            "grad_steps": grad,
+            "pull_steps": local * p,
+            "syncs": syncs,
+            "warmup_steps": T0,
+            "critical_grad_steps": crit,
+        }.items()
+    }
 
 
 def paper_scale_prediction(
@@ -1400,17 +1569,31 @@ def paper_scale_prediction(
     comp = gpu_compute_profile(flops, s["params"], gpu_name, util, accumulation=A)
     nbytes = s["params"] * int(bytes_per_param)
     K = prof.K
-    ddp = {k: np.asarray([v], dtype=float) for k, v in {
-        "step": steps_, "grad_steps": steps_, "pull_steps": 0, "syncs": 0}.items()}
+    ddp = {
+        k: np.asarray([v], dtype=float)
+        for k, v in {"step": steps_, "grad_steps": steps_, "pull_steps": 0, "syncs": 0}.items()
+    }
     other = _expected_trace(steps_ * ratio, T0=T0_, H=H_, p=p_, K=K, coins=coins, method=method)
-    gain = attribute_gain(ddp, other, compute=comp, link=prof.link, K=K, param_bytes=nbytes,
-                          algorithm=method, overlap_ddp=overlap_ddp, H=H_, p=p_, coins=coins,
-                          outer_steps_per_sync=outer_steps_per_sync)
+    gain = attribute_gain(
+        ddp,
+        other,
+        compute=comp,
+        link=prof.link,
+        K=K,
+        param_bytes=nbytes,
+        algorithm=method,
+        overlap_ddp=overlap_ddp,
+        H=H_,
+        p=p_,
+        coins=coins,
+        outer_steps_per_sync=outer_steps_per_sync,
+    )
     buckets = ddp_bucket_sizes(nbytes)
     assumptions = [
         f"both methods need the same number of steps to reach the target (step_ratio = "
-        f"{ratio:g}: the method runs {ratio:g} x {steps_} steps)" if ratio == 1.0 else
-        f"the method needs step_ratio = {ratio:g} times DDP's {steps_} steps to reach the target",
+        f"{ratio:g}: the method runs {ratio:g} x {steps_} steps)"
+        if ratio == 1.0
+        else f"the method needs step_ratio = {ratio:g} times DDP's {steps_} steps to reach the target",
         f"DDP steps to target: {s['steps_source']}",
         f"GPU utilisation {100 * util:.0f}% of peak: "
         + (s["utilisation_source"] if utilisation is None else "given by the caller"),
@@ -1421,7 +1604,9 @@ def paper_scale_prediction(
         f"the profile's bottleneck link ({prof.link.source})",
         f"PALSGD coins: {coins} (independent: a sync waits for the worker with the most "
         "gradient steps in the round; shared: all workers pull on the same steps, as the "
-        "authors' code does)" if method == "palsgd" else "no pull steps",
+        "authors' code does)"
+        if method == "palsgd"
+        else "no pull steps",
         "data loading, evaluation, checkpointing and stragglers other than coin imbalance "
         "are not modelled",
     ]
@@ -1433,12 +1618,21 @@ def paper_scale_prediction(
         "K": K,
         "gpu": gpu_name,
         "inputs": {
-            "params": s["params"], "params_source": s["params_source"],
-            "flops_per_step_per_worker": flops, "samples_per_step_per_worker":
-                s["samples_per_step"], "samples_source": s["samples_source"],
-            "p": p_, "H": H_, "T0": T0_, "hyper_source": s["hyper_source"],
-            "steps_ddp": steps_, "step_ratio": ratio, "utilisation": util,
-            "param_bytes": nbytes, "coins": coins, "overlap_ddp": overlap_ddp,
+            "params": s["params"],
+            "params_source": s["params_source"],
+            "flops_per_step_per_worker": flops,
+            "samples_per_step_per_worker": s["samples_per_step"],
+            "samples_source": s["samples_source"],
+            "p": p_,
+            "H": H_,
+            "T0": T0_,
+            "hyper_source": s["hyper_source"],
+            "steps_ddp": steps_,
+            "step_ratio": ratio,
+            "utilisation": util,
+            "param_bytes": nbytes,
+            "coins": coins,
+            "overlap_ddp": overlap_ddp,
             "outer_steps_per_sync": outer_steps_per_sync,
         },
         "assumptions": assumptions,
@@ -1446,10 +1640,10 @@ def paper_scale_prediction(
             "grad_step_s": comp.grad_step_s,
             "pull_step_s": comp.pull_step_s,
             "sync_local_s": comp.sync_local_s,
-            "ddp_exposed_comm_s": ddp_exposed_comm(buckets, K, prof.link,
-                                                   comp.overlap_window_s, overlap_ddp),
-            "sync_allreduce_s": float(allreduce_time(nbytes, K, prof.link))
-            * outer_steps_per_sync,
+            "ddp_exposed_comm_s": ddp_exposed_comm(
+                buckets, K, prof.link, comp.overlap_window_s, overlap_ddp
+            ),
+            "sync_allreduce_s": float(allreduce_time(nbytes, K, prof.link)) * outer_steps_per_sync,
         },
         "predicted_time_reduction": gain["time_reduction"],
         "predicted_speedup": gain["speedup"],
@@ -1474,8 +1668,9 @@ def _check_model(seed: int) -> Any:
     from torch import nn
 
     g = torch.Generator().manual_seed(seed)
-    model = nn.Sequential(nn.Linear(32, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh(),
-                          nn.Linear(256, 8))
+    model = nn.Sequential(
+        nn.Linear(32, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 8)
+    )
     with torch.no_grad():
         for prm in model.parameters():
             prm.copy_(0.1 * torch.randn(prm.shape, generator=g))
@@ -1494,17 +1689,27 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
     from empirical.algorithms import AlgorithmConfig, DDPAlgorithm, build_algorithm
 
     g = torch.Generator().manual_seed(1000 + rank)
-    data = [(torch.randn(spec["batch"], 32, generator=g),
-             torch.randint(0, 8, (spec["batch"],), generator=g)) for _ in range(8)]
+    data = [
+        (
+            torch.randn(spec["batch"], 32, generator=g),
+            torch.randint(0, 8, (spec["batch"],), generator=g),
+        )
+        for _ in range(8)
+    ]
     base = _check_model(0)
 
     def loss_fn(model: Any, b: Any) -> Any:
         return nn.functional.cross_entropy(model(b[0]), b[1])
 
     delays = {"comm_delay_s": spec["delay_s"], "comm_delay_per_byte_s": spec["delay_per_byte_s"]}
-    link_times = time_allreduce(spec["cal_sizes"], repeats=spec["cal_repeats"], warmup=1,
-                                trials=3, delay_s=spec["delay_s"],
-                                delay_per_byte_s=spec["delay_per_byte_s"])
+    link_times = time_allreduce(
+        spec["cal_sizes"],
+        repeats=spec["cal_repeats"],
+        warmup=1,
+        trials=3,
+        delay_s=spec["delay_s"],
+        delay_per_byte_s=spec["delay_per_byte_s"],
+    )
     runs: dict[str, Any] = {}
     for name, kw in spec["configs"].items():
         kw = dict(kw)
@@ -1514,15 +1719,22 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
         # (after every step for DDP, every H steps for the local methods)
         dist.barrier()
         burst = 1 if kw["name"] == "ddp" else int(kw.get("H", 1))
-        comp = profile_compute(copy.deepcopy(base), lambda i: data[i % len(data)], loss_fn,
-                               repeats=max(spec["compute_repeats"], 2 * burst), warmup=2,
-                               idle_s=spec["delay_s"], burst=burst)
+        comp = profile_compute(
+            copy.deepcopy(base),
+            lambda i: data[i % len(data)],
+            loss_fn,
+            repeats=max(spec["compute_repeats"], 2 * burst),
+            warmup=2,
+            idle_s=spec["delay_s"],
+            burst=burst,
+        )
         cfg = AlgorithmConfig(**kw, **delays)
         model = copy.deepcopy(base)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         if cfg.name == "ddp" and spec.get("bucket_cap_mb"):
-            algo: Any = DDPAlgorithm(cfg, model, opt,
-                                     ddp_kwargs={"bucket_cap_mb": spec["bucket_cap_mb"]})
+            algo: Any = DDPAlgorithm(
+                cfg, model, opt, ddp_kwargs={"bucket_cap_mb": spec["bucket_cap_mb"]}
+            )
         else:
             algo = build_algorithm(cfg, model, opt)
         dist.barrier()
@@ -1533,15 +1745,15 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
             algo.step()
         wall = time.perf_counter() - start
         info: dict[str, Any] = {
-            "wall_s": wall, "compute": comp.to_dict(),
+            "wall_s": wall,
+            "compute": comp.to_dict(),
             "stats": {k: v for k, v in algo.stats.items() if k != "last_consensus"},
         }
         if cfg.name == "ddp":
             log = algo.model._get_ddp_logging_data()
             sizes = str(log.get("rebuilt_bucket_sizes") or log.get("bucket_sizes", ""))
             info["buckets"] = [float(x) for x in sizes.split(",") if x.strip()]
-            info["grad_bytes"] = sum(prm.numel() * prm.element_size()
-                                     for prm in model.parameters())
+            info["grad_bytes"] = sum(prm.numel() * prm.element_size() for prm in model.parameters())
         else:
             # the flat buffer of a sync (parameters, floating-point buffers, one scalar)
             info["sync_bytes"] = algo.n_sync * algo.work.element_size()
@@ -1554,10 +1766,12 @@ def _slower(profiles: Sequence[ComputeProfile]) -> ComputeProfile:
     """Every DDP step and every sync waits for the slower worker: its compute profile."""
     slow = max(profiles, key=lambda c: c.grad_step_s)
     return ComputeProfile(
-        grad_step_s=slow.grad_step_s, inner_step_s=slow.inner_step_s,
+        grad_step_s=slow.grad_step_s,
+        inner_step_s=slow.inner_step_s,
         pull_step_s=max(c.pull_step_s for c in profiles),
         sync_local_s=max(c.sync_local_s for c in profiles),
-        backward_s=slow.backward_s, source="slower rank of: " + slow.source,
+        backward_s=slow.backward_s,
+        source="slower rank of: " + slow.source,
     )
 
 
@@ -1606,10 +1820,14 @@ def emulated_link_check(
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ParameterError("batch", batch, "integer in [1, inf)")
     spec = {
-        "configs": configs, "batch": int(batch), "delay_s": _number("delay_s", delay_s),
+        "configs": configs,
+        "batch": int(batch),
+        "delay_s": _number("delay_s", delay_s),
         "delay_per_byte_s": _number("delay_per_byte_s", delay_per_byte_s),
-        "cal_sizes": [int(x) for x in cal_sizes], "cal_repeats": int(cal_repeats),
-        "compute_repeats": int(compute_repeats), "bucket_cap_mb": bucket_cap_mb,
+        "cal_sizes": [int(x) for x in cal_sizes],
+        "cal_repeats": int(cal_repeats),
+        "compute_repeats": int(compute_repeats),
+        "bucket_cap_mb": bucket_cap_mb,
     }
     res = spawn_workers(_check_worker, K, spec, timeout_s=timeout_s)
     meas = _combine_ranks(spec["cal_sizes"], [r["link_times"] for r in res], K)
@@ -1634,13 +1852,25 @@ def emulated_link_check(
         else:
             nbytes = float(run0["sync_bytes"])
             kw_model = {"H": cfg.H, "p": cfg.p, "coins": cfg.coins}
-        parts = time_breakdown(trace, compute=comp, link=link, K=K, param_bytes=nbytes,
-                               algorithm=cfg.name, overlap_ddp=True, **kw_model)
+        parts = time_breakdown(
+            trace,
+            compute=comp,
+            link=link,
+            K=K,
+            param_bytes=nbytes,
+            algorithm=cfg.name,
+            overlap_ddp=True,
+            **kw_model,
+        )
         pred = float(parts["total"][-1])
         measured = float(run0["wall_s"])
         runs[name] = {
-            "measured_s": measured, "predicted_s": pred, "error": pred / measured - 1.0,
-            "grad_step_s": comp.grad_step_s, "steps": T, "param_bytes": nbytes,
+            "measured_s": measured,
+            "predicted_s": pred,
+            "error": pred / measured - 1.0,
+            "grad_step_s": comp.grad_step_s,
+            "steps": T,
+            "param_bytes": nbytes,
             "breakdown": {k: float(v[-1]) for k, v in parts.items()},
         }
     return {
@@ -1662,8 +1892,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pr = sub.add_parser("predict", help="paper-scale prediction of the gain over DDP (JSON)")
     pr.add_argument("--setting", required=True, help=f"one of {', '.join(SETTINGS)}")
     pr.add_argument("--profile", required=True, help="a cluster profile name")
-    pr.add_argument("--profiles-file", default=None,
-                    help="YAML/JSON file with more cluster profiles {name: {K, link, gpu, source}}")
+    pr.add_argument(
+        "--profiles-file",
+        default=None,
+        help="YAML/JSON file with more cluster profiles {name: {K, link, gpu, source}}",
+    )
     pr.add_argument("--method", default="palsgd", help=", ".join(LOCAL_ALGORITHMS))
     pr.add_argument("--p", type=float, default=None)
     pr.add_argument("--H", type=int, default=None)
@@ -1674,12 +1907,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pr.add_argument("--gpu", default=None, help=", ".join(GPUS))
     pr.add_argument("--coins", default="independent", help="independent | shared")
     pr.add_argument("--no-overlap-ddp", action="store_true")
-    ch = sub.add_parser("check", help="predicted vs measured wall-clock of DDP, Local SGD and "
-                        "PALSGD on 2 gloo processes with an emulated slow link (JSON)")
+    ch = sub.add_parser(
+        "check",
+        help="predicted vs measured wall-clock of DDP, Local SGD and "
+        "PALSGD on 2 gloo processes with an emulated slow link (JSON)",
+    )
     ch.add_argument("--delay-s", type=float, default=0.06)
     ch.add_argument("--delay-per-byte-s", type=float, default=8e-8)
-    ch.add_argument("--steps-scale", type=float, default=1.0,
-                    help="multiply the steps of every run (longer runs: more precise)")
+    ch.add_argument(
+        "--steps-scale",
+        type=float,
+        default=1.0,
+        help="multiply the steps of every run (longer runs: more precise)",
+    )
     ca = sub.add_parser("calibrate", help="measure gloo all-reduce on this machine, fit a link")
     ca.add_argument("--world-size", type=int, default=2)
     ca.add_argument("--sizes", type=int, nargs="+", default=[4096, 65536, 1 << 20, 4 << 20])
@@ -1702,8 +1942,11 @@ def _emit(obj: Any, output: str | None) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``palsgd cost``; bad input raises :class:`UserInputError` (exit 2 via the CLI)."""
     if args.action == "profiles":
-        _emit({k: v.to_dict() for k, v in CLUSTER_PROFILES.static().items()}
-              | {LOCAL_PROFILE: "calibrated at run time ('palsgd cost calibrate')"}, None)
+        _emit(
+            {k: v.to_dict() for k, v in CLUSTER_PROFILES.static().items()}
+            | {LOCAL_PROFILE: "calibrated at run time ('palsgd cost calibrate')"},
+            None,
+        )
         return 0
     if args.action == "predict":
         prof: str | ClusterProfile = args.profile
@@ -1712,29 +1955,45 @@ def run(args: argparse.Namespace) -> int:
             if args.profile in extra:
                 prof = extra[args.profile]
         out = paper_scale_prediction(
-            args.setting, prof, method=args.method, p=args.p, H=args.H, T0=args.T0,
-            steps=args.steps, step_ratio=args.step_ratio, utilisation=args.utilisation,
-            gpu=args.gpu, coins=args.coins, overlap_ddp=not args.no_overlap_ddp,
+            args.setting,
+            prof,
+            method=args.method,
+            p=args.p,
+            H=args.H,
+            T0=args.T0,
+            steps=args.steps,
+            step_ratio=args.step_ratio,
+            utilisation=args.utilisation,
+            gpu=args.gpu,
+            coins=args.coins,
+            overlap_ddp=not args.no_overlap_ddp,
         )
         _emit(out, args.output)
         return 0
     if args.action == "check":
         scale = _number("steps_scale", args.steps_scale, low_open=True)
         configs = {k: dict(v, T=max(1, round(v["T"] * scale))) for k, v in CHECK_CONFIGS.items()}
-        print("palsgd cost: timing DDP, Local SGD and PALSGD on 2 gloo processes ...",
-              file=sys.stderr)
-        out = emulated_link_check(configs, delay_s=args.delay_s,
-                                  delay_per_byte_s=args.delay_per_byte_s)
+        print(
+            "palsgd cost: timing DDP, Local SGD and PALSGD on 2 gloo processes ...", file=sys.stderr
+        )
+        out = emulated_link_check(
+            configs, delay_s=args.delay_s, delay_per_byte_s=args.delay_per_byte_s
+        )
         _emit(out, args.output)
         for name, r in out["runs"].items():
-            print(f"{name:>10}: measured {r['measured_s']:.3f} s, predicted "
-                  f"{r['predicted_s']:.3f} s, error {100 * r['error']:+.1f}%", file=sys.stderr)
+            print(
+                f"{name:>10}: measured {r['measured_s']:.3f} s, predicted "
+                f"{r['predicted_s']:.3f} s, error {100 * r['error']:+.1f}%",
+                file=sys.stderr,
+            )
         return 0
     _choice("algorithm", args.algorithm, ALLREDUCE_ALGORITHMS)
-    print(f"palsgd cost: timing gloo all-reduce on {args.world_size} processes ...",
-          file=sys.stderr)
-    meas = measure_allreduce(args.sizes, world_size=args.world_size, repeats=args.repeats,
-                             trials=args.trials)
+    print(
+        f"palsgd cost: timing gloo all-reduce on {args.world_size} processes ...", file=sys.stderr
+    )
+    meas = measure_allreduce(
+        args.sizes, world_size=args.world_size, repeats=args.repeats, trials=args.trials
+    )
     link = calibrate_link(meas, args.algorithm, name="gloo-loopback")
     _emit({"measurements": [list(m) for m in meas], "link": link.to_dict()}, args.output)
     return 0

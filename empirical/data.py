@@ -98,8 +98,9 @@ def _seed_of(*parts: int) -> int:
 
 
 def _rng(*parts: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([int(p) & 0xFFFFFFFFFFFFFFFF
-                                                         for p in parts]))
+    return np.random.default_rng(
+        np.random.SeedSequence([int(p) & 0xFFFFFFFFFFFFFFFF for p in parts])
+    )
 
 
 def _split(split: str) -> str:
@@ -108,8 +109,9 @@ def _split(split: str) -> str:
         return _TRAIN
     if s in ("val", "valid", "validation", "test", "eval"):
         return _VAL
-    raise UserInputError(f"unknown split '{split}': use 'train' or 'val' (aliases: valid, "
-                         "validation, test)")
+    raise UserInputError(
+        f"unknown split '{split}': use 'train' or 'val' (aliases: valid, validation, test)"
+    )
 
 
 def _int_param(name: str, value: Any, low: int = 0, high: int | None = None) -> int:
@@ -128,8 +130,11 @@ def _fraction(name: str, value: Any, *, allow_zero: bool, allow_one: bool) -> fl
         v = float(value)
     except (TypeError, ValueError):
         v = math.nan
-    ok = math.isfinite(v) and (v > 0 or (allow_zero and v == 0)) and (v < 1 or (allow_one and
-                                                                              v == 1))
+    ok = (
+        math.isfinite(v)
+        and (v > 0 or (allow_zero and v == 0))
+        and (v < 1 or (allow_one and v == 1))
+    )
     if not ok:
         lo, hi = ("[" if allow_zero else "("), ("]" if allow_one else ")")
         raise ParameterError(name, value, f"{lo}0, 1{hi}")
@@ -162,18 +167,46 @@ def embedded_corpus() -> list[str]:
         import importlib
 
         docs = []
-        for mod in ("abc", "argparse", "collections", "contextlib", "csv", "dataclasses",
-                    "datetime", "decimal", "functools", "heapq", "inspect", "itertools", "json",
-                    "logging", "os", "pathlib", "pickle", "random", "re", "shutil", "statistics",
-                    "string", "subprocess", "textwrap", "threading", "typing", "unittest"):
+        for mod in (
+            "abc",
+            "argparse",
+            "collections",
+            "contextlib",
+            "csv",
+            "dataclasses",
+            "datetime",
+            "decimal",
+            "functools",
+            "heapq",
+            "inspect",
+            "itertools",
+            "json",
+            "logging",
+            "os",
+            "pathlib",
+            "pickle",
+            "random",
+            "re",
+            "shutil",
+            "statistics",
+            "string",
+            "subprocess",
+            "textwrap",
+            "threading",
+            "typing",
+            "unittest",
+        ):
             try:
                 m = importlib.import_module(mod)
             except ImportError:
                 continue
             for obj in [m, *[getattr(m, a) for a in sorted(dir(m)) if not a.startswith("_")]]:
                 doc = getattr(obj, "__doc__", None)
-                if isinstance(doc, str) and len(doc) > 200 and getattr(obj, "__module__", mod) \
-                        in (mod, None):
+                if (
+                    isinstance(doc, str)
+                    and len(doc) > 200
+                    and getattr(obj, "__module__", mod) in (mod, None)
+                ):
                     docs.append(doc.strip())
     return list(dict.fromkeys(d for d in docs if d))  # non-empty, duplicates removed
 
@@ -200,12 +233,12 @@ class TokenChunkDataset(Dataset):
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         ids = self.chunks[i]
-        return {"input_ids": ids, "labels": ids.clone(),
-                "attention_mask": torch.ones_like(ids)}
+        return {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
 
 
-def _embedded_text(split: str, seq_len: int, tokenizer: Tokenizer, val_fraction: float = 0.1
-                   ) -> TokenChunkDataset:
+def _embedded_text(
+    split: str, seq_len: int, tokenizer: Tokenizer, val_fraction: float = 0.1
+) -> TokenChunkDataset:
     docs = embedded_corpus()
     f = _fraction("val_fraction", val_fraction, allow_zero=False, allow_one=False)
     # Deterministic, seed-free split by document: walking the documents in order, a document
@@ -254,8 +287,9 @@ class _MappedFile:
 def _progress(total: int, desc: str):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True,
-                disable=total < (64 << 20), leave=False)
+    return tqdm(
+        total=total, desc=desc, unit="B", unit_scale=True, disable=total < (64 << 20), leave=False
+    )
 
 
 class _SeparatedStories:
@@ -295,7 +329,7 @@ class _SeparatedStories:
 
     def _raw(self, i: int) -> bytes:
         """The bytes of piece ``i`` (separator and nothing else stripped)."""
-        return self.file.view()[int(self.starts[i]): int(self.ends[i])]
+        return self.file.view()[int(self.starts[i]) : int(self.ends[i])]
 
 
 class _TextStories(_SeparatedStories):
@@ -331,16 +365,19 @@ class _JsonLinesStories(_SeparatedStories):
     def get(self, i: int) -> str:
         rec = self._record(i)
         if not isinstance(rec, dict) or not isinstance(rec.get(self.field), str):
-            raise UserInputError(f"'{self.path}': record at byte {int(self.starts[i])} has no "
-                                 f"string field '{self.field}'")
+            raise UserInputError(
+                f"'{self.path}': record at byte {int(self.starts[i])} has no "
+                f"string field '{self.field}'"
+            )
         return rec[self.field].strip()
 
 
 def _pick_field(record: Any, field: str | None, path: str) -> str:
     if not isinstance(record, dict):
-        raise UserInputError(f"'{path}': expected JSON objects with a text field, found "
-                             f"{type(record).__name__}")
-    for name in ([field] if field else ["text", "story"]):
+        raise UserInputError(
+            f"'{path}': expected JSON objects with a text field, found {type(record).__name__}"
+        )
+    for name in [field] if field else ["text", "story"]:
         if isinstance(record.get(name), str):
             return name
     raise UserInputError(
@@ -367,11 +404,14 @@ def _json_array(path: str, field: str | None) -> _ListStories:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except ValueError as exc:
-        raise UserInputError(f"'{path}' is not valid JSON ({exc}): expected a JSON array of "
-                             "objects with a text field, or JSON lines") from None
+        raise UserInputError(
+            f"'{path}' is not valid JSON ({exc}): expected a JSON array of "
+            "objects with a text field, or JSON lines"
+        ) from None
     if not isinstance(data, list):
-        raise UserInputError(f"'{path}': expected a JSON array of objects, found "
-                             f"{type(data).__name__}")
+        raise UserInputError(
+            f"'{path}': expected a JSON array of objects, found {type(data).__name__}"
+        )
     if not data:
         return _ListStories([])
     if all(isinstance(x, str) for x in data):
@@ -436,7 +476,8 @@ def _resolve_story_file(path: str, split: str) -> str:
         return path
     keys = ("train",) if split == _TRAIN else ("valid", "val", "test")
     files = sorted(
-        f for f in os.listdir(path)
+        f
+        for f in os.listdir(path)
         if f.lower().endswith((".txt", ".jsonl", ".json"))
         and any(k in os.path.splitext(f)[0].lower() for k in keys)
         and os.path.isfile(os.path.join(path, f))
@@ -449,8 +490,9 @@ def _resolve_story_file(path: str, split: str) -> str:
             f"{'train' if split == _TRAIN else 'valid'}.txt, {split}.jsonl, or a directory "
             "saved with datasets.save_to_disk"
         )
-    raise UserInputError(f"several {split} files in '{path}' ({', '.join(files)}): pass the "
-                         "file itself as path")
+    raise UserInputError(
+        f"several {split} files in '{path}' ({', '.join(files)}): pass the file itself as path"
+    )
 
 
 class StoryDataset(Dataset):
@@ -468,8 +510,16 @@ class StoryDataset(Dataset):
 
     task = "lm"
 
-    def __init__(self, source: Any, indices: np.ndarray, seq_len: int, tokenizer: Tokenizer,
-                 *, authors_padding: bool = False, add_eos: bool = True):
+    def __init__(
+        self,
+        source: Any,
+        indices: np.ndarray,
+        seq_len: int,
+        tokenizer: Tokenizer,
+        *,
+        authors_padding: bool = False,
+        add_eos: bool = True,
+    ):
         self.source = source
         self.indices = np.asarray(indices, dtype=np.int64)
         self.seq_len = seq_len
@@ -502,19 +552,32 @@ class StoryDataset(Dataset):
         return {"input_ids": input_ids, "labels": labels, "attention_mask": mask}
 
 
-def _tinystories(path: str | None, split: str, seq_len: int, tokenizer: Tokenizer, seed: int,
-                 authors_padding: bool = False, holdout: float | None = None,
-                 text_field: str | None = None, fraction: float = 1.0, add_eos: bool = True
-                 ) -> StoryDataset:
-    p = _require_path(path, "a TinyStories file (.txt with <|endoftext|> separators, .jsonl "
-                            "with a text field) or a directory holding the split files")
+def _tinystories(
+    path: str | None,
+    split: str,
+    seq_len: int,
+    tokenizer: Tokenizer,
+    seed: int,
+    authors_padding: bool = False,
+    holdout: float | None = None,
+    text_field: str | None = None,
+    fraction: float = 1.0,
+    add_eos: bool = True,
+) -> StoryDataset:
+    p = _require_path(
+        path,
+        "a TinyStories file (.txt with <|endoftext|> separators, .jsonl "
+        "with a text field) or a directory holding the split files",
+    )
     src_split = _TRAIN if holdout is not None else split
     file = _resolve_story_file(p, src_split)
     source = _open_stories(file, text_field, src_split)
     n = len(source)
     if n == 0:
-        raise UserInputError(f"no stories found in '{file}': expected non-empty stories "
-                             "separated by <|endoftext|> lines or JSON records with text")
+        raise UserInputError(
+            f"no stories found in '{file}': expected non-empty stories "
+            "separated by <|endoftext|> lines or JSON records with text"
+        )
     idx = np.arange(n, dtype=np.int64)
     if holdout is not None:
         # The authors' protocol: shuffle the train split with a seed, hold out a fraction as
@@ -527,8 +590,9 @@ def _tinystories(path: str | None, split: str, seq_len: int, tokenizer: Tokenize
     if f < 1:
         keep = max(1, round(f * len(idx)))
         idx = np.sort(_rng(seed, 0xF4AC).choice(idx, size=keep, replace=False))
-    return StoryDataset(source, idx, seq_len, tokenizer, authors_padding=authors_padding,
-                        add_eos=add_eos)
+    return StoryDataset(
+        source, idx, seq_len, tokenizer, authors_padding=authors_padding, add_eos=add_eos
+    )
 
 
 # ----------------------------------------------------------------------------- images
@@ -547,7 +611,7 @@ def random_crop_flip(x: torch.Tensor, rng: np.random.Generator, pad: int = 4) ->
     _, h, w = x.shape
     xp = F.pad(x, (pad, pad, pad, pad))
     i, j = rng.integers(0, 2 * pad + 1, size=2)
-    out = xp[:, i: i + h, j: j + w]
+    out = xp[:, i : i + h, j : j + w]
     if rng.random() < 0.5:
         out = out.flip(-1)
     return out
@@ -564,22 +628,32 @@ class TensorImageDataset(Dataset):
 
     task = "image"
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, mean: Sequence[float],
-                 std: Sequence[float], augment: bool = False, image_size: int | None = None,
-                 seed: int = 0, classes: Sequence[str] | None = None):
+    def __init__(
+        self,
+        images: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        mean: Sequence[float],
+        std: Sequence[float],
+        augment: bool = False,
+        image_size: int | None = None,
+        seed: int = 0,
+        classes: Sequence[str] | None = None,
+    ):
         if images.dtype != torch.uint8 or images.ndim != 4:
-            raise UserInputError(f"images must be uint8 (N, C, H, W), got {images.dtype} "
-                                 f"{tuple(images.shape)}")
+            raise UserInputError(
+                f"images must be uint8 (N, C, H, W), got {images.dtype} {tuple(images.shape)}"
+            )
         self.images = images
         self.labels = labels.to(torch.long)
         self.mean, self.std = tuple(mean), tuple(std)
         self.augment = bool(augment)
         self.image_size = image_size
         self.seed = seed
-        self.num_classes = int(len(classes)) if classes is not None else \
-            int(self.labels.max()) + 1
-        self.classes = list(classes) if classes is not None else \
-            [str(c) for c in range(self.num_classes)]
+        self.num_classes = int(len(classes)) if classes is not None else int(self.labels.max()) + 1
+        self.classes = (
+            list(classes) if classes is not None else [str(c) for c in range(self.num_classes)]
+        )
 
     def __len__(self) -> int:
         return self.images.shape[0]
@@ -590,24 +664,39 @@ class TensorImageDataset(Dataset):
             x = random_crop_flip(x, _rng(self.seed, salt, epoch, i))
         x = _normalise(x, self.mean, self.std)
         if self.image_size is not None and x.shape[-1] != self.image_size:
-            x = F.interpolate(x[None], size=(self.image_size, self.image_size),
-                              mode="bilinear", align_corners=False)[0]
+            x = F.interpolate(
+                x[None],
+                size=(self.image_size, self.image_size),
+                mode="bilinear",
+                align_corners=False,
+            )[0]
         return x, int(self.labels[i])
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return self.sample(i)
 
 
-EMBEDDED_IMAGE_CLASSES = ("disk", "square", "ring", "horizontal-bars", "vertical-bars",
-                          "diagonal-stripes", "cross", "triangle", "checkerboard", "two-dots")
+EMBEDDED_IMAGE_CLASSES = (
+    "disk",
+    "square",
+    "ring",
+    "horizontal-bars",
+    "vertical-bars",
+    "diagonal-stripes",
+    "cross",
+    "triangle",
+    "checkerboard",
+    "two-dots",
+)
 
 
 def _stripes(t: torch.Tensor, period: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     return torch.sin(2 * math.pi * t / period + phase) > 0
 
 
-def render_shapes(n: int, seed: int, *, size: int = 32, noise: float = 0.1,
-                  chunk: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+def render_shapes(
+    n: int, seed: int, *, size: int = 32, noise: float = 0.1, chunk: int = 512
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Generate ``n`` labelled images of the 10-class shape task (uint8 (n, 3, size, size)).
 
     Class c draws the shape ``EMBEDDED_IMAGE_CLASSES[c]`` at a random centre (within 20% of
@@ -637,32 +726,42 @@ def render_shapes(n: int, seed: int, *, size: int = 32, noise: float = 0.1,
         dist = torch.sqrt(dx * dx + dy * dy)
         box = (dx.abs() <= r) & (dy.abs() <= r)
         cell = torch.floor(dx / (period * 0.8)) + torch.floor(dy / (period * 0.8))
-        masks = torch.stack([
-            dist <= r,
-            (dx.abs() <= 0.8 * r) & (dy.abs() <= 0.8 * r),
-            (dist <= r) & (dist >= 0.55 * r),
-            box & _stripes(yy, period, phase),
-            box & _stripes(xx, period, phase),
-            box & _stripes((xx + yy) / math.sqrt(2), period, phase),
-            ((dx.abs() <= r / 3.5) & (dy.abs() <= r)) | ((dy.abs() <= r / 3.5) & (dx.abs() <= r)),
-            (dy <= 0.8 * r) & (dy >= -r) & (dx.abs() <= 0.55 * (dy + r)),
-            box & (torch.remainder(cell, 2) == 0),
-            (torch.sqrt((dx - r / 2) ** 2 + dy ** 2) <= r / 2.5)
-            | (torch.sqrt((dx + r / 2) ** 2 + dy ** 2) <= r / 2.5),
-        ], dim=1)  # (m, 10, size, size)
-        lab = labels[s: s + m]
+        masks = torch.stack(
+            [
+                dist <= r,
+                (dx.abs() <= 0.8 * r) & (dy.abs() <= 0.8 * r),
+                (dist <= r) & (dist >= 0.55 * r),
+                box & _stripes(yy, period, phase),
+                box & _stripes(xx, period, phase),
+                box & _stripes((xx + yy) / math.sqrt(2), period, phase),
+                ((dx.abs() <= r / 3.5) & (dy.abs() <= r))
+                | ((dy.abs() <= r / 3.5) & (dx.abs() <= r)),
+                (dy <= 0.8 * r) & (dy >= -r) & (dx.abs() <= 0.55 * (dy + r)),
+                box & (torch.remainder(cell, 2) == 0),
+                (torch.sqrt((dx - r / 2) ** 2 + dy**2) <= r / 2.5)
+                | (torch.sqrt((dx + r / 2) ** 2 + dy**2) <= r / 2.5),
+            ],
+            dim=1,
+        )  # (m, 10, size, size)
+        lab = labels[s : s + m]
         mask = masks[torch.arange(m), lab].unsqueeze(1).float()  # (m, 1, size, size)
         bg = torch.rand(m, 3, 1, 1, generator=g)
         shift = 0.3 + 0.4 * torch.rand(m, 3, 1, 1, generator=g)
         fg = torch.remainder(bg + shift, 1.0)
         img = bg * (1 - mask) + fg * mask
         img = img + noise * torch.randn(m, 3, size, size, generator=g)
-        out[s: s + m] = (img.clamp(0, 1) * 255).round().to(torch.uint8)
+        out[s : s + m] = (img.clamp(0, 1) * 255).round().to(torch.uint8)
     return out, labels
 
 
-def _embedded_images(split: str, seed: int, image_size: int | None, n: int | None = None,
-                     noise: float = 0.1, augment: bool = False) -> TensorImageDataset:
+def _embedded_images(
+    split: str,
+    seed: int,
+    image_size: int | None,
+    n: int | None = None,
+    noise: float = 0.1,
+    augment: bool = False,
+) -> TensorImageDataset:
     n = _int_param("n", n if n is not None else (10000 if split == _TRAIN else 2000), low=1)
     try:
         noise_v = float(noise)
@@ -671,9 +770,16 @@ def _embedded_images(split: str, seed: int, image_size: int | None, n: int | Non
     if not (math.isfinite(noise_v) and noise_v >= 0):
         raise ParameterError("noise", noise, "[0, inf)")
     images, labels = render_shapes(n, _seed_of(seed, 0 if split == _TRAIN else 1), noise=noise_v)
-    return TensorImageDataset(images, labels, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25),
-                              augment=augment, image_size=image_size, seed=seed,
-                              classes=EMBEDDED_IMAGE_CLASSES)
+    return TensorImageDataset(
+        images,
+        labels,
+        mean=(0.5, 0.5, 0.5),
+        std=(0.25, 0.25, 0.25),
+        augment=augment,
+        image_size=image_size,
+        seed=seed,
+        classes=EMBEDDED_IMAGE_CLASSES,
+    )
 
 
 def _read_cifar_batch(file: str) -> tuple[np.ndarray, np.ndarray]:
@@ -681,22 +787,27 @@ def _read_cifar_batch(file: str) -> tuple[np.ndarray, np.ndarray]:
         with open(file, "rb") as fh:
             d = pickle.load(fh, encoding="bytes")
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
-        raise UserInputError(f"'{file}' is not a CIFAR-10 python pickle batch ({exc}): expected "
-                             "a dict with b'data' (N, 3072) uint8 and b'labels'") from None
+        raise UserInputError(
+            f"'{file}' is not a CIFAR-10 python pickle batch ({exc}): expected "
+            "a dict with b'data' (N, 3072) uint8 and b'labels'"
+        ) from None
     if not isinstance(d, dict):
-        raise UserInputError(f"'{file}': expected a dict with b'data' and b'labels', found "
-                             f"{type(d).__name__}")
+        raise UserInputError(
+            f"'{file}': expected a dict with b'data' and b'labels', found {type(d).__name__}"
+        )
     data = d.get(b"data", d.get("data"))
     labels = d.get(b"labels", d.get("labels"))
     if data is None or labels is None:
-        raise UserInputError(f"'{file}': missing key b'data' or b'labels' (keys: {sorted(map(str, d))})")
+        raise UserInputError(
+            f"'{file}': missing key b'data' or b'labels' (keys: {sorted(map(str, d))})"
+        )
     data = np.asarray(data)
     labels = np.asarray(labels, dtype=np.int64)
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        raise UserInputError(f"'{file}': b'data' must be uint8 of shape (N, 3072), got "
-                             f"{data.dtype} {data.shape}")
-    if labels.shape != (data.shape[0],) or (labels.size and (labels.min() < 0 or
-                                                              labels.max() > 9)):
+        raise UserInputError(
+            f"'{file}': b'data' must be uint8 of shape (N, 3072), got {data.dtype} {data.shape}"
+        )
+    if labels.shape != (data.shape[0],) or (labels.size and (labels.min() < 0 or labels.max() > 9)):
         raise UserInputError(f"'{file}': b'labels' must be {data.shape[0]} integers in [0, 9]")
     return data, labels
 
@@ -709,19 +820,23 @@ def load_cifar10(path: str, split: str) -> tuple[torch.Tensor, torch.Tensor, lis
     ``batches.meta`` if present).
     """
     root = path
-    if not os.path.exists(os.path.join(root, "test_batch")) and \
-            not os.path.exists(os.path.join(root, "data_batch_1")):
+    if not os.path.exists(os.path.join(root, "test_batch")) and not os.path.exists(
+        os.path.join(root, "data_batch_1")
+    ):
         sub = os.path.join(path, "cifar-10-batches-py")
         if os.path.isdir(sub):
             root = sub
     names = [f"data_batch_{i}" for i in range(1, 6)] if split == _TRAIN else ["test_batch"]
     files = [os.path.join(root, n) for n in names if os.path.isfile(os.path.join(root, n))]
     if not files:
-        raise UserInputError(f"no CIFAR-10 {split} batch in '{path}': expected "
-                             f"{', '.join(names)} (python pickle format)")
+        raise UserInputError(
+            f"no CIFAR-10 {split} batch in '{path}': expected "
+            f"{', '.join(names)} (python pickle format)"
+        )
     if split == _TRAIN and len(files) < 5:
-        warnings.warn(f"'{root}' holds only {len(files)} of the 5 CIFAR-10 training batches",
-                      stacklevel=3)
+        warnings.warn(
+            f"'{root}' holds only {len(files)} of the 5 CIFAR-10 training batches", stacklevel=3
+        )
     parts = [_read_cifar_batch(f) for f in files]
     data = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])
@@ -740,21 +855,41 @@ def load_cifar10(path: str, split: str) -> tuple[torch.Tensor, torch.Tensor, lis
     return images, torch.from_numpy(labels), classes
 
 
-def _cifar10(path: str | None, split: str, seed: int, image_size: int | None,
-             augment: bool | None = None, mean: Sequence[float] = CIFAR10_MEAN,
-             std: Sequence[float] = CIFAR10_STD) -> TensorImageDataset:
-    p = _require_path(path, "the CIFAR-10 python folder (cifar-10-batches-py with data_batch_1"
-                            "..5 and test_batch) or its parent")
+def _cifar10(
+    path: str | None,
+    split: str,
+    seed: int,
+    image_size: int | None,
+    augment: bool | None = None,
+    mean: Sequence[float] = CIFAR10_MEAN,
+    std: Sequence[float] = CIFAR10_STD,
+) -> TensorImageDataset:
+    p = _require_path(
+        path,
+        "the CIFAR-10 python folder (cifar-10-batches-py with data_batch_1"
+        "..5 and test_batch) or its parent",
+    )
     images, labels, classes = load_cifar10(p, split)
     aug = (split == _TRAIN) if augment is None else bool(augment)
-    return TensorImageDataset(images, labels, mean=mean, std=std, augment=aug,
-                              image_size=image_size, seed=seed, classes=classes)
+    return TensorImageDataset(
+        images,
+        labels,
+        mean=mean,
+        std=std,
+        augment=aug,
+        image_size=image_size,
+        seed=seed,
+        classes=classes,
+    )
 
 
-def random_resized_crop_box(width: int, height: int, rng: np.random.Generator,
-                            scale: tuple[float, float] = (0.08, 1.0),
-                            ratio: tuple[float, float] = (3 / 4, 4 / 3)
-                            ) -> tuple[int, int, int, int]:
+def random_resized_crop_box(
+    width: int,
+    height: int,
+    rng: np.random.Generator,
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tuple[int, int, int, int]:
     """Box (left, top, right, bottom) of the Inception-style random crop (Szegedy et al.
     2015): area fraction uniform in ``scale``, aspect ratio log-uniform in ``ratio``; up to
     10 tries, then the largest centred crop with a clamped aspect ratio."""
@@ -792,25 +927,48 @@ class ImageFolderDataset(Dataset):
 
     task = "image"
 
-    def __init__(self, root: str, split: str, *, image_size: int = 224,
-                 augment: bool | None = None, seed: int = 0,
-                 scale: tuple[float, float] = (0.08, 1.0),
-                 ratio: tuple[float, float] = (3 / 4, 4 / 3), resize_size: int | None = None,
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD):
-        folder_name = "train" if split == _TRAIN else next(
-            (n for n in ("val", "validation", "valid", "test")
-             if os.path.isdir(os.path.join(root, n))), "val")
+    def __init__(
+        self,
+        root: str,
+        split: str,
+        *,
+        image_size: int = 224,
+        augment: bool | None = None,
+        seed: int = 0,
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        resize_size: int | None = None,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+    ):
+        folder_name = (
+            "train"
+            if split == _TRAIN
+            else next(
+                (
+                    n
+                    for n in ("val", "validation", "valid", "test")
+                    if os.path.isdir(os.path.join(root, n))
+                ),
+                "val",
+            )
+        )
         folder = os.path.join(root, folder_name)
         if not os.path.isdir(folder):
-            raise UserInputError(f"'{folder}' is not a directory: expected "
-                                 f"{root}/{{train,val}}/<class>/<image files>")
-        class_root = os.path.join(root, "train") if os.path.isdir(os.path.join(root, "train")) \
-            else folder
-        self.classes = sorted(d for d in os.listdir(class_root)
-                              if os.path.isdir(os.path.join(class_root, d)))
+            raise UserInputError(
+                f"'{folder}' is not a directory: expected "
+                f"{root}/{{train,val}}/<class>/<image files>"
+            )
+        class_root = (
+            os.path.join(root, "train") if os.path.isdir(os.path.join(root, "train")) else folder
+        )
+        self.classes = sorted(
+            d for d in os.listdir(class_root) if os.path.isdir(os.path.join(class_root, d))
+        )
         if not self.classes:
-            raise UserInputError(f"no class sub-directories in '{class_root}': expected "
-                                 "<class>/<image files>")
+            raise UserInputError(
+                f"no class sub-directories in '{class_root}': expected <class>/<image files>"
+            )
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         files, labels = [], []
         for c in sorted(os.listdir(folder)):
@@ -818,22 +976,23 @@ class ImageFolderDataset(Dataset):
             if not os.path.isdir(d):
                 continue
             if c not in self.class_to_idx:
-                raise UserInputError(f"class '{c}' of '{folder}' is not a class of "
-                                     f"'{class_root}'")
+                raise UserInputError(f"class '{c}' of '{folder}' is not a class of '{class_root}'")
             for dirpath, _, names in sorted(os.walk(d)):
                 for f in sorted(names):
                     if f.lower().endswith(_IMAGE_SUFFIXES):
                         files.append(os.path.join(dirpath, f))
                         labels.append(self.class_to_idx[c])
         if not files:
-            raise UserInputError(f"no image files ({', '.join(_IMAGE_SUFFIXES)}) under "
-                                 f"'{folder}'")
+            raise UserInputError(f"no image files ({', '.join(_IMAGE_SUFFIXES)}) under '{folder}'")
         self.files = files
         self.labels = torch.tensor(labels, dtype=torch.long)
         self.num_classes = len(self.classes)
         self.image_size = _int_param("image_size", image_size, low=1)
-        self.resize_size = _int_param("resize_size", resize_size, low=self.image_size) \
-            if resize_size is not None else int(round(self.image_size * 256 / 224))
+        self.resize_size = (
+            _int_param("resize_size", resize_size, low=self.image_size)
+            if resize_size is not None
+            else int(round(self.image_size * 256 / 224))
+        )
         self.augment = (split == _TRAIN) if augment is None else bool(augment)
         self.seed = seed
         self.scale, self.ratio = tuple(scale), tuple(ratio)
@@ -923,12 +1082,14 @@ def build_dataset(
     The result has ``task`` ("lm" or "image") and ``vocab_size`` or ``num_classes``.
     """
     if name not in DATASET_NAMES:
-        raise UserInputError(f"unknown dataset '{name}': known datasets are "
-                             f"{', '.join(DATASET_NAMES)}")
+        raise UserInputError(
+            f"unknown dataset '{name}': known datasets are {', '.join(DATASET_NAMES)}"
+        )
     unknown = sorted(set(kw) - set(_KWARGS[name]))
     if unknown:
-        raise UserInputError(f"unknown option(s) {unknown} for dataset '{name}': allowed are "
-                             f"{list(_KWARGS[name])}")
+        raise UserInputError(
+            f"unknown option(s) {unknown} for dataset '{name}': allowed are {list(_KWARGS[name])}"
+        )
     split = _split(split)
     seed = _int_param("seed", seed, low=0)
     if name in ("embedded-text", "tinystories"):
@@ -1063,15 +1224,29 @@ def make_loader(
     ``seed``, so their random crops/flips are reproducible in any worker process.
     """
     batch_size = _int_param("batch_size", batch_size, low=1)
-    idx = shard_indices(len(dataset), rank=rank, world_size=world_size, seed=seed, epoch=epoch,
-                        shuffle=shuffle, drop_last=drop_last, iid=iid,
-                        keys=None if iid else _partition_keys(dataset))
+    idx = shard_indices(
+        len(dataset),
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
+        epoch=epoch,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        iid=iid,
+        keys=None if iid else _partition_keys(dataset),
+    )
     start_index = _int_param("start_index", start_index, low=0, high=len(idx))
     num_workers = _int_param("num_workers", num_workers, low=0)
     ds = _EpochView(dataset, epoch, seed) if hasattr(dataset, "sample") else dataset
-    return DataLoader(ds, batch_size=batch_size, sampler=_ListSampler(idx[start_index:]),
-                      drop_last=drop_last, num_workers=num_workers, pin_memory=pin_memory,
-                      collate_fn=collate_fn)
+    return DataLoader(
+        ds,
+        batch_size=batch_size,
+        sampler=_ListSampler(idx[start_index:]),
+        drop_last=drop_last,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        collate_fn=collate_fn,
+    )
 
 
 class BatchStream:
@@ -1086,13 +1261,33 @@ class BatchStream:
     raises :class:`UserInputError`.
     """
 
-    _CONFIG = ("seed", "rank", "world_size", "batch_size", "num_samples", "iid", "shuffle",
-               "drop_last")
+    _CONFIG = (
+        "seed",
+        "rank",
+        "world_size",
+        "batch_size",
+        "num_samples",
+        "iid",
+        "shuffle",
+        "drop_last",
+    )
 
-    def __init__(self, dataset: Dataset, batch_size: int, rank: int, world_size: int,
-                 seed: int, *, iid: bool = True, shuffle: bool = True, drop_last: bool = True,
-                 num_workers: int = 0, pin_memory: bool = False,
-                 collate_fn: Callable | None = None, epoch: int = 0):
+    def __init__(
+        self,
+        dataset: Dataset,
+        batch_size: int,
+        rank: int,
+        world_size: int,
+        seed: int,
+        *,
+        iid: bool = True,
+        shuffle: bool = True,
+        drop_last: bool = True,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        collate_fn: Callable | None = None,
+        epoch: int = 0,
+    ):
         self.dataset = dataset
         self.batch_size = _int_param("batch_size", batch_size, low=1)
         self.world_size = int(validate_one("world_size", world_size))
@@ -1139,17 +1334,33 @@ class BatchStream:
     next = __next__
 
     def _loader(self) -> DataLoader:
-        return make_loader(self.dataset, batch_size=self.batch_size, rank=self.rank,
-                           world_size=self.world_size, seed=self.seed, epoch=self.epoch,
-                           start_index=self.index, shuffle=self.shuffle,
-                           drop_last=self.drop_last, iid=self.iid,
-                           num_workers=self.num_workers, pin_memory=self.pin_memory,
-                           collate_fn=self.collate_fn)
+        return make_loader(
+            self.dataset,
+            batch_size=self.batch_size,
+            rank=self.rank,
+            world_size=self.world_size,
+            seed=self.seed,
+            epoch=self.epoch,
+            start_index=self.index,
+            shuffle=self.shuffle,
+            drop_last=self.drop_last,
+            iid=self.iid,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            collate_fn=self.collate_fn,
+        )
 
     def _config(self) -> dict[str, Any]:
-        return {"seed": self.seed, "rank": self.rank, "world_size": self.world_size,
-                "batch_size": self.batch_size, "num_samples": len(self.dataset),
-                "iid": self.iid, "shuffle": self.shuffle, "drop_last": self.drop_last}
+        return {
+            "seed": self.seed,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "batch_size": self.batch_size,
+            "num_samples": len(self.dataset),
+            "iid": self.iid,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """Position (``epoch``, ``index``) and the configuration it refers to (JSON-safe)."""

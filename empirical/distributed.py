@@ -209,7 +209,9 @@ def spawn_workers(
                 dead = [p for p in procs if p.exitcode not in (None, 0)]
                 if dead and len(collected) + len(dead) >= world_size:
                     codes = {i: p.exitcode for i, p in enumerate(procs)}
-                    raise WorkerError(f"worker(s) died without a result, exit codes {codes}") from None
+                    raise WorkerError(
+                        f"worker(s) died without a result, exit codes {codes}"
+                    ) from None
                 continue
             collected[rank] = (status, data)
             if status == "error":

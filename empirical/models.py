@@ -57,29 +57,34 @@ IGNORE_INDEX = -100
 
 _GPTNEO: dict[str, dict[str, Any]] = {
     # gptneo_8m.yaml of the authors' code (reference-implementation.md section 7)
-    "gptneo-8m": dict(vocab_size=50257, max_position_embeddings=300, hidden_size=128,
-                      num_heads=8, num_layers=8),
+    "gptneo-8m": dict(
+        vocab_size=50257, max_position_embeddings=300, hidden_size=128, num_heads=8, num_layers=8
+    ),
     # gptneo_125m.yaml: context 1024 (the released GPT-Neo-125M has 2048)
-    "gptneo-125m": dict(vocab_size=50257, max_position_embeddings=1024, hidden_size=768,
-                        num_heads=12, num_layers=12),
+    "gptneo-125m": dict(
+        vocab_size=50257, max_position_embeddings=1024, hidden_size=768, num_heads=12, num_layers=12
+    ),
     # for tests: byte-level vocabulary (empirical.tokenizer.ByteTokenizer, 257 ids)
-    "gptneo-tiny": dict(vocab_size=257, max_position_embeddings=64, hidden_size=32,
-                        num_heads=4, num_layers=2),
+    "gptneo-tiny": dict(
+        vocab_size=257, max_position_embeddings=64, hidden_size=32, num_heads=4, num_layers=2
+    ),
 }
 
 _RESNET: dict[str, dict[str, Any]] = {
     "resnet18-cifar": dict(block="basic", layers=(2, 2, 2, 2), stem="cifar", num_classes=10),
     "resnet34-cifar": dict(block="basic", layers=(3, 4, 6, 3), stem="cifar", num_classes=10),
     "resnet50-cifar": dict(block="bottleneck", layers=(3, 4, 6, 3), stem="cifar", num_classes=10),
-    "resnet18-imagenet": dict(block="basic", layers=(2, 2, 2, 2), stem="imagenet",
-                              num_classes=1000),
-    "resnet34-imagenet": dict(block="basic", layers=(3, 4, 6, 3), stem="imagenet",
-                              num_classes=1000),
-    "resnet50-imagenet": dict(block="bottleneck", layers=(3, 4, 6, 3), stem="imagenet",
-                              num_classes=1000),
+    "resnet18-imagenet": dict(
+        block="basic", layers=(2, 2, 2, 2), stem="imagenet", num_classes=1000
+    ),
+    "resnet34-imagenet": dict(
+        block="basic", layers=(3, 4, 6, 3), stem="imagenet", num_classes=1000
+    ),
+    "resnet50-imagenet": dict(
+        block="bottleneck", layers=(3, 4, 6, 3), stem="imagenet", num_classes=1000
+    ),
     # for tests: two stages of one BasicBlock, widths 8 and 16 (about 5k parameters)
-    "resnet-tiny": dict(block="basic", layers=(1, 1), widths=(8, 16), stem="cifar",
-                        num_classes=10),
+    "resnet-tiny": dict(block="basic", layers=(1, 1), widths=(8, 16), stem="cifar", num_classes=10),
 }
 
 MODEL_NAMES: tuple[str, ...] = (
@@ -301,8 +306,12 @@ def _gptneo_config(spec: Mapping[str, Any]):
 
 
 def gptneo_parameter_count(
-    vocab_size: int, max_position_embeddings: int, hidden_size: int, num_layers: int,
-    intermediate_size: int | None = None, **_: Any
+    vocab_size: int,
+    max_position_embeddings: int,
+    hidden_size: int,
+    num_layers: int,
+    intermediate_size: int | None = None,
+    **_: Any,
 ) -> int:
     """Closed-form parameter count of GPTNeoForCausalLM (tied input/output embeddings).
 
@@ -320,14 +329,19 @@ def gptneo_parameter_count(
 
 
 def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
-            or value < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != int(value)
+        or value < 1
+    ):
         raise ParameterError(name, value, "integer in [1, inf)")
     return int(value)
 
 
-def _construct(name: str, vocab_size: int | None, num_classes: int | None,
-               overrides: Mapping[str, Any]) -> nn.Module:
+def _construct(
+    name: str, vocab_size: int | None, num_classes: int | None, overrides: Mapping[str, Any]
+) -> nn.Module:
     if name in _GPTNEO:
         if num_classes is not None:
             raise UserInputError(f"num_classes does not apply to the language model '{name}'")
@@ -335,12 +349,18 @@ def _construct(name: str, vocab_size: int | None, num_classes: int | None,
         spec.update(overrides)
         if vocab_size is not None:
             spec["vocab_size"] = _positive_int("vocab_size", vocab_size)
-        for key in ("vocab_size", "hidden_size", "num_heads", "num_layers",
-                    "max_position_embeddings"):
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "num_heads",
+            "num_layers",
+            "max_position_embeddings",
+        ):
             _positive_int(key, spec[key])
         if spec["hidden_size"] % spec["num_heads"]:
-            raise ParameterError("num_heads", spec["num_heads"],
-                                 f"a divisor of hidden_size = {spec['hidden_size']}")
+            raise ParameterError(
+                "num_heads", spec["num_heads"], f"a divisor of hidden_size = {spec['hidden_size']}"
+            )
         from transformers import GPTNeoForCausalLM
 
         return GPTNeoForCausalLM(_gptneo_config(spec))
@@ -350,8 +370,16 @@ def _construct(name: str, vocab_size: int | None, num_classes: int | None,
     spec.update(overrides)
     if num_classes is not None:
         spec["num_classes"] = _positive_int("num_classes", num_classes)
-    known = {"block", "layers", "num_classes", "widths", "stem", "in_channels",
-             "zero_init_residual", "stride_in_1x1"}
+    known = {
+        "block",
+        "layers",
+        "num_classes",
+        "widths",
+        "stem",
+        "in_channels",
+        "zero_init_residual",
+        "stride_in_1x1",
+    }
     unknown = sorted(set(spec) - known)
     if unknown:
         raise UserInputError(
@@ -399,8 +427,9 @@ def build_model(
     return model.train()
 
 
-def count_parameters(name: str, *, vocab_size: int | None = None,
-                     num_classes: int | None = None, **overrides: Any) -> int:
+def count_parameters(
+    name: str, *, vocab_size: int | None = None, num_classes: int | None = None, **overrides: Any
+) -> int:
     """Number of distinct parameters of a model, built on the meta device (no memory used).
 
     Tied tensors (GPT-Neo's input embedding and output head) count once.
@@ -424,8 +453,9 @@ def _to(x: Any, device: torch.device) -> Any:
     return x.to(device, non_blocking=True) if torch.is_tensor(x) else x
 
 
-def _lm_terms(model: nn.Module, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor,
-                                                                    torch.Tensor]:
+def _lm_terms(
+    model: nn.Module, batch: Mapping[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed next-token cross entropy, number of target tokens, number of correct argmaxes."""
     if not isinstance(batch, Mapping) or "input_ids" not in batch:
         raise UserInputError(
@@ -444,8 +474,12 @@ def _lm_terms(model: nn.Module, batch: Mapping[str, Any]) -> tuple[torch.Tensor,
     # Causal LM: position t predicts token t+1 (labels are aligned with input_ids, as in HF).
     logits = logits[:, :-1, :].float()
     targets = labels[:, 1:]
-    total = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                            ignore_index=IGNORE_INDEX, reduction="sum")
+    total = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)),
+        targets.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    )
     valid = targets != IGNORE_INDEX
     correct = ((logits.argmax(-1) == targets) & valid).sum()
     return total, valid.sum(), correct
@@ -479,8 +513,9 @@ def _terms(model: nn.Module, batch: Any, task: str):
     raise UserInputError(f"unknown task '{task}': use 'lm' or 'image'")
 
 
-def compute_loss(model: nn.Module, batch: Any, task: str, *, reduction: str = "mean"
-                 ) -> torch.Tensor:
+def compute_loss(
+    model: nn.Module, batch: Any, task: str, *, reduction: str = "mean"
+) -> torch.Tensor:
     """Training loss of one batch (moved to the model's device).
 
     * ``task="lm"``: ``batch`` maps ``input_ids`` (N, T), optional ``labels`` (N, T) aligned
@@ -502,8 +537,9 @@ def compute_loss(model: nn.Module, batch: Any, task: str, *, reduction: str = "m
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: Iterable[Any], task: str,
-             max_batches: int | None = None) -> dict[str, float]:
+def evaluate(
+    model: nn.Module, loader: Iterable[Any], task: str, max_batches: int | None = None
+) -> dict[str, float]:
     """Average loss over a loader (token-weighted for LM, sample-weighted for images).
 
     Returns ``{"loss", "loss_sum", "count", "batches"}`` plus ``"perplexity"`` = exp(loss)

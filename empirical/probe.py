@@ -138,14 +138,18 @@ def _int_at_least(name: str, value: Any, low: int) -> int:
     return int(value)
 
 
-def _float_in(name: str, value: Any, low: float, high: float, *, open_low: bool = True,
-              open_high: bool = True) -> float:
+def _float_in(
+    name: str, value: Any, low: float, high: float, *, open_low: bool = True, open_high: bool = True
+) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
         v = math.nan
-    ok = math.isfinite(v) and (v > low if open_low else v >= low) and (
-        v < high if open_high else v <= high)
+    ok = (
+        math.isfinite(v)
+        and (v > low if open_low else v >= low)
+        and (v < high if open_high else v <= high)
+    )
     if not ok:
         lo = "(" if open_low else "["
         hi = ")" if open_high else "]"
@@ -221,8 +225,12 @@ def lm_sample_losses(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> tor
     out = model(input_ids=ids, attention_mask=mask)
     logits = (out.logits if hasattr(out, "logits") else out)[:, :-1, :].float()
     targets = labels[:, 1:]
-    tok = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                          ignore_index=_IGNORE_INDEX, reduction="none").view(targets.shape)
+    tok = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)),
+        targets.reshape(-1),
+        ignore_index=_IGNORE_INDEX,
+        reduction="none",
+    ).view(targets.shape)
     valid = (targets != _IGNORE_INDEX).to(tok.dtype)
     return (tok * valid).sum(1) / valid.sum(1).clamp_min(1)
 
@@ -266,14 +274,18 @@ def set_flat(model: nn.Module, vec: torch.Tensor) -> None:
     pos = 0
     for p in params:
         k = p.numel()
-        p.copy_(vec[pos: pos + k].view_as(p).to(p.dtype))
+        p.copy_(vec[pos : pos + k].view_as(p).to(p.dtype))
         pos += k
 
 
 def _flat_grad(loss: torch.Tensor, params: Sequence[torch.Tensor], **kw: Any) -> torch.Tensor:
     grads = torch.autograd.grad(loss, params, allow_unused=True, **kw)
-    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                      for p, g in zip(params, grads, strict=True)])
+    return torch.cat(
+        [
+            (torch.zeros_like(p) if g is None else g).reshape(-1)
+            for p, g in zip(params, grads, strict=True)
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- problem
@@ -348,9 +360,13 @@ class SamplingPlan:
         return [len(p) for p in self.probe]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shard_sizes": self.shard_sizes, "probe_sizes": self.probe_sizes,
-                "noise_sizes": [len(s) for s in self.noise], "hvp_size": len(self.hvp),
-                "iid": self.iid}
+        return {
+            "shard_sizes": self.shard_sizes,
+            "probe_sizes": self.probe_sizes,
+            "noise_sizes": [len(s) for s in self.noise],
+            "hvp_size": len(self.hvp),
+            "iid": self.iid,
+        }
 
 
 def _rng(seed: int, *tags: int) -> np.random.Generator:
@@ -376,14 +392,15 @@ def make_plan(shards: Sequence[np.ndarray], settings: ProbeSettings, *, iid: boo
 
 
 # ----------------------------------------------------------------------------- gradients
-def mean_loss_and_gradient(problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
-                           ) -> tuple[torch.Tensor, torch.Tensor]:
+def mean_loss_and_gradient(
+    problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sample losses (float64, ``(n,)``) and the gradient of their mean (float64, flat)."""
     total = torch.zeros(problem.dim, dtype=torch.float64, device=problem.device)
     losses = []
     n = len(indices)
     for start in range(0, n, chunk_size):
-        idx = indices[start: start + chunk_size]
+        idx = indices[start : start + chunk_size]
         lv = problem.sample_loss(problem.model, problem.batch(idx))
         total += _flat_grad(lv.sum(), problem.params).to(torch.float64)
         losses.append(lv.detach().to(torch.float64))
@@ -406,8 +423,9 @@ class _Functional:
         return torch.func.functional_call(self.model, self.params, args, kwargs)
 
 
-def per_sample_gradients(problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
-                         ) -> torch.Tensor:
+def per_sample_gradients(
+    problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
+) -> torch.Tensor:
     """Gradients (float64, ``(n, d)``) of the losses of the samples ``indices``.
 
     Vectorised with :func:`torch.func.vmap` over :func:`torch.func.grad` (each sample is
@@ -426,8 +444,7 @@ def per_sample_gradients(problem: ProbeProblem, indices: np.ndarray, chunk_size:
     return torch.stack([sample_gradient(problem, int(i)) for i in indices])
 
 
-def _vmap_gradients(problem: ProbeProblem, indices: np.ndarray, chunk_size: int
-                    ) -> torch.Tensor:
+def _vmap_gradients(problem: ProbeProblem, indices: np.ndarray, chunk_size: int) -> torch.Tensor:
     from torch.utils._pytree import tree_map
 
     names = [n for n, p in problem.model.named_parameters() if p.requires_grad]
@@ -442,15 +459,17 @@ def _vmap_gradients(problem: ProbeProblem, indices: np.ndarray, chunk_size: int
     chunk = max(1, min(chunk_size, (1 << 26) // max(problem.dim, 1)))
     rows = []
     for start in range(0, len(indices), chunk):
-        batch = problem.batch(indices[start: start + chunk])
+        batch = problem.batch(indices[start : start + chunk])
         grads = fn(params, batch)
-        rows.append(torch.cat([grads[n].reshape(grads[n].shape[0], -1) for n in names], 1)
-                    .to(torch.float64))
+        rows.append(
+            torch.cat([grads[n].reshape(grads[n].shape[0], -1) for n in names], 1).to(torch.float64)
+        )
     return torch.cat(rows)
 
 
-def make_hvp(problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
-             ) -> Callable[[torch.Tensor], torch.Tensor]:
+def make_hvp(
+    problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """``v -> H v`` for the Hessian of the mean loss over ``indices`` (double backward).
 
     A batch of at most ``chunk_size`` samples keeps its gradient graph between calls
@@ -458,7 +477,7 @@ def make_hvp(problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
     """
     params = problem.params
     n = len(indices)
-    chunks = [indices[s: s + chunk_size] for s in range(0, n, chunk_size)]
+    chunks = [indices[s : s + chunk_size] for s in range(0, n, chunk_size)]
 
     def graph(idx: np.ndarray) -> torch.Tensor:
         lv = problem.sample_loss(problem.model, problem.batch(idx))
@@ -470,6 +489,7 @@ def make_hvp(problem: ProbeProblem, indices: np.ndarray, chunk_size: int = 64
         def hvp(v: torch.Tensor) -> torch.Tensor:
             return _flat_grad(g, params, grad_outputs=v.to(g.dtype), retain_graph=True)
     else:
+
         def hvp(v: torch.Tensor) -> torch.Tensor:
             out = torch.zeros(problem.dim, dtype=torch.float64, device=problem.device)
             for idx in chunks:
@@ -499,10 +519,16 @@ class PowerIteration:
     vector: torch.Tensor = field(repr=False)
 
 
-def power_iteration(hvp: Callable[[torch.Tensor], torch.Tensor], dim: int, *, iters: int = 20,
-                    tol: float = 1e-3, generator: torch.Generator | None = None,
-                    v0: torch.Tensor | None = None, device: str | torch.device = "cpu"
-                    ) -> PowerIteration:
+def power_iteration(
+    hvp: Callable[[torch.Tensor], torch.Tensor],
+    dim: int,
+    *,
+    iters: int = 20,
+    tol: float = 1e-3,
+    generator: torch.Generator | None = None,
+    v0: torch.Tensor | None = None,
+    device: str | torch.device = "cpu",
+) -> PowerIteration:
     """Largest-magnitude eigenvalue of a symmetric operator by power iteration.
 
     ``v_{j+1} = H v_j / ||H v_j||`` (Golub and Van Loan, section 7.3.1); stops when ``||H v||``
@@ -600,10 +626,16 @@ def step_noise_factor(step_batch: int, population: int) -> float:
     return _fpc(step_batch, population) / step_batch
 
 
-def estimate_point(problem: ProbeProblem, plan: SamplingPlan, settings: ProbeSettings, *,
-                   step: int, label: str = "", generator: torch.Generator | None = None,
-                   v0: torch.Tensor | None = None
-                   ) -> tuple[PointEstimate, torch.Tensor, torch.Tensor]:
+def estimate_point(
+    problem: ProbeProblem,
+    plan: SamplingPlan,
+    settings: ProbeSettings,
+    *,
+    step: int,
+    label: str = "",
+    generator: torch.Generator | None = None,
+    v0: torch.Tensor | None = None,
+) -> tuple[PointEstimate, torch.Tensor, torch.Tensor]:
     """Estimates at the model's current parameters.
 
     Returns the :class:`PointEstimate`, the probe-set gradient ``grad f_P`` (float64) and
@@ -654,8 +686,10 @@ def estimate_point(problem: ProbeProblem, plan: SamplingPlan, settings: ProbeSet
         M, N = sum(plan.probe_sizes), sum(plan.shard_sizes)
         c = _subset_to_population(M, N)
         means = [float(d.mean()) for d in d_glob]
-        ses2 = [float(d.std(ddof=1)) ** 2 / len(d) * _fpc(len(d), len(p)) if len(d) > 1 else 0.0
-                for d, p in zip(d_glob, plan.probe, strict=True)]
+        ses2 = [
+            float(d.std(ddof=1)) ** 2 / len(d) * _fpc(len(d), len(p)) if len(d) > 1 else 0.0
+            for d, p in zip(d_glob, plan.probe, strict=True)
+        ]
         est = c * float(np.mean(means))
         se = c * math.sqrt(sum(ses2)) / K
         q = _t_quantile(conf, sum(len(d) for d in d_glob) - K)
@@ -673,19 +707,39 @@ def estimate_point(problem: ProbeProblem, plan: SamplingPlan, settings: ProbeSet
     gn_noise = float(np.sum(v_shard)) / K**2
     # curvature
     hvp = make_hvp(problem, plan.hvp, settings.chunk_size)
-    pw = power_iteration(hvp, problem.dim, iters=settings.hvp_iters, tol=settings.hvp_tol,
-                         generator=generator, v0=v0, device=problem.device)
+    pw = power_iteration(
+        hvp,
+        problem.dim,
+        iters=settings.hvp_iters,
+        tol=settings.hvp_tol,
+        generator=generator,
+        v0=v0,
+        device=problem.device,
+    )
     est = PointEstimate(
-        step=int(step), label=label, loss=loss, loss_se=loss_se,
-        grad_norm_sq=max(gn_raw - gn_noise, 0.0), grad_norm_sq_raw=gn_raw,
+        step=int(step),
+        label=label,
+        loss=loss,
+        loss_se=loss_se,
+        grad_norm_sq=max(gn_raw - gn_noise, 0.0),
+        grad_norm_sq_raw=gn_raw,
         grad_norm_sq_noise=gn_noise,
-        L_power=pw.norm, L_rayleigh=pw.rayleigh, L_residual=pw.residual,
-        L_iterations=pw.iterations, L_converged=pw.converged,
-        L_secant=None, distance_to_previous=None,
-        sigma2_sample=s1, sigma2_sample_ci=s1_ci,
-        sigma2_step=s1 * fac, sigma2_step_ci=[s1_ci[0] * fac, s1_ci[1] * fac],
-        sigma2_shards=s2_shard, sigma2_shards_ci=s2_shard_ci,
-        zeta2=max(raw - zeta_noise, 0.0), zeta2_raw=raw, zeta2_noise=zeta_noise,
+        L_power=pw.norm,
+        L_rayleigh=pw.rayleigh,
+        L_residual=pw.residual,
+        L_iterations=pw.iterations,
+        L_converged=pw.converged,
+        L_secant=None,
+        distance_to_previous=None,
+        sigma2_sample=s1,
+        sigma2_sample_ci=s1_ci,
+        sigma2_step=s1 * fac,
+        sigma2_step_ci=[s1_ci[0] * fac, s1_ci[1] * fac],
+        sigma2_shards=s2_shard,
+        sigma2_shards_ci=s2_shard_ci,
+        zeta2=max(raw - zeta_noise, 0.0),
+        zeta2_raw=raw,
+        zeta2_noise=zeta_noise,
         seconds=time.perf_counter() - t0,
     )
     return est, g, pw.vector
@@ -703,23 +757,49 @@ class ProbeResult:
     rate: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"points": [asdict(p) for p in self.points], "plan": self.plan.to_dict(),
-                "settings": asdict(self.settings), "estimates": self.estimates,
-                "measured_rate": self.rate}
+        return {
+            "points": [asdict(p) for p in self.points],
+            "plan": self.plan.to_dict(),
+            "settings": asdict(self.settings),
+            "estimates": self.estimates,
+            "measured_rate": self.rate,
+        }
 
 
 #: columns of points.csv (scalar fields of PointEstimate)
 POINT_FIELDS: tuple[str, ...] = (
-    "step", "label", "loss", "loss_se", "grad_norm_sq", "grad_norm_sq_raw",
-    "grad_norm_sq_noise", "L_power", "L_rayleigh", "L_residual", "L_iterations",
-    "L_converged", "L_secant", "distance_to_previous", "sigma2_sample", "sigma2_step",
-    "zeta2", "zeta2_raw", "zeta2_noise", "seconds",
+    "step",
+    "label",
+    "loss",
+    "loss_se",
+    "grad_norm_sq",
+    "grad_norm_sq_raw",
+    "grad_norm_sq_noise",
+    "L_power",
+    "L_rayleigh",
+    "L_residual",
+    "L_iterations",
+    "L_converged",
+    "L_secant",
+    "distance_to_previous",
+    "sigma2_sample",
+    "sigma2_step",
+    "zeta2",
+    "zeta2_raw",
+    "zeta2_noise",
+    "seconds",
 )
 
 
-def probe_points(problem: ProbeProblem, points: Sequence[tuple[int, str, torch.Tensor]],
-                 settings: ProbeSettings, *, iid: bool, plan: SamplingPlan | None = None,
-                 progress: bool = False) -> ProbeResult:
+def probe_points(
+    problem: ProbeProblem,
+    points: Sequence[tuple[int, str, torch.Tensor]],
+    settings: ProbeSettings,
+    *,
+    iid: bool,
+    plan: SamplingPlan | None = None,
+    progress: bool = False,
+) -> ProbeResult:
     """Estimate at every point ``(step, label, flat parameters)`` and aggregate.
 
     Aggregates (``estimates``): ``L`` = max over points of the power estimate and of the
@@ -738,8 +818,15 @@ def probe_points(problem: ProbeProblem, points: Sequence[tuple[int, str, torch.T
     for step, label, x in bar:
         bar.set_postfix(step=step)
         set_flat(problem.model, x.to(problem.device))
-        est, g, v = estimate_point(problem, plan, settings, step=step, label=label,
-                                   generator=gen, v0=v if settings.hvp_warm_start else None)
+        est, g, v = estimate_point(
+            problem,
+            plan,
+            settings,
+            step=step,
+            label=label,
+            generator=gen,
+            v0=v if settings.hvp_warm_start else None,
+        )
         xd = x.to(problem.device, torch.float64)
         if prev_x is not None:
             dist = float((xd - prev_x).norm())
@@ -751,8 +838,9 @@ def probe_points(problem: ProbeProblem, points: Sequence[tuple[int, str, torch.T
     return ProbeResult(out, plan, settings, aggregate(out, settings, iid=iid))
 
 
-def aggregate(points: Sequence[PointEstimate], settings: ProbeSettings, *, iid: bool
-              ) -> dict[str, Any]:
+def aggregate(
+    points: Sequence[PointEstimate], settings: ProbeSettings, *, iid: bool
+) -> dict[str, Any]:
     """The constants fed to the bound, with how each was obtained (see :func:`probe_points`)."""
     p_max = max(points, key=lambda p: p.L_power)
     secants = [p.L_secant for p in points if p.L_secant is not None]
@@ -769,8 +857,8 @@ def aggregate(points: Sequence[PointEstimate], settings: ProbeSettings, *, iid: 
             "power_max_step": p_max.step,
             "secant_max": L_sec,
             "note": "local lower estimate of the global L: largest ||Hv|| of power iteration "
-                    "on the Hessian of a fixed batch at the visited points, and secants "
-                    "||grad f(x_j) - grad f(x_j-1)||/||x_j - x_j-1|| along the trajectory",
+            "on the Hessian of a fixed batch at the visited points, and secants "
+            "||grad f(x_j) - grad f(x_j-1)||/||x_j - x_j-1|| along the trajectory",
         },
         "sigma2": {
             "value": s_max.sigma2_step,
@@ -780,10 +868,11 @@ def aggregate(points: Sequence[PointEstimate], settings: ProbeSettings, *, iid: 
             "step_batch": settings.step_batch,
             "at_step": s_max.step,
             "confidence": settings.confidence,
-            "pooling": "pooled over shards around grad f (i.i.d. shards)" if iid else
-                       "largest shard value around grad f_k (non-i.i.d. shards)",
+            "pooling": "pooled over shards around grad f (i.i.d. shards)"
+            if iid
+            else "largest shard value around grad f_k (non-i.i.d. shards)",
             "note": "variance of one step's gradient (step_batch samples without "
-                    "replacement), largest over the points",
+            "replacement), largest over the points",
         },
         "zeta2": {
             "value": 0.0 if iid else z_max.zeta2,
@@ -792,8 +881,9 @@ def aggregate(points: Sequence[PointEstimate], settings: ProbeSettings, *, iid: 
             "noise": z_max.zeta2_noise,
             "at_step": z_max.step,
             "fed": "0 (i.i.d. shards: every epoch reshuffles, zeta = 0 by construction; the "
-                   "measured value is the epoch-0 shards' heterogeneity)" if iid else
-                   "measured (noise-corrected, largest over the points)",
+            "measured value is the epoch-0 shards' heterogeneity)"
+            if iid
+            else "measured (noise-corrected, largest over the points)",
         },
         "F0": {
             "f_x0": first.loss,
@@ -805,7 +895,7 @@ def aggregate(points: Sequence[PointEstimate], settings: ProbeSettings, *, iid: 
             "reference": first.loss - best.loss,
             "fed": "lower_bound",
             "note": "F0 = f(x0) - f_lower feeds the bound (f_lower <= f_star, so it does not "
-                    "underestimate the gap); f(x0) - best loss reached is reported only",
+            "underestimate the gap); f(x0) - best loss reached is reported only",
         },
     }
 
@@ -833,14 +923,15 @@ def measured_rate(points: Sequence[PointEstimate], T: int, T0: int = 0) -> dict[
         "covered": [steps[0][0], T],
         "points": used,
         "source": "replayed checkpoints: ||grad f||^2 over the probe set at the workers' "
-                  "average model, left Riemann sum over the recorded steps (the trainer does "
-                  "not record gradient norms)",
+        "average model, left Riemann sum over the recorded steps (the trainer does "
+        "not record gradient norms)",
     }
 
 
 # ----------------------------------------------------------------------------- theory
-def theory_scope(cfg: Any, algorithm: Mapping[str, Any], model: nn.Module | None = None
-                 ) -> list[str]:
+def theory_scope(
+    cfg: Any, algorithm: Mapping[str, Any], model: nn.Module | None = None
+) -> list[str]:
     """Every way in which a run is outside the assumptions of the encoded bounds.
 
     ``cfg`` is a :class:`empirical.config.TrainConfig`, ``algorithm`` the resolved
@@ -853,44 +944,61 @@ def theory_scope(cfg: Any, algorithm: Mapping[str, Any], model: nn.Module | None
     elif cfg.optimizer == "sgd_momentum":
         out.append(f"inner SGD with momentum {cfg.momentum}: the bounds assume plain SGD (S1)")
     if cfg.weight_decay:
-        out.append(f"weight decay {cfg.weight_decay}: the run minimises f plus a "
-                   "regulariser, the probe measures f")
+        out.append(
+            f"weight decay {cfg.weight_decay}: the run minimises f plus a "
+            "regulariser, the probe measures f"
+        )
     if algorithm.get("clip_grad_norm") is not None:
-        out.append(f"gradient clipping at {algorithm['clip_grad_norm']}: clipped steps are "
-                   "biased, not covered")
-    if name != "ddp" and (algorithm.get("gamma") != 1 or algorithm.get("mu") != 0
-                          or algorithm.get("outer") != "average"):
-        out.append(f"outer optimizer {algorithm.get('outer')} (gamma = {algorithm.get('gamma')}, "
-                   f"mu = {algorithm.get('mu')}): the bounds assume plain averaging (S2)")
+        out.append(
+            f"gradient clipping at {algorithm['clip_grad_norm']}: clipped steps are "
+            "biased, not covered"
+        )
+    if name != "ddp" and (
+        algorithm.get("gamma") != 1
+        or algorithm.get("mu") != 0
+        or algorithm.get("outer") != "average"
+    ):
+        out.append(
+            f"outer optimizer {algorithm.get('outer')} (gamma = {algorithm.get('gamma')}, "
+            f"mu = {algorithm.get('mu')}): the bounds assume plain averaging (S2)"
+        )
     if name == "palsgd" and algorithm.get("p", 0) > 0:
         if algorithm.get("coins") == "shared":
-            out.append("shared coins (authors' code): the PALSGD analysis assumes independent "
-                       "coins (S3)")
+            out.append(
+                "shared coins (authors' code): the PALSGD analysis assumes independent coins (S3)"
+            )
         if algorithm.get("pull_first_tensor_only"):
             out.append("pull on the first parameter tensor only (authors' code quirk)")
         if algorithm.get("discard_batch_on_pull"):
             out.append("pull steps discard their batch (authors' code quirk)")
     if algorithm.get("outer_steps_per_sync", 1) > 1:
-        out.append(f"{algorithm['outer_steps_per_sync']} outer steps per sync (authors' README "
-                   "quirk)")
+        out.append(
+            f"{algorithm['outer_steps_per_sync']} outer steps per sync (authors' README quirk)"
+        )
     if algorithm.get("sync_offset", 0):
         out.append(f"sync offset {algorithm['sync_offset']}: the first round is shorter than H")
     if model is not None:
         if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
-            out.append("BatchNorm: the training loss depends on the batch; the probe uses eval "
-                       "mode (running statistics)")
+            out.append(
+                "BatchNorm: the training loss depends on the batch; the probe uses eval "
+                "mode (running statistics)"
+            )
         has_buffers = any(b.is_floating_point() for b in model.buffers())
         if name != "ddp" and has_buffers and algorithm.get("buffers", "average") != "average":
-            out.append(f"buffer policy {algorithm['buffers']!r} at syncs (the authors' code "
-                       "resets workers to the anchor's buffers): not averaged")
+            out.append(
+                f"buffer policy {algorithm['buffers']!r} at syncs (the authors' code "
+                "resets workers to the anchor's buffers): not averaged"
+            )
         drop = [m.p for m in model.modules() if isinstance(m, nn.Dropout) and m.p > 0]
         config = getattr(model, "config", None)
         for key in ("resid_dropout", "embed_dropout", "attention_dropout"):
             if config is not None and getattr(config, key, 0) and not drop:
                 drop.append(getattr(config, key))
         if drop:
-            out.append(f"dropout {max(drop)}: training gradients carry dropout noise the probe "
-                       "(eval mode) does not measure")
+            out.append(
+                f"dropout {max(drop)}: training gradients carry dropout noise the probe "
+                "(eval mode) does not measure"
+            )
     return out
 
 
@@ -903,8 +1011,15 @@ def _check_algorithm(algorithm: Mapping[str, Any]) -> str:
     return "local_sgd"
 
 
-def theory_values(estimates: Mapping[str, Any], *, K: int, T: int, alpha: float,
-                  algorithm: Mapping[str, Any], A: int = 1) -> dict[str, float]:
+def theory_values(
+    estimates: Mapping[str, Any],
+    *,
+    K: int,
+    T: int,
+    alpha: float,
+    algorithm: Mapping[str, Any],
+    A: int = 1,
+) -> dict[str, float]:
     """The parameters handed to :func:`theory.check.check`.
 
     ``T`` is the length of the local phase (warm-up steps excluded). ``sigma`` is the
@@ -921,8 +1036,9 @@ def theory_values(estimates: Mapping[str, Any], *, K: int, T: int, alpha: float,
     }
     name = algorithm.get("name")
     if name != "ddp":
-        values.update(H=int(algorithm["H"]), gamma=float(algorithm["gamma"]),
-                      mu=float(algorithm["mu"]))
+        values.update(
+            H=int(algorithm["H"]), gamma=float(algorithm["gamma"]), mu=float(algorithm["mu"])
+        )
     if name == "palsgd":
         values.update(p=float(algorithm["p"]), eta=float(algorithm["eta"]))
     T0 = int(algorithm.get("T0") or 0) if name in ("post_local_sgd", "diloco", "palsgd") else 0
@@ -933,9 +1049,14 @@ def theory_values(estimates: Mapping[str, Any], *, K: int, T: int, alpha: float,
     return values
 
 
-def compare_with_theory(values: Mapping[str, float], measured: float | None, *,
-                        algorithm: str, outside: Sequence[str] = (),
-                        bounds: Sequence[str] | None = None) -> dict[str, Any]:
+def compare_with_theory(
+    values: Mapping[str, float],
+    measured: float | None,
+    *,
+    algorithm: str,
+    outside: Sequence[str] = (),
+    bounds: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Run the checker on ``values`` and set ``measured`` against every evaluated bound.
 
     Returns ``{"check": CheckReport.to_dict(), "text": CheckReport.to_text(),
@@ -950,11 +1071,18 @@ def compare_with_theory(values: Mapping[str, float], measured: float | None, *,
     rep = check(dict(values), bounds, algorithm=algorithm, notes=notes)
     comp = []
     for b in rep.bounds:
-        entry: dict[str, Any] = {"bound": b.name, "status": b.status, "reason": b.reason,
-                                 "applicable": b.applicable, "value": b.value,
-                                 "conditions_hold": b.conditions_hold,
-                                 "conditions": [asdict(c) for c in b.conditions],
-                                 "measured": measured, "ratio": None, "verdict": ""}
+        entry: dict[str, Any] = {
+            "bound": b.name,
+            "status": b.status,
+            "reason": b.reason,
+            "applicable": b.applicable,
+            "value": b.value,
+            "conditions_hold": b.conditions_hold,
+            "conditions": [asdict(c) for c in b.conditions],
+            "measured": measured,
+            "ratio": None,
+            "verdict": "",
+        }
         if b.status != "evaluated" or b.value is None:
             entry["verdict"] = f"not evaluated: {b.reason}"
         elif measured is None:
@@ -963,20 +1091,31 @@ def compare_with_theory(values: Mapping[str, float], measured: float | None, *,
             entry["ratio"] = measured / b.value if b.value else math.inf
             above = measured > b.value
             if not b.conditions_hold:
-                entry["verdict"] = ("conditions fail, the bound does not apply; measured is "
-                                    f"{'above' if above else 'below'} its value (indication)")
+                entry["verdict"] = (
+                    "conditions fail, the bound does not apply; measured is "
+                    f"{'above' if above else 'below'} its value (indication)"
+                )
             elif outside or not b.applicable:
-                entry["verdict"] = ("run outside the theory; measured is "
-                                    f"{'above' if above else 'below'} the bound (indication)")
+                entry["verdict"] = (
+                    "run outside the theory; measured is "
+                    f"{'above' if above else 'below'} the bound (indication)"
+                )
             elif above:
-                entry["verdict"] = ("measured ABOVE the bound with its conditions holding: a "
-                                    "finding (one realisation, estimated constants)")
+                entry["verdict"] = (
+                    "measured ABOVE the bound with its conditions holding: a "
+                    "finding (one realisation, estimated constants)"
+                )
             else:
                 entry["verdict"] = "measured below the bound"
         comp.append(entry)
-    return {"algorithm": algorithm, "values": dict(values), "check": rep.to_dict(),
-            "text": rep.to_text(), "comparison": comp,
-            "warnings": [w.message for w in rep.warnings]}
+    return {
+        "algorithm": algorithm,
+        "values": dict(values),
+        "check": rep.to_dict(),
+        "text": rep.to_text(),
+        "comparison": comp,
+        "warnings": [w.message for w in rep.warnings],
+    }
 
 
 # ----------------------------------------------------------------------------- runs
@@ -1026,8 +1165,9 @@ def load_run(directory: str | Path) -> RunInfo:
     if not d.is_dir():
         raise UserInputError(f"run directory '{d}' does not exist")
     if not (d / "config.json").is_file():
-        raise UserInputError(f"run directory '{d}' has no config.json: not an output directory "
-                             "of palsgd train")
+        raise UserInputError(
+            f"run directory '{d}' has no config.json: not an output directory of palsgd train"
+        )
     try:
         cfg = config_from_dict(_read_json(d / "config.json"))
     except UserInputError as exc:
@@ -1051,8 +1191,7 @@ def load_run(directory: str | Path) -> RunInfo:
         from empirical.train import algorithm_config
 
         alg = algorithm_config(cfg).to_dict()
-    done = int(summary["step"]) if summary and "step" in summary else (
-        ckpts[-1][0] if ckpts else 0)
+    done = int(summary["step"]) if summary and "step" in summary else (ckpts[-1][0] if ckpts else 0)
     return RunInfo(d, cfg, K, done, alg, ckpts, summary)
 
 
@@ -1074,8 +1213,9 @@ def run_problem(info: RunInfo, device: str = "cpu") -> ProbeProblem:
     task = models.model_task(cfg.model)
     kw: dict[str, Any] = {"tokenizer": cfg.tokenizer} if task == "lm" else {}
     try:
-        ds = data_mod.build_dataset(cfg.dataset, path=cfg.data_path, split="train",
-                                    seq_len=cfg.seq_len, seed=cfg.seed, **kw)
+        ds = data_mod.build_dataset(
+            cfg.dataset, path=cfg.data_path, split="train", seq_len=cfg.seq_len, seed=cfg.seed, **kw
+        )
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         raise UserInputError(f"dataset '{cfg.dataset}': {exc}") from None
     overrides: dict[str, Any] = {}
@@ -1084,19 +1224,28 @@ def run_problem(info: RunInfo, device: str = "cpu") -> ProbeProblem:
         if cfg.seq_len > context:
             overrides["max_position_embeddings"] = cfg.seq_len
     model = models.build_model(
-        cfg.model, vocab_size=getattr(ds, "vocab_size", None) if task == "lm" else None,
+        cfg.model,
+        vocab_size=getattr(ds, "vocab_size", None) if task == "lm" else None,
         num_classes=getattr(ds, "num_classes", None) if task == "image" else None,
-        seed=cfg.seed, **overrides)
+        seed=cfg.seed,
+        **overrides,
+    )
     K = info.world_size
     keys = None if cfg.iid else _partition_keys(ds)
-    shards = [np.asarray(data_mod.shard_indices(len(ds), rank=k, world_size=K, seed=cfg.seed,
-                                                epoch=0, iid=cfg.iid, keys=keys))
-              for k in range(K)]
+    shards = [
+        np.asarray(
+            data_mod.shard_indices(
+                len(ds), rank=k, world_size=K, seed=cfg.seed, epoch=0, iid=cfg.iid, keys=keys
+            )
+        )
+        for k in range(K)
+    ]
     return ProbeProblem(model, ds, sample_loss_for_task(task), shards, device=device)
 
 
-def run_points(info: RunInfo, problem: ProbeProblem, points: int
-               ) -> list[tuple[int, str, torch.Tensor]]:
+def run_points(
+    info: RunInfo, problem: ProbeProblem, points: int
+) -> list[tuple[int, str, torch.Tensor]]:
     """``(step, label, xbar)``: the initial model and up to ``points - 1`` checkpoints
     (evenly spread, the last always included); ``xbar`` averages the ranks' models."""
     from empirical import checkpoint as ck
@@ -1129,11 +1278,21 @@ def run_points(info: RunInfo, problem: ProbeProblem, points: int
     return out
 
 
-def train_reference_run(out: Path, *, model: str | None = None, dataset: str | None = None,
-                        data_path: str | None = None, nproc: int = 2, steps: int = 48,
-                        points: int = 5, iid: bool | None = None, preset: str | None = None,
-                        config_file: str | None = None, seed: int = 0,
-                        progress: bool = True) -> Path:
+def train_reference_run(
+    out: Path,
+    *,
+    model: str | None = None,
+    dataset: str | None = None,
+    data_path: str | None = None,
+    nproc: int = 2,
+    steps: int = 48,
+    points: int = 5,
+    iid: bool | None = None,
+    preset: str | None = None,
+    config_file: str | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> Path:
     """Train the short run the probe replays; returns its output directory ``out``.
 
     Without ``preset``/``config_file`` the run is inside the theory: PALSGD with inner SGD
@@ -1146,27 +1305,58 @@ def train_reference_run(out: Path, *, model: str | None = None, dataset: str | N
 
     over: dict[str, Any] = {}
     if preset is None and config_file is None:
-        over.update(optimizer="sgd", alpha=0.05, weight_decay=0.0, outer="average", gamma=1.0,
-                    mu=0.0, clip_grad_norm=None, algorithm="palsgd", H=8, p=0.2, eta=1.0,
-                    T0=0)
-    for key, val in (("model", model), ("dataset", dataset), ("data_path", data_path),
-                     ("iid", iid)):
+        over.update(
+            optimizer="sgd",
+            alpha=0.05,
+            weight_decay=0.0,
+            outer="average",
+            gamma=1.0,
+            mu=0.0,
+            clip_grad_norm=None,
+            algorithm="palsgd",
+            H=8,
+            p=0.2,
+            eta=1.0,
+            T0=0,
+        )
+    for key, val in (
+        ("model", model),
+        ("dataset", dataset),
+        ("data_path", data_path),
+        ("iid", iid),
+    ):
         if val is not None:
             over[key] = val
     interval = max(1, steps // max(points - 1, 1))
-    over.update(T=steps, nproc=nproc, seed=seed, output_dir=str(out), overwrite=True,
-                checkpoint_interval=interval, keep_checkpoints=steps // interval + 2,
-                eval_interval=interval, progress=progress, checkpoint_dir=None)
+    over.update(
+        T=steps,
+        nproc=nproc,
+        seed=seed,
+        output_dir=str(out),
+        overwrite=True,
+        checkpoint_interval=interval,
+        keep_checkpoints=steps // interval + 2,
+        eval_interval=interval,
+        progress=progress,
+        checkpoint_dir=None,
+    )
     cfg = resolve_config(preset=preset, file=config_file, overrides=over)
     code = launch_torchrun(cfg) if cfg.nproc > 1 else train(cfg)
     if code != EXIT_OK:
-        raise UserInputError(f"the reference run in '{out}' failed with exit code {code} "
-                             "(see its messages above)")
+        raise UserInputError(
+            f"the reference run in '{out}' failed with exit code {code} (see its messages above)"
+        )
     return out
 
 
-def probe_run(info: RunInfo, settings: ProbeSettings, *, points: int = 5, device: str = "cpu",
-              progress: bool = True) -> dict[str, Any]:
+def probe_run(
+    info: RunInfo,
+    settings: ProbeSettings,
+    *,
+    points: int = 5,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict[str, Any]:
     """Probe a run end to end: constants at its points, measured rate, theory check."""
     cfg = info.config
     problem = run_problem(info, device=device)
@@ -1174,8 +1364,7 @@ def probe_run(info: RunInfo, settings: ProbeSettings, *, points: int = 5, device
     pts = run_points(info, problem, points)
     res = probe_points(problem, pts, settings, iid=cfg.iid, progress=progress)
     alg = info.algorithm
-    T0 = int(alg.get("T0") or 0) if alg.get("name") in ("post_local_sgd", "diloco",
-                                                          "palsgd") else 0
+    T0 = int(alg.get("T0") or 0) if alg.get("name") in ("post_local_sgd", "diloco", "palsgd") else 0
     T = info.steps_done
     res.rate = measured_rate(res.points, T, T0)
     outside = theory_scope(cfg, alg, problem.model)
@@ -1183,14 +1372,23 @@ def probe_run(info: RunInfo, settings: ProbeSettings, *, points: int = 5, device
         outside_info = ["K = 1: a single worker, zeta = 0 trivially"]
     else:
         outside_info = []
-    theory: dict[str, Any] = {"inside_theory": not outside, "outside": outside,
-                              "info": outside_info}
+    theory: dict[str, Any] = {
+        "inside_theory": not outside,
+        "outside": outside,
+        "info": outside_info,
+    }
     if T - T0 >= 1:
-        values = theory_values(res.estimates, K=info.world_size, T=T - T0, alpha=cfg.alpha,
-                               algorithm=alg, A=cfg.A)
-        theory.update(compare_with_theory(
-            values, None if res.rate is None else res.rate["value"],
-            algorithm=_check_algorithm(alg), outside=outside))
+        values = theory_values(
+            res.estimates, K=info.world_size, T=T - T0, alpha=cfg.alpha, algorithm=alg, A=cfg.A
+        )
+        theory.update(
+            compare_with_theory(
+                values,
+                None if res.rate is None else res.rate["value"],
+                algorithm=_check_algorithm(alg),
+                outside=outside,
+            )
+        )
     else:
         theory["comparison"] = []
         theory["text"] = "no local phase (T <= T0): nothing to check"
@@ -1199,18 +1397,31 @@ def probe_run(info: RunInfo, settings: ProbeSettings, *, points: int = 5, device
         res.estimates["F0"]["best_eval_loss"] = best_eval
     return {
         "probe_version": 1,
-        "source": {"run_dir": str(info.directory), "model": cfg.model, "dataset": cfg.dataset,
-                   "K": info.world_size, "T": T, "T0": T0, "iid": cfg.iid,
-                   "algorithm": alg, "optimizer": cfg.optimizer, "alpha": cfg.alpha,
-                   "A": cfg.A, "batch_size": cfg.batch_size,
-                   "checkpoints": [s for s, _ in info.checkpoints]},
+        "source": {
+            "run_dir": str(info.directory),
+            "model": cfg.model,
+            "dataset": cfg.dataset,
+            "K": info.world_size,
+            "T": T,
+            "T0": T0,
+            "iid": cfg.iid,
+            "algorithm": alg,
+            "optimizer": cfg.optimizer,
+            "alpha": cfg.alpha,
+            "A": cfg.A,
+            "batch_size": cfg.batch_size,
+            "checkpoints": [s for s, _ in info.checkpoints],
+        },
         "objective": {
             "definition": "f = (1/K) sum_k f_k, f_k = mean over the probe set P_k of shard k "
-                          "of the per-sample loss (language models: per-sequence mean token "
-                          "cross entropy); model in eval mode",
-            "split": "train", "num_samples": len(problem.dataset),
-            "parameters": problem.dim, "exact": res.plan.probe_sizes == res.plan.shard_sizes,
-            **res.plan.to_dict()},
+            "of the per-sample loss (language models: per-sequence mean token "
+            "cross entropy); model in eval mode",
+            "split": "train",
+            "num_samples": len(problem.dataset),
+            "parameters": problem.dim,
+            "exact": res.plan.probe_sizes == res.plan.shard_sizes,
+            **res.plan.to_dict(),
+        },
         "settings": asdict(res.settings),
         "points": [asdict(p) for p in res.points],
         "estimates": res.estimates,
@@ -1248,7 +1459,8 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(
             f"{p['step']:>6} {_fmt(p['loss'], '.4f'):>8} {_fmt(p['grad_norm_sq'], '.4g'):>12} "
             f"{_fmt(p['L_power'], '.4g'):>9} {_fmt(p['L_secant'], '.4g'):>9} "
-            f"{_fmt(p['sigma2_step'], '.4g'):>11} {_fmt(p['zeta2'], '.3g'):>10}")
+            f"{_fmt(p['sigma2_step'], '.4g'):>11} {_fmt(p['zeta2'], '.3g'):>10}"
+        )
     L, s2, z2, f0 = est["L"], est["sigma2"], est["zeta2"], est["F0"]
     lines += [
         "",
@@ -1273,12 +1485,15 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(
             f"measured (1/T) sum ||grad f(xbar_t)||^2 = {_fmt(rate['value'])} over steps "
             f"[{rate['covered'][0]}, {rate['covered'][1]}) from {len(rate['points'])} points "
-            "(replayed checkpoints, left Riemann sum)")
+            "(replayed checkpoints, left Riemann sum)"
+        )
     th = report["theory"]
     lines.append("")
     if th["inside_theory"]:
-        lines.append("theory: the run is inside the assumptions of the bounds "
-                     "(SGD inside, plain averaging, independent coins, no clipping)")
+        lines.append(
+            "theory: the run is inside the assumptions of the bounds "
+            "(SGD inside, plain averaging, independent coins, no clipping)"
+        )
     else:
         lines.append("theory: the run is OUTSIDE the theory; the numbers are an indication:")
         lines += [f"  - {o}" for o in th["outside"]]
@@ -1289,8 +1504,10 @@ def render(report: Mapping[str, Any]) -> str:
     if comp:
         lines += ["", "measured vs bound:"]
         for c in comp:
-            lines.append(f"  {c['bound']}: bound {_fmt(c['value'])}, measured "
-                         f"{_fmt(c['measured'])}, ratio {_fmt(c['ratio'])}: {c['verdict']}")
+            lines.append(
+                f"  {c['bound']}: bound {_fmt(c['value'])}, measured "
+                f"{_fmt(c['measured'])}, ratio {_fmt(c['ratio'])}: {c['verdict']}"
+            )
     elif th.get("check") is not None:
         lines += ["", "measured vs bound: no bound was evaluated for this configuration"]
     return "\n".join(lines)
@@ -1315,44 +1532,92 @@ def write_outputs(report: Mapping[str, Any], out: Path) -> dict[str, Path]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd probe``."""
     src = parser.add_argument_group("what to probe")
-    src.add_argument("--run", metavar="DIR", help="output directory of a palsgd train run "
-                     "(config.json, checkpoints); without it a short run is trained first")
+    src.add_argument(
+        "--run",
+        metavar="DIR",
+        help="output directory of a palsgd train run "
+        "(config.json, checkpoints); without it a short run is trained first",
+    )
     src.add_argument("--model", help="model of the run to train (default gptneo-tiny)")
     src.add_argument("--dataset", help="dataset of the run to train (default embedded-text)")
     src.add_argument("--data-path", dest="data_path", help="file or folder of the dataset")
-    src.add_argument("--train-preset", dest="train_preset", metavar="NAME",
-                     help="trainer preset of the run to train (default: a PALSGD run inside "
-                          "the theory: inner SGD, outer averaging, no clipping)")
-    src.add_argument("--train-config", dest="train_config", metavar="FILE",
-                     help="trainer YAML/JSON options of the run to train")
+    src.add_argument(
+        "--train-preset",
+        dest="train_preset",
+        metavar="NAME",
+        help="trainer preset of the run to train (default: a PALSGD run inside "
+        "the theory: inner SGD, outer averaging, no clipping)",
+    )
+    src.add_argument(
+        "--train-config",
+        dest="train_config",
+        metavar="FILE",
+        help="trainer YAML/JSON options of the run to train",
+    )
     src.add_argument("--nproc", type=int, default=2, help="workers K of the run to train (2)")
     src.add_argument("--steps", type=int, default=48, help="steps T of the run to train (48)")
-    src.add_argument("--iid", action=argparse.BooleanOptionalAction, default=None,
-                     help="i.i.d. shards (--no-iid: each worker owns a block of the data)")
+    src.add_argument(
+        "--iid",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="i.i.d. shards (--no-iid: each worker owns a block of the data)",
+    )
     est = parser.add_argument_group("estimation")
-    est.add_argument("--points", type=int, default=5,
-                     help="trajectory points: the initial model and checkpoints (5)")
-    est.add_argument("--samples", type=int, default=64,
-                     help="per-sample gradients per point for sigma^2 (64)")
-    est.add_argument("--max-samples", dest="max_samples", type=int, default=512,
-                     help="probe-set size; all of the data when it is smaller (512)")
-    est.add_argument("--hvp-samples", dest="hvp_samples", type=int, default=32,
-                     help="batch of the Hessian-vector products (32)")
-    est.add_argument("--hvp-iters", dest="hvp_iters", type=int, default=20,
-                     help="power-iteration steps at most (20)")
-    est.add_argument("--hvp-tol", dest="hvp_tol", type=float, default=1e-3,
-                     help="relative stopping tolerance of the power iteration (1e-3)")
+    est.add_argument(
+        "--points",
+        type=int,
+        default=5,
+        help="trajectory points: the initial model and checkpoints (5)",
+    )
+    est.add_argument(
+        "--samples", type=int, default=64, help="per-sample gradients per point for sigma^2 (64)"
+    )
+    est.add_argument(
+        "--max-samples",
+        dest="max_samples",
+        type=int,
+        default=512,
+        help="probe-set size; all of the data when it is smaller (512)",
+    )
+    est.add_argument(
+        "--hvp-samples",
+        dest="hvp_samples",
+        type=int,
+        default=32,
+        help="batch of the Hessian-vector products (32)",
+    )
+    est.add_argument(
+        "--hvp-iters",
+        dest="hvp_iters",
+        type=int,
+        default=20,
+        help="power-iteration steps at most (20)",
+    )
+    est.add_argument(
+        "--hvp-tol",
+        dest="hvp_tol",
+        type=float,
+        default=1e-3,
+        help="relative stopping tolerance of the power iteration (1e-3)",
+    )
     est.add_argument("--confidence", type=float, default=0.95, help="CI level (0.95)")
-    est.add_argument("--f-lower", dest="f_lower", type=float, default=0.0,
-                     help="lower bound of the loss, f_star >= f_lower (0: cross entropy)")
+    est.add_argument(
+        "--f-lower",
+        dest="f_lower",
+        type=float,
+        default=0.0,
+        help="lower bound of the loss, f_star >= f_lower (0: cross entropy)",
+    )
     est.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
     est.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (cpu)")
     out = parser.add_argument_group("output")
-    out.add_argument("--out", metavar="DIR",
-                     help="output directory (default: RUN/probe, or runs/probe)")
+    out.add_argument(
+        "--out", metavar="DIR", help="output directory (default: RUN/probe, or runs/probe)"
+    )
     out.add_argument("--json", action="store_true", help="print probe.json instead of text")
-    out.add_argument("--no-progress", dest="progress", action="store_false",
-                     help="no progress bars")
+    out.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress bars"
+    )
 
 
 def _device(name: str) -> str:
@@ -1369,19 +1634,29 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``palsgd probe``; 0 on success (bad input raises UserInputError)."""
     from empirical import models
 
-    settings = ProbeSettings(samples=args.samples, max_samples=args.max_samples,
-                             hvp_samples=args.hvp_samples, hvp_iters=args.hvp_iters,
-                             hvp_tol=args.hvp_tol, confidence=args.confidence,
-                             f_lower=args.f_lower, seed=args.seed)
+    settings = ProbeSettings(
+        samples=args.samples,
+        max_samples=args.max_samples,
+        hvp_samples=args.hvp_samples,
+        hvp_iters=args.hvp_iters,
+        hvp_tol=args.hvp_tol,
+        confidence=args.confidence,
+        f_lower=args.f_lower,
+        seed=args.seed,
+    )
     points = _int_at_least("points", args.points, 1)
     device = _device(args.device)
     if args.run is not None:
-        given = [f"--{n.replace('_', '-')}" for n in ("model", "dataset", "data_path",
-                                                     "train_preset", "train_config", "iid")
-                 if getattr(args, n) is not None]
+        given = [
+            f"--{n.replace('_', '-')}"
+            for n in ("model", "dataset", "data_path", "train_preset", "train_config", "iid")
+            if getattr(args, n) is not None
+        ]
         if given:
-            raise UserInputError(f"--run probes an existing run; {', '.join(given)} apply only "
-                                 "to the run the probe trains itself")
+            raise UserInputError(
+                f"--run probes an existing run; {', '.join(given)} apply only "
+                "to the run the probe trains itself"
+            )
         run_dir = Path(args.run)
         out = Path(args.out) if args.out else run_dir / "probe"
         info = load_run(run_dir)
@@ -1392,25 +1667,37 @@ def run(args: argparse.Namespace) -> int:
             from empirical.data import DATASET_NAMES
 
             if args.dataset not in DATASET_NAMES:
-                raise UserInputError(f"unknown dataset '{args.dataset}': known datasets are "
-                                     f"{', '.join(DATASET_NAMES)}")
+                raise UserInputError(
+                    f"unknown dataset '{args.dataset}': known datasets are "
+                    f"{', '.join(DATASET_NAMES)}"
+                )
         nproc = int(validate_one("K", args.nproc))
         steps = int(validate_one("T", args.steps))
         out = Path(args.out) if args.out else Path("runs/probe")
         run_dir = out / "run"
         if args.progress:
-            print(f"palsgd probe: training the reference run in {run_dir} (K = {nproc}, "
-                  f"T = {steps})", file=sys.stderr)
-        train_reference_run(run_dir, model=args.model, dataset=args.dataset,
-                            data_path=args.data_path, nproc=nproc, steps=steps, points=points,
-                            iid=args.iid, preset=args.train_preset,
-                            config_file=args.train_config, seed=args.seed,
-                            progress=args.progress)
+            print(
+                f"palsgd probe: training the reference run in {run_dir} (K = {nproc}, T = {steps})",
+                file=sys.stderr,
+            )
+        train_reference_run(
+            run_dir,
+            model=args.model,
+            dataset=args.dataset,
+            data_path=args.data_path,
+            nproc=nproc,
+            steps=steps,
+            points=points,
+            iid=args.iid,
+            preset=args.train_preset,
+            config_file=args.train_config,
+            seed=args.seed,
+            progress=args.progress,
+        )
         info = load_run(run_dir)
     started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
-        report = probe_run(info, settings, points=points, device=device,
-                           progress=args.progress)
+        report = probe_run(info, settings, points=points, device=device, progress=args.progress)
     report["seconds"] = time.perf_counter() - started
     paths = write_outputs(report, out)
     if args.json:

@@ -145,7 +145,11 @@ def load_tokenizer(spec: Any = None) -> Tokenizer:
         return HFTokenizer(tok, name=path)
     if isinstance(spec, ByteTokenizer | HFTokenizer):
         return spec
-    if hasattr(spec, "encode") and hasattr(spec, "__len__") and hasattr(spec, "convert_ids_to_tokens"):
+    if (
+        hasattr(spec, "encode")
+        and hasattr(spec, "__len__")
+        and hasattr(spec, "convert_ids_to_tokens")
+    ):
         return HFTokenizer(spec, name=type(spec).__name__)
     if isinstance(spec, Tokenizer):
         return spec

@@ -160,8 +160,7 @@ _HELP: dict[str, str] = {
     "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
     "progress": "progress bar on rank 0",
     "nproc": "processes on this node; > 1 launches torchrun (palsgd train only)",
-    "max_restarts": "torchrun restarts after a failure (each resumes from the latest "
-    "checkpoint)",
+    "max_restarts": "torchrun restarts after a failure (each resumes from the latest checkpoint)",
 }
 
 _FIELD_TYPES = {f.name: f.type for f in fields(TrainConfig)}
@@ -185,19 +184,36 @@ def _flag_names(name: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd train`` (every :class:`TrainConfig` field plus aliases)."""
-    parser.add_argument("--config", dest="cfg:config", default=argparse.SUPPRESS,
-                        metavar="FILE", help="YAML or JSON file of options (flags override)")
-    parser.add_argument("--preset", dest="cfg:preset", default=argparse.SUPPRESS,
-                        choices=sorted(PRESETS), help="named preset (default: tiny)")
-    parser.add_argument("--print-config", dest="cfg:print_config", action="store_true",
-                        default=argparse.SUPPRESS,
-                        help="print the resolved configuration as JSON and exit")
+    parser.add_argument(
+        "--config",
+        dest="cfg:config",
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="YAML or JSON file of options (flags override)",
+    )
+    parser.add_argument(
+        "--preset",
+        dest="cfg:preset",
+        default=argparse.SUPPRESS,
+        choices=sorted(PRESETS),
+        help="named preset (default: tiny)",
+    )
+    parser.add_argument(
+        "--print-config",
+        dest="cfg:print_config",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the resolved configuration as JSON and exit",
+    )
     for f in fields(TrainConfig):
         typ = str(f.type)
         names = _flag_names(f.name)
         help_text = _HELP.get(f.name, "")
-        kw: dict[str, Any] = {"dest": f"opt:{f.name}", "default": argparse.SUPPRESS,
-                              "help": help_text}
+        kw: dict[str, Any] = {
+            "dest": f"opt:{f.name}",
+            "default": argparse.SUPPRESS,
+            "help": help_text,
+        }
         if "bool" in typ:
             kw["action"] = argparse.BooleanOptionalAction
             names = names[:1]
@@ -209,11 +225,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for alias, target in _CLI_ALIASES.items():
         typ = str(_FIELD_TYPES[target])
         base = int if typ.startswith("int") else float if typ.startswith("float") else str
-        parser.add_argument(*_flag_names(alias), dest=f"opt:{alias}",
-                            type=_optional(base) if "None" in typ else base,
-                            default=argparse.SUPPRESS,
-                            metavar=target.upper() if len(target) > 2 else target,
-                            help=f"alias of --{target.replace('_', '-')} (authors' code)")
+        parser.add_argument(
+            *_flag_names(alias),
+            dest=f"opt:{alias}",
+            type=_optional(base) if "None" in typ else base,
+            default=argparse.SUPPRESS,
+            metavar=target.upper() if len(target) > 2 else target,
+            help=f"alias of --{target.replace('_', '-')} (authors' code)",
+        )
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -240,8 +259,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m empirical.train`` (the torchrun entry): parse, train, map errors to codes."""
-    parser = argparse.ArgumentParser(prog="python -m empirical.train",
-                                     description="PALSGD trainer (one rank of a torchrun job)")
+    parser = argparse.ArgumentParser(
+        prog="python -m empirical.train", description="PALSGD trainer (one rank of a torchrun job)"
+    )
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)
@@ -278,9 +298,16 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     run_id = uuid.uuid4().hex
     cfg_path = atomic_write_json(out / "launch_config.json", config_to_dict(cfg))
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
-        f"--nproc-per-node={cfg.nproc}", f"--max-restarts={cfg.max_restarts}",
-        "-m", "empirical.train", "--config", str(cfg_path),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={cfg.nproc}",
+        f"--max-restarts={cfg.max_restarts}",
+        "-m",
+        "empirical.train",
+        "--config",
+        str(cfg_path),
     ]
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -358,8 +385,9 @@ def _resolve_device(cfg: TrainConfig, local_rank: int) -> str:
         if cfg.device == "cuda":
             return f"cuda:{local_rank}"
         if int(cfg.device[5:]) >= torch.cuda.device_count():
-            raise UserInputError(f"device '{cfg.device}' does not exist "
-                                 f"({torch.cuda.device_count()} CUDA devices)")
+            raise UserInputError(
+                f"device '{cfg.device}' does not exist ({torch.cuda.device_count()} CUDA devices)"
+            )
     return cfg.device
 
 
@@ -369,8 +397,7 @@ def _checkpoint_meta(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
     return meta
 
 
-def prepare(cfg: TrainConfig, rank: int | None = None,
-            world_size: int | None = None) -> Prepared:
+def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = None) -> Prepared:
     """Every check that bad input can fail, without a process group (so that a bad option
     makes every rank exit 2 instead of leaving the others waiting in a collective).
 
@@ -408,12 +435,19 @@ def prepare(cfg: TrainConfig, rank: int | None = None,
             overrides["max_position_embeddings"] = cfg.seq_len
     try:
         kw: dict[str, Any] = {"tokenizer": cfg.tokenizer} if task == "lm" else {}
-        train_set = data_mod.build_dataset(cfg.dataset, path=cfg.data_path, split="train",
-                                           seq_len=cfg.seq_len, seed=cfg.seed, **kw)
+        train_set = data_mod.build_dataset(
+            cfg.dataset, path=cfg.data_path, split="train", seq_len=cfg.seq_len, seed=cfg.seed, **kw
+        )
         eval_set = None
         if cfg.eval_interval > 0:
-            eval_set = data_mod.build_dataset(cfg.dataset, path=cfg.data_path, split="val",
-                                              seq_len=cfg.seq_len, seed=cfg.seed, **kw)
+            eval_set = data_mod.build_dataset(
+                cfg.dataset,
+                path=cfg.data_path,
+                split="val",
+                seq_len=cfg.seq_len,
+                seed=cfg.seed,
+                **kw,
+            )
     except (UserInputError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         raise UserInputError(
             f"dataset '{cfg.dataset}' (--data-path {cfg.data_path}): {exc}"
@@ -448,8 +482,23 @@ def prepare(cfg: TrainConfig, rank: int | None = None,
             f"'{latest_complete(root).name}'): pass --resume auto to continue that run, "
             "--overwrite to start afresh, or choose another --output-dir/--checkpoint-dir"
         )
-    return Prepared(cfg, alg, stability, task, train_set, eval_set, overrides, vocab, classes,
-                    rank, world_size, local, device, resume_dir, manifest)
+    return Prepared(
+        cfg,
+        alg,
+        stability,
+        task,
+        train_set,
+        eval_set,
+        overrides,
+        vocab,
+        classes,
+        rank,
+        world_size,
+        local,
+        device,
+        resume_dir,
+        manifest,
+    )
 
 
 def build_inner_optimizer(cfg: TrainConfig, params):
@@ -461,11 +510,17 @@ def build_inner_optimizer(cfg: TrainConfig, params):
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.alpha, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "sgd_momentum":
-        return torch.optim.SGD(params, lr=cfg.alpha, momentum=cfg.momentum,
-                               weight_decay=cfg.weight_decay)
+        return torch.optim.SGD(
+            params, lr=cfg.alpha, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.alpha, betas=(cfg.beta1, cfg.beta2),
-                                 eps=1e-8, weight_decay=cfg.weight_decay)
+        return torch.optim.AdamW(
+            params,
+            lr=cfg.alpha,
+            betas=(cfg.beta1, cfg.beta2),
+            eps=1e-8,
+            weight_decay=cfg.weight_decay,
+        )
     raise UserInputError(f"unknown inner optimizer '{cfg.optimizer}'")  # pragma: no cover
 
 
@@ -518,25 +573,31 @@ def _init_group_after_restart(backend: str) -> bool:
 
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     env = os.environ
-    if (restart == 0 or dist.is_initialized()
-            or env.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
-            or not all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))):
+    if (
+        restart == 0
+        or dist.is_initialized()
+        or env.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+        or not all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+    ):
         return False
     timeout = datetime.timedelta(seconds=1800)
     world = int(env["WORLD_SIZE"])
-    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), world,
-                          is_master=False, timeout=timeout)
+    store = dist.TCPStore(
+        env["MASTER_ADDR"], int(env["MASTER_PORT"]), world, is_master=False, timeout=timeout
+    )
     store = dist.PrefixStore(f"palsgd/attempt_{restart}", store)
-    dist.init_process_group(backend, store=store, rank=int(env["RANK"]), world_size=world,
-                            timeout=timeout)
+    dist.init_process_group(
+        backend, store=store, rank=int(env["RANK"]), world_size=world, timeout=timeout
+    )
     return True
 
 
 def _per_rank_seed(seed: int, rank: int) -> int:
     import numpy as np
 
-    return int(np.random.SeedSequence([seed, rank, 0x7A1]).generate_state(1, np.uint64)[0]
-               >> np.uint64(1))
+    return int(
+        np.random.SeedSequence([seed, rank, 0x7A1]).generate_state(1, np.uint64)[0] >> np.uint64(1)
+    )
 
 
 def _stats_dict(stats: Any) -> dict[str, Any]:
@@ -567,22 +628,38 @@ class _Trainer:
         # library code (dropout) draws from torch's default generator: seed it per rank
         torch.manual_seed(_per_rank_seed(cfg.seed, self.rank))
 
-        model = models.build_model(cfg.model, vocab_size=prep.vocab_size,
-                                   num_classes=prep.num_classes, seed=cfg.seed,
-                                   **prep.model_overrides)
+        model = models.build_model(
+            cfg.model,
+            vocab_size=prep.vocab_size,
+            num_classes=prep.num_classes,
+            seed=cfg.seed,
+            **prep.model_overrides,
+        )
         self.model = model.to(self.device)
         self.eval_model = None
         self.eval_loader = None
         if self.main and prep.eval_set is not None:
             self.eval_model = copy.deepcopy(self.model).eval()
             # the same batches at every evaluation: a fixed seeded sample of the split
-            self.eval_loader = data_mod.make_loader(prep.eval_set, batch_size=cfg.batch_size,
-                                                    rank=0, world_size=1, seed=cfg.seed,
-                                                    shuffle=True, drop_last=False)
+            self.eval_loader = data_mod.make_loader(
+                prep.eval_set,
+                batch_size=cfg.batch_size,
+                rank=0,
+                world_size=1,
+                seed=cfg.seed,
+                shuffle=True,
+                drop_last=False,
+            )
         self.optimizer = build_inner_optimizer(cfg, self.model.parameters())
         self.algo = build_algorithm(prep.algorithm, self.model, self.optimizer)
-        self.stream = data_mod.BatchStream(prep.train_set, cfg.batch_size, rank=self.rank,
-                                           world_size=self.world, seed=cfg.seed, iid=cfg.iid)
+        self.stream = data_mod.BatchStream(
+            prep.train_set,
+            cfg.batch_size,
+            rank=self.rank,
+            world_size=self.world,
+            seed=cfg.seed,
+            iid=cfg.iid,
+        )
         self.timer = StepTimer(self.device)
         self.totals = Totals()
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -648,8 +725,10 @@ class _Trainer:
         if self.main:
             removed = remove_after(self.cfg.checkpoint_path(), self.start_step)
             for path in removed:
-                print(f"{_PROG}: removed checkpoint '{path}' (after the resumed step)",
-                      file=sys.stderr)
+                print(
+                    f"{_PROG}: removed checkpoint '{path}' (after the resumed step)",
+                    file=sys.stderr,
+                )
         self._barrier()
 
     def _clear_checkpoints(self) -> None:
@@ -711,8 +790,12 @@ class _Trainer:
         or, with ``params``, holds non-finite parameters. Runs before every train record and
         every checkpoint, so no checkpoint ever holds a diverged state."""
         torch = self.torch
-        bad = torch.stack([self._bad_pending.clone(),
-                           torch.tensor(math.inf, dtype=torch.float64, device=self.device)])
+        bad = torch.stack(
+            [
+                self._bad_pending.clone(),
+                torch.tensor(math.inf, dtype=torch.float64, device=self.device),
+            ]
+        )
         if params and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             bad[1] = float(step)
         self.dist.all_reduce(bad, op=self.dist.ReduceOp.MIN)
@@ -749,8 +832,12 @@ class _Trainer:
         if self.eval_model is not None:
             self.eval_model.load_state_dict(state)
             with self.torch.random.fork_rng(devices=[]):
-                res = self.models.evaluate(self.eval_model, self.eval_loader, self.prep.task,
-                                           max_batches=self.cfg.eval_batches)
+                res = self.models.evaluate(
+                    self.eval_model,
+                    self.eval_loader,
+                    self.prep.task,
+                    max_batches=self.cfg.eval_batches,
+                )
             rec: dict[str, Any] = {"step": step}
             for key, val in res.items():
                 if key in ("loss_sum", "count", "batches"):
@@ -765,10 +852,12 @@ class _Trainer:
     # ------------------------------------------------------------------ logging
     def _log(self, step: int) -> None:
         torch = self.torch
-        window = torch.stack([
-            self.loss_sum.to(torch.float64),
-            torch.tensor(float(self.loss_count), dtype=torch.float64, device=self.device),
-        ])
+        window = torch.stack(
+            [
+                self.loss_sum.to(torch.float64),
+                torch.tensor(float(self.loss_count), dtype=torch.float64, device=self.device),
+            ]
+        )
         self.dist.all_reduce(window)
         total, count = float(window[0].item()), int(window[1].item())
         self.loss_sum.zero_()
@@ -866,20 +955,26 @@ class _Trainer:
             atomic_write_json(out / "config.json", config_to_dict(cfg))
             if self.prep.stability.status != "ok":
                 print(f"{_PROG}: warning: {self.prep.stability.message}", file=sys.stderr)
-        self.writer = MetricsWriter(out, enabled=self.main, tensorboard=cfg.tensorboard,
-                                    resume_position=self.metrics_position,
-                                    start_step=self.start_step + 1 if self.resumed_from else 0)
+        self.writer = MetricsWriter(
+            out,
+            enabled=self.main,
+            tensorboard=cfg.tensorboard,
+            resume_position=self.metrics_position,
+            start_step=self.start_step + 1 if self.resumed_from else 0,
+        )
         self.bar = None
         if self.main and cfg.progress:
-            self.bar = tqdm(total=cfg.T, initial=self.start_step, desc="train", unit="step",
-                            dynamic_ncols=True)
+            self.bar = tqdm(
+                total=cfg.T, initial=self.start_step, desc="train", unit="step", dynamic_ncols=True
+            )
         started = time.perf_counter()
         if self.resumed_from:
-            self.writer.write("event", {"event": "resume", "step": self.start_step,
-                                        "checkpoint": self.resumed_from})
+            self.writer.write(
+                "event",
+                {"event": "resume", "step": self.start_step, "checkpoint": self.resumed_from},
+            )
         else:
-            self.writer.write("event", {"event": "start", "step": 0,
-                                        "world_size": self.world})
+            self.writer.write("event", {"event": "start", "step": 0, "world_size": self.world})
             if cfg.eval_interval > 0:
                 self._evaluate(0)
         status, code, message = "finished", EXIT_OK, ""
@@ -907,19 +1002,22 @@ class _Trainer:
                 if step == cfg.crash_at_step and self._first_attempt():
                     raise InjectedFailure(f"crash_at_step: injected failure after step {step}")
             if status == "stopped":
-                self.writer.write("event", {"event": "stopped", "step": step,
-                                            "reason": "max_steps_this_run"})
+                self.writer.write(
+                    "event", {"event": "stopped", "step": step, "reason": "max_steps_this_run"}
+                )
         except _Diverged as exc:
             status, code = "diverged", EXIT_DIVERGED
             last_ckpt = str(self.last_checkpoint) if self.last_checkpoint else "none"
-            found = ("first such step over all ranks" if exc.where == "loss" else
-                     "found by the check before writing the checkpoint")
+            found = (
+                "first such step over all ranks"
+                if exc.where == "loss"
+                else "found by the check before writing the checkpoint"
+            )
             message = (
                 f"training diverged: non-finite {exc.where} at step {exc.step} ({found}; "
                 f"stopped at step {int(self.algo.t)}); last good checkpoint: {last_ckpt}"
             )
-            self.writer.write("event", {"event": "diverged", "step": exc.step,
-                                        "message": message})
+            self.writer.write("event", {"event": "diverged", "step": exc.step, "message": message})
             if self.main:
                 print(f"{_PROG}: error: {message}", file=sys.stderr)
         finally:
@@ -931,8 +1029,10 @@ class _Trainer:
                 loss = "n/a" if self.last_loss is None else f"{self.last_loss:.4f}"
                 ev = (self.last_eval or {}).get("eval_loss")
                 ev_text = "" if ev is None else f", anchor eval loss {ev:.4f}"
-                print(f"{_PROG}: {status} at step {int(self.algo.t)}/{cfg.T}: train loss "
-                      f"{loss}{ev_text}; metrics in {out}")
+                print(
+                    f"{_PROG}: {status} at step {int(self.algo.t)}/{cfg.T}: train loss "
+                    f"{loss}{ev_text}; metrics in {out}"
+                )
         self.writer.close()
         return code
 
@@ -974,7 +1074,8 @@ class _Trainer:
                 "cpu_count": os.cpu_count(),
                 "device": str(self.device),
                 "cuda": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-                if torch.cuda.is_available() else [],
+                if torch.cuda.is_available()
+                else [],
                 "torch_threads": torch.get_num_threads(),
             },
         }
@@ -989,7 +1090,6 @@ def _versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[dist_name] = "not installed"
     return out
-
 
 
 def _entry() -> None:  # pragma: no cover - exercised through torchrun in the tests

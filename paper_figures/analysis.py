@@ -58,7 +58,9 @@ PAPER_LABELS: dict[str, str] = {
     "gptneo-125m-tinystories": "GPT-Neo-125M / TinyStories",
     "gptneo-8m-tinystories": "GPT-Neo-8M / TinyStories",
 }
-PAPER_SOURCE = "Naganuma et al., Pseudo-Asynchronous Local SGD, TMLR 2025 (arXiv 2504.18454), abstract"
+PAPER_SOURCE = (
+    "Naganuma et al., Pseudo-Asynchronous Local SGD, TMLR 2025 (arXiv 2504.18454), abstract"
+)
 
 #: bytes per parameter of the communicated buffers (fp32 gradients and outer gradients)
 PARAM_BYTES = 4
@@ -95,8 +97,7 @@ class Curve:
 
     def clock(self, name: str) -> np.ndarray:
         """``"step"``, ``"measured"`` or ``"modelled"``."""
-        return {"step": self.step, "measured": self.measured_s,
-                "modelled": self.modelled_s}[name]
+        return {"step": self.step, "measured": self.measured_s, "modelled": self.modelled_s}[name]
 
     @property
     def final_loss(self) -> float:
@@ -140,9 +141,17 @@ def modelled_clock(run: Any, cost: CostSetup | None) -> np.ndarray:
     link = cost.link
     if link is None or K <= 1:
         link = costmodel.LinkProfile("none", 0.0, 1.0, source="K = 1: no communication")
-    return np.asarray(costmodel.modelled_time(
-        run.train, compute=cost.compute[run.task], link=link, K=K,
-        param_bytes=params * PARAM_BYTES, **cost_kwargs(run)), dtype=float)
+    return np.asarray(
+        costmodel.modelled_time(
+            run.train,
+            compute=cost.compute[run.task],
+            link=link,
+            K=K,
+            param_bytes=params * PARAM_BYTES,
+            **cost_kwargs(run),
+        ),
+        dtype=float,
+    )
 
 
 def curve_of(run: Any, cost: CostSetup | None = None) -> Curve:
@@ -222,8 +231,9 @@ def compute_from_runs(runs: Sequence[Any], source_note: str = "") -> Any:
         if alg == "ddp" or not g or t.get("time_compute_s") is None:
             continue
         syncs = t.get("syncs") or 0
-        local_sync = max(float(t.get("time_sync_s") or 0.0) - float(t.get("time_comm_s") or 0.0),
-                         0.0)
+        local_sync = max(
+            float(t.get("time_sync_s") or 0.0) - float(t.get("time_comm_s") or 0.0), 0.0
+        )
         grad.append((float(t["time_compute_s"]) - local_sync) / g)
         inner.append(float(t.get("time_inner_step_s") or 0.0) / g)
         if syncs:
@@ -232,14 +242,18 @@ def compute_from_runs(runs: Sequence[Any], source_note: str = "") -> Any:
             pull.append(float(t.get("time_pull_s") or 0.0) / t["pull_steps"])
         used.append(run.name)
     if not grad:
-        raise UserInputError("no finished run of a local method (Local SGD, DiLoCo, PALSGD) "
-                             "to calibrate the compute per step from")
+        raise UserInputError(
+            "no finished run of a local method (Local SGD, DiLoCo, PALSGD) "
+            "to calibrate the compute per step from"
+        )
     med = float(np.median(grad))
     return costmodel.ComputeProfile(
         grad_step_s=med,
         pull_step_s=float(np.median(pull)) if pull else 0.0,
         inner_step_s=min(float(np.median(inner)), med),
         sync_local_s=float(np.median(sync)) if sync else 0.0,
-        source=("medians of the training runs' own timers (rank 0) over "
-                f"{', '.join(used)}" + (f"; {source_note}" if source_note else "")),
+        source=(
+            "medians of the training runs' own timers (rank 0) over "
+            f"{', '.join(used)}" + (f"; {source_note}" if source_note else "")
+        ),
     )

@@ -44,46 +44,79 @@ from theory.validation import UserInputError
 __all__ = ["add_arguments", "run", "calibrate", "DEFAULT_OUT"]
 
 DEFAULT_OUT = "figures_out"
-_COST_FIGURES = {"loss_vs_time", "time_to_target", "gain_attribution", "sensitivity",
-                 "ablation"}
+_COST_FIGURES = {"loss_vs_time", "time_to_target", "gain_attribution", "sensitivity", "ablation"}
 #: cluster profile whose link models communication at paper scale and in gain_attribution
 DEFAULT_PROFILE = "64xGPU-100Gbps"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd figures``."""
-    parser.epilog = (f"figures: {', '.join(R.FIGURES)}. Exit codes: 0 all drawn, 1 a figure "
-                     "or run failed, 2 bad input.")
-    parser.add_argument("--scale", default="quick", metavar="SCALE",
-                        help="quick (tiny models, 2 CPU processes, ~5 min) or paper (the "
-                             "paper's models; GPUs and data sets needed). Default quick")
-    parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help="draw only these figures (default: all)")
-    parser.add_argument("--out", default=DEFAULT_OUT,
-                        help=f"output directory (default {DEFAULT_OUT})")
-    parser.add_argument("--nproc", type=int, default=None,
-                        help="training processes = workers K (default: 2 at quick scale, 4 "
-                             "at paper scale)")
+    parser.epilog = (
+        f"figures: {', '.join(R.FIGURES)}. Exit codes: 0 all drawn, 1 a figure "
+        "or run failed, 2 bad input."
+    )
+    parser.add_argument(
+        "--scale",
+        default="quick",
+        metavar="SCALE",
+        help="quick (tiny models, 2 CPU processes, ~5 min) or paper (the "
+        "paper's models; GPUs and data sets needed). Default quick",
+    )
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help="draw only these figures (default: all)"
+    )
+    parser.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=None,
+        help="training processes = workers K (default: 2 at quick scale, 4 at paper scale)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of every run (default 0)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the run plan and what is missing for it, then stop")
-    parser.add_argument("--data", nargs="+", default=[], metavar="NAME=PATH",
-                        help=f"data sets of the paper scale: {', '.join(R.DATA_NAMES)}")
-    parser.add_argument("--runs-dir", default=None,
-                        help="directory of cached runs (default OUT/runs; must exist if given)")
-    parser.add_argument("--no-train", action="store_true",
-                        help="use cached runs only; a missing run is an error")
-    parser.add_argument("--verify-report", default=None, metavar="DIR",
-                        help="draw the theory figure from this palsgd verify report instead "
-                             "of running the verification")
-    parser.add_argument("--profile", default=None,
-                        help="cluster profile of the paper-scale attribution and of the "
-                             f"paper-scale cost model (default {DEFAULT_PROFILE})")
-    parser.add_argument("--compute-calibration", choices=("runs", "measure"), default=None,
-                        help="compute per step of the cost model: from the runs' own timers "
-                             "(default at quick scale: this machine is shared, a separate "
-                             "measurement sees a different load) or measured by "
-                             "empirical.costmodel.measure_compute (default at paper scale)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the run plan and what is missing for it, then stop",
+    )
+    parser.add_argument(
+        "--data",
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help=f"data sets of the paper scale: {', '.join(R.DATA_NAMES)}",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        default=None,
+        help="directory of cached runs (default OUT/runs; must exist if given)",
+    )
+    parser.add_argument(
+        "--no-train", action="store_true", help="use cached runs only; a missing run is an error"
+    )
+    parser.add_argument(
+        "--verify-report",
+        default=None,
+        metavar="DIR",
+        help="draw the theory figure from this palsgd verify report instead "
+        "of running the verification",
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="cluster profile of the paper-scale attribution and of the "
+        f"paper-scale cost model (default {DEFAULT_PROFILE})",
+    )
+    parser.add_argument(
+        "--compute-calibration",
+        choices=("runs", "measure"),
+        default=None,
+        help="compute per step of the cost model: from the runs' own timers "
+        "(default at quick scale: this machine is shared, a separate "
+        "measurement sees a different load) or measured by "
+        "empirical.costmodel.measure_compute (default at paper scale)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -95,8 +128,10 @@ def _figures(only: Sequence[str] | None) -> list[str]:
         return list(R.FIGURES)
     bad = [f for f in only if f not in R.FIGURES]
     if bad:
-        raise UserInputError(f"unknown figure(s) {', '.join(repr(b) for b in bad)}: valid "
-                             f"figures are {', '.join(R.FIGURES)}")
+        raise UserInputError(
+            f"unknown figure(s) {', '.join(repr(b) for b in bad)}: valid "
+            f"figures are {', '.join(R.FIGURES)}"
+        )
     return [f for f in R.FIGURES if f in only]
 
 
@@ -107,16 +142,18 @@ def _parse_data(items: Sequence[str]) -> dict[str, str]:
         if not sep or not path:
             raise UserInputError(f"--data expects NAME=PATH, got {item!r}")
         if name not in R.DATA_NAMES:
-            raise UserInputError(f"--data: unknown data set {name!r}: valid names are "
-                                 f"{', '.join(R.DATA_NAMES)}")
+            raise UserInputError(
+                f"--data: unknown data set {name!r}: valid names are {', '.join(R.DATA_NAMES)}"
+            )
         out[name] = path
     return out
 
 
 def _check_inputs(args: argparse.Namespace) -> tuple[str, list[str], dict[str, str], int]:
     if args.scale not in R.SCALES:
-        raise UserInputError(f"unknown scale {args.scale!r}: valid scales are "
-                             f"{', '.join(R.SCALES)}")
+        raise UserInputError(
+            f"unknown scale {args.scale!r}: valid scales are {', '.join(R.SCALES)}"
+        )
     figures = _figures(args.only)
     data = _parse_data(args.data)
     nproc = args.nproc if args.nproc is not None else (2 if args.scale == "quick" else 4)
@@ -127,15 +164,19 @@ def _check_inputs(args: argparse.Namespace) -> tuple[str, list[str], dict[str, s
     if args.runs_dir is not None and not Path(args.runs_dir).is_dir():
         raise UserInputError(f"runs directory '{args.runs_dir}' (--runs-dir) does not exist")
     if args.verify_report is not None and not (Path(args.verify_report) / "results.json").is_file():
-        raise UserInputError(f"verify report '{args.verify_report}' (--verify-report) does not "
-                             "exist or holds no results.json")
+        raise UserInputError(
+            f"verify report '{args.verify_report}' (--verify-report) does not "
+            "exist or holds no results.json"
+        )
     if args.profile is not None:
         from empirical import costmodel
 
         static = costmodel.CLUSTER_PROFILES.static()
         if args.profile not in static:
-            raise UserInputError(f"unknown cluster profile {args.profile!r} (--profile): valid "
-                                 f"profiles are {', '.join(static)}")
+            raise UserInputError(
+                f"unknown cluster profile {args.profile!r} (--profile): valid "
+                f"profiles are {', '.join(static)}"
+            )
     return args.scale, figures, data, nproc
 
 
@@ -147,11 +188,13 @@ def _compute_specs(plan: R.Plan, names: Sequence[str]) -> list[dict[str, Any]]:
     for name in names:
         b = plan.tasks[name].base
         model = str(b["model"])
-        spec: dict[str, Any] = {"task": name, "model_name": model,
-                                "batch_size": int(b.get("batch_size", 8)),
-                                "accumulation": int(b.get("A", 1)),
-                                "optimizer": "adamw" if b.get("optimizer", "adamw") == "adamw"
-                                else "sgd"}
+        spec: dict[str, Any] = {
+            "task": name,
+            "model_name": model,
+            "batch_size": int(b.get("batch_size", 8)),
+            "accumulation": int(b.get("A", 1)),
+            "optimizer": "adamw" if b.get("optimizer", "adamw") == "adamw" else "sgd",
+        }
         if model.startswith("gptneo"):
             spec["seq_len"] = int(b.get("seq_len", 64))
         else:
@@ -160,8 +203,9 @@ def _compute_specs(plan: R.Plan, names: Sequence[str]) -> list[dict[str, Any]]:
     return specs
 
 
-def _compute_worker(rank: int, world: int, specs: list[dict[str, Any]], device: str,
-                    repeats: int) -> list[dict[str, Any]]:
+def _compute_worker(
+    rank: int, world: int, specs: list[dict[str, Any]], device: str, repeats: int
+) -> list[dict[str, Any]]:
     from empirical import costmodel
 
     out = []
@@ -182,8 +226,10 @@ def _merge_profiles(per_rank: Sequence[Sequence[Mapping[str, Any]]], world: int)
             if vals:
                 d[key] = max(vals)
         d["inner_step_s"] = min(d["inner_step_s"], d["grad_step_s"])
-        d["source"] = (f"{d['source']}; {world} concurrent processes (as the training ranks), "
-                       "slowest rank per field")
+        d["source"] = (
+            f"{d['source']}; {world} concurrent processes (as the training ranks), "
+            "slowest rank per field"
+        )
         merged.append(d)
     return merged
 
@@ -193,17 +239,31 @@ def _cal_key(plan: R.Plan, names: Sequence[str], profile: str | None) -> str:
 
     import torch
 
-    payload = {"scale": plan.scale, "nproc": plan.nproc, "profile": profile,
-               "tasks": {n: dict(plan.tasks[n].base) for n in names},
-               "link": R.QUICK_LINK if plan.scale == "quick" else None,
-               "host": socket.gethostname(), "torch": torch.__version__,
-               "cuda": torch.cuda.is_available()}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    payload = {
+        "scale": plan.scale,
+        "nproc": plan.nproc,
+        "profile": profile,
+        "tasks": {n: dict(plan.tasks[n].base) for n in names},
+        "link": R.QUICK_LINK if plan.scale == "quick" else None,
+        "host": socket.gethostname(),
+        "torch": torch.__version__,
+        "cuda": torch.cuda.is_available(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]
 
 
-def calibrate(plan: R.Plan, task_names: Sequence[str], out: Path, *, profile: str | None = None,
-              compute: str = "runs", runs: Mapping[str, Sequence[R.RunData]] | None = None,
-              log=None) -> Any:
+def calibrate(
+    plan: R.Plan,
+    task_names: Sequence[str],
+    out: Path,
+    *,
+    profile: str | None = None,
+    compute: str = "runs",
+    runs: Mapping[str, Sequence[R.RunData]] | None = None,
+    log=None,
+) -> Any:
     """The :class:`paper_figures.analysis.CostSetup` of this machine.
 
     Link: quick scale with ``K > 1``, fitted to gloo all-reduces through the emulated slow
@@ -244,12 +304,14 @@ def calibrate(plan: R.Plan, task_names: Sequence[str], out: Path, *, profile: st
                 details["allreduce_measurements"] = cached.get("allreduce_measurements")
                 details["link_cached"] = True
             else:
-                log(f"palsgd figures: calibrating the emulated link ({plan.nproc} gloo "
-                    "processes)")
+                log(f"palsgd figures: calibrating the emulated link ({plan.nproc} gloo processes)")
                 meas = costmodel.measure_allreduce(
-                    (4096, 65536, 262144, 1 << 20), world_size=plan.nproc, repeats=6,
+                    (4096, 65536, 262144, 1 << 20),
+                    world_size=plan.nproc,
+                    repeats=6,
                     delay_s=R.QUICK_LINK["comm_delay_s"],
-                    delay_per_byte_s=R.QUICK_LINK["comm_delay_per_byte_s"])
+                    delay_per_byte_s=R.QUICK_LINK["comm_delay_per_byte_s"],
+                )
                 link = costmodel.calibrate_link(meas, "ring", name="gloo + emulated slow link")
                 details["allreduce_measurements"] = [list(m) for m in meas]
         link_source = "link fitted to gloo all-reduces through the emulated slow link"
@@ -266,8 +328,9 @@ def calibrate(plan: R.Plan, task_names: Sequence[str], out: Path, *, profile: st
         comp_source = "compute per step from the runs' own timers"
     else:
         specs = _compute_specs(plan, names)
-        if cached.get("measured_compute") and all(s["task"] in cached["measured_compute"]
-                                                  for s in specs):
+        if cached.get("measured_compute") and all(
+            s["task"] in cached["measured_compute"] for s in specs
+        ):
             profs = [cached["measured_compute"][s["task"]] for s in specs]
         else:
             log(f"palsgd figures: measuring the compute of {', '.join(names)}")
@@ -275,23 +338,27 @@ def calibrate(plan: R.Plan, task_names: Sequence[str], out: Path, *, profile: st
             if plan.nproc > 1 and device == "cpu":
                 from empirical.distributed import spawn_workers
 
-                per_rank = spawn_workers(_compute_worker, plan.nproc, specs, device, 8,
-                                         timeout_s=900)
+                per_rank = spawn_workers(
+                    _compute_worker, plan.nproc, specs, device, 8, timeout_s=900
+                )
                 profs = _merge_profiles(per_rank, plan.nproc)
             else:
                 profs = _compute_worker(0, 1, specs, device, 10)
-        profiles = {s["task"]: costmodel.ComputeProfile(**p)
-                    for s, p in zip(specs, profs, strict=True)}
+        profiles = {
+            s["task"]: costmodel.ComputeProfile(**p) for s, p in zip(specs, profs, strict=True)
+        }
         comp_source = "compute per step measured by empirical.costmodel.measure_compute"
     details["elapsed_s"] = time.perf_counter() - t0
-    record = {"key": key, "link": link.to_dict() if link else cached.get("link"),
-              "allreduce_measurements": details.get("allreduce_measurements"),
-              "measured_compute": cached.get("measured_compute", {})}
+    record = {
+        "key": key,
+        "link": link.to_dict() if link else cached.get("link"),
+        "allreduce_measurements": details.get("allreduce_measurements"),
+        "measured_compute": cached.get("measured_compute", {}),
+    }
     if compute == "measure":
         record["measured_compute"] = {k: v.to_dict() for k, v in profiles.items()}
     atomic_write_json(path, record)
-    return CostSetup(profiles, link, f"{plan.scale} scale: {link_source}; {comp_source}",
-                     details)
+    return CostSetup(profiles, link, f"{plan.scale} scale: {link_source}; {comp_source}", details)
 
 
 # ----------------------------------------------------------------------------- manifest
@@ -299,8 +366,15 @@ def calibrate(plan: R.Plan, task_names: Sequence[str], out: Path, *, profile: st
 
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for name in ("palsgd-toolkit", "torch", "numpy", "scipy", "sympy", "matplotlib",
-                 "transformers"):
+    for name in (
+        "palsgd-toolkit",
+        "torch",
+        "numpy",
+        "scipy",
+        "sympy",
+        "matplotlib",
+        "transformers",
+    ):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -309,9 +383,13 @@ def _versions() -> dict[str, str]:
 
 
 def _hardware() -> dict[str, Any]:
-    hw: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(),
-                          "processor": platform.processor(), "cpu_count": os.cpu_count(),
-                          "hostname": socket.gethostname()}
+    hw: dict[str, Any] = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "hostname": socket.gethostname(),
+    }
     try:
         hw["load_average_1_5_15_min"] = list(os.getloadavg())
     except OSError:  # pragma: no cover
@@ -319,8 +397,11 @@ def _hardware() -> dict[str, Any]:
     try:
         import torch
 
-        hw["cuda"] = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-                      if torch.cuda.is_available() else [])
+        hw["cuda"] = (
+            [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if torch.cuda.is_available()
+            else []
+        )
         hw["torch_threads"] = torch.get_num_threads()
     except ImportError:  # pragma: no cover
         pass
@@ -331,8 +412,14 @@ def _git_commit() -> str | None:
     import subprocess
 
     try:
-        res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent, timeout=10, check=False)
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return res.stdout.strip() or None
@@ -340,8 +427,10 @@ def _git_commit() -> str | None:
 
 def _print_plan(plan: R.Plan, runs_dir: Path, problems: Sequence[str]) -> None:
     dev = R._device_kind()
-    print(f"palsgd figures plan: scale {plan.scale}, {plan.nproc} process(es), seed {plan.seed}, "
-          f"{len(plan.runs)} run(s)")
+    print(
+        f"palsgd figures plan: scale {plan.scale}, {plan.nproc} process(es), seed {plan.seed}, "
+        f"{len(plan.runs)} run(s)"
+    )
     for note in plan.notes:
         print(f"  note: {note}")
     width = max((len(r.name) for r in plan.runs), default=10)
@@ -352,9 +441,11 @@ def _print_plan(plan: R.Plan, runs_dir: Path, problems: Sequence[str]) -> None:
         d = R.run_directory(runs_dir, r, key)
         state = "cached" if R.cached(d, key) else ("same as above" if key in seen else "to train")
         seen.add(key)
-        fields = ", ".join(f"{k}={cfg[k]}" for k in ("model", "algorithm", "T", "H", "p", "eta",
-                                                    "outer", "gamma", "mu")
-                           if cfg.get(k) is not None)
+        fields = ", ".join(
+            f"{k}={cfg[k]}"
+            for k in ("model", "algorithm", "T", "H", "p", "eta", "outer", "gamma", "mu")
+            if cfg.get(k) is not None
+        )
         if r.group == "ablation":
             fields += f"; switch: {r.x}"
         print(f"  {r.name:<{width}}  [{state}]  {fields}")
@@ -392,8 +483,9 @@ def _main_runs(plan: R.Plan, data: Mapping[str, R.RunData]) -> dict[str, dict[st
     return out
 
 
-def _theory_report(args: argparse.Namespace, scale: str, seed: int, out: Path,
-                   progress: bool) -> Path:
+def _theory_report(
+    args: argparse.Namespace, scale: str, seed: int, out: Path, progress: bool
+) -> Path:
     if args.verify_report:
         return Path(args.verify_report)
     from theory import verify as V
@@ -407,8 +499,15 @@ def _theory_report(args: argparse.Namespace, scale: str, seed: int, out: Path,
     return target
 
 
-def _draw(name: str, plan: R.Plan, data: Mapping[str, R.RunData], cost: Any,
-          args: argparse.Namespace, out: Path, progress: bool) -> Any:
+def _draw(
+    name: str,
+    plan: R.Plan,
+    data: Mapping[str, R.RunData],
+    cost: Any,
+    args: argparse.Namespace,
+    out: Path,
+    progress: bool,
+) -> Any:
     from paper_figures import figures as F
 
     labels = {k: t.label for k, t in plan.tasks.items()}
@@ -425,11 +524,18 @@ def _draw(name: str, plan: R.Plan, data: Mapping[str, R.RunData], cost: Any,
     if name == "paper_scale":
         return F.paper_scale(out)
     if name == "sensitivity":
-        sweeps = {k: [data[s.name] for s in plan.by_group(sweep_task, f"sweep_{k}")
-                      if s.name in data] for k in ("H", "p")}
-        return F.sensitivity(main.get(sweep_task, {}), sweeps, cost, out,
-                             defaults=dict(plan.tasks[sweep_task].local),
-                             task_label=labels[sweep_task])
+        sweeps = {
+            k: [data[s.name] for s in plan.by_group(sweep_task, f"sweep_{k}") if s.name in data]
+            for k in ("H", "p")
+        }
+        return F.sensitivity(
+            main.get(sweep_task, {}),
+            sweeps,
+            cost,
+            out,
+            defaults=dict(plan.tasks[sweep_task].local),
+            task_label=labels[sweep_task],
+        )
     if name == "ablation":
         specs = plan.by_group(sweep_task, "ablation")
         base = next((data.get(s.name) for s in specs if s.x == "none"), None)
@@ -453,8 +559,11 @@ def run(args: argparse.Namespace) -> int:
         _print_plan(plan, runs_dir, problems)
         return 0
     if problems and (plan.runs or set(figures) & _COST_FIGURES):
-        raise UserInputError("--scale paper cannot run on this machine: " + "; ".join(problems)
-                             + " (use --dry-run to see the plan)")
+        raise UserInputError(
+            "--scale paper cannot run on this machine: "
+            + "; ".join(problems)
+            + " (use --dry-run to see the plan)"
+        )
     progress = not args.no_progress
     out.mkdir(parents=True, exist_ok=True)
     hardware_start = _hardware()
@@ -484,27 +593,37 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         try:
             res = _draw(name, plan, loaded, cost, args, out, progress)
-            fig_records[name] = {"status": "ok", "files": res.files,
-                                 "data_files": res.data_files, "summary": res.summary,
-                                 "notes": res.notes,
-                                 "duration_s": round(time.perf_counter() - t0, 3)}
-            print(f"palsgd figures: {name}: {', '.join(res.files + res.data_files)}",
-                  file=sys.stderr)
+            fig_records[name] = {
+                "status": "ok",
+                "files": res.files,
+                "data_files": res.data_files,
+                "summary": res.summary,
+                "notes": res.notes,
+                "duration_s": round(time.perf_counter() - t0, 3),
+            }
+            print(
+                f"palsgd figures: {name}: {', '.join(res.files + res.data_files)}", file=sys.stderr
+            )
         except UserInputError as exc:
             failed_figs.append(name)
-            fig_records[name] = {"status": "failed", "error": str(exc),
-                                 "duration_s": round(time.perf_counter() - t0, 3)}
+            fig_records[name] = {
+                "status": "failed",
+                "error": str(exc),
+                "duration_s": round(time.perf_counter() - t0, 3),
+            }
             print(f"palsgd figures: {name}: not drawn: {exc}", file=sys.stderr)
         except Exception as exc:  # noqa: BLE001 - recorded; the other figures are still drawn
             failed_figs.append(name)
-            fig_records[name] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
-                                 "traceback": traceback.format_exc(),
-                                 "duration_s": round(time.perf_counter() - t0, 3)}
-            print(f"palsgd figures: {name}: failed: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+            fig_records[name] = {
+                "status": "failed",
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(),
+                "duration_s": round(time.perf_counter() - t0, 3),
+            }
+            print(f"palsgd figures: {name}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     manifest = {
-        "command": "palsgd figures " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["figures"]
-                                                 else sys.argv[1:]),
+        "command": "palsgd figures "
+        + " ".join(sys.argv[2:] if sys.argv[1:2] == ["figures"] else sys.argv[1:]),
         "argv": sys.argv,
         "options": {k: v for k, v in vars(args).items()},
         "scale": scale,
@@ -516,16 +635,32 @@ def run(args: argparse.Namespace) -> int:
         "hardware": {"start": hardware_start, "end": _hardware()},
         "plan": plan.to_dict(),
         "runs_dir": str(runs_dir),
-        "runs": {n: {"directory": str(r.directory), "key": r.key, "status": r.status,
-                     "cached": r.cached, "elapsed_s": r.elapsed_s, "message": r.message,
-                     "group": r.spec.group, "algorithm": r.spec.algorithm}
-                 for n, r in results.items()},
-        "durations_s": {"training": round(runs_elapsed, 3), "calibration": round(cal_elapsed, 3),
-                        "total": round(time.perf_counter() - started, 3)},
-        "calibration": None if cost is None else {
-            "source": cost.source, "link": cost.link.to_dict() if cost.link else None,
+        "runs": {
+            n: {
+                "directory": str(r.directory),
+                "key": r.key,
+                "status": r.status,
+                "cached": r.cached,
+                "elapsed_s": r.elapsed_s,
+                "message": r.message,
+                "group": r.spec.group,
+                "algorithm": r.spec.algorithm,
+            }
+            for n, r in results.items()
+        },
+        "durations_s": {
+            "training": round(runs_elapsed, 3),
+            "calibration": round(cal_elapsed, 3),
+            "total": round(time.perf_counter() - started, 3),
+        },
+        "calibration": None
+        if cost is None
+        else {
+            "source": cost.source,
+            "link": cost.link.to_dict() if cost.link else None,
             "compute": {k: v.to_dict() for k, v in cost.compute.items()},
-            "details": dict(cost.details)},
+            "details": dict(cost.details),
+        },
         "figures": fig_records,
     }
     from empirical.metrics import atomic_write_json
@@ -533,8 +668,11 @@ def run(args: argparse.Namespace) -> int:
     _carry_over(out / "manifest.json", manifest)
     atomic_write_json(out / "manifest.json", manifest)
     total = time.perf_counter() - started
-    print(f"palsgd figures: {len(figures) - len(failed_figs)}/{len(figures)} figure(s) in "
-          f"{out} ({total:.0f} s; manifest.json)", file=sys.stderr)
+    print(
+        f"palsgd figures: {len(figures) - len(failed_figs)}/{len(figures)} figure(s) in "
+        f"{out} ({total:.0f} s; manifest.json)",
+        file=sys.stderr,
+    )
     if failed_runs:
         print(f"palsgd figures: failed run(s): {', '.join(failed_runs)}", file=sys.stderr)
     if failed_figs:

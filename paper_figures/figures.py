@@ -77,21 +77,78 @@ ORDER = ("ddp", "local_sgd", "diloco", "palsgd")
 CLOCKS = ("step", "measured", "modelled")
 
 LOSS_COLUMNS = ("task", "algorithm", "step", "eval_loss", "measured_s", "modelled_s")
-TTT_COLUMNS = ("source", "task", "algorithm", "clock", "target_loss", "time_to_target",
-               "step_at_target", "reduction_vs_ddp")
-ATTRIBUTION_COLUMNS = ("scenario", "kind", "task", "method", "profile", "part", "seconds",
-                       "fraction_of_baseline", "total_saving_s", "time_baseline_s",
-                       "time_reduction", "measured_time_reduction", "paper_reduction")
-PAPER_SCALE_COLUMNS = ("setting", "profile", "K", "gpu", "method", "coins",
-                       "predicted_reduction", "paper_reduction", "grad_step_s",
-                       "ddp_exposed_comm_s", "sync_allreduce_s")
-SENSITIVITY_COLUMNS = ("parameter", "value", "is_default", "final_loss", "min_loss",
-                       "target_loss", "ttt_measured_s", "ttt_modelled_s", "step_at_target",
-                       "reached", "grad_steps", "pull_steps", "syncs", "status")
-ABLATION_COLUMNS = ("variant", "switch", "label", "final_loss", "min_loss",
-                    "delta_final_loss_vs_base", "target_loss", "ttt_measured_s",
-                    "ttt_modelled_s", "step_at_target", "tokens", "grad_steps", "pull_steps",
-                    "allreduce_calls", "bytes_communicated", "status")
+TTT_COLUMNS = (
+    "source",
+    "task",
+    "algorithm",
+    "clock",
+    "target_loss",
+    "time_to_target",
+    "step_at_target",
+    "reduction_vs_ddp",
+)
+ATTRIBUTION_COLUMNS = (
+    "scenario",
+    "kind",
+    "task",
+    "method",
+    "profile",
+    "part",
+    "seconds",
+    "fraction_of_baseline",
+    "total_saving_s",
+    "time_baseline_s",
+    "time_reduction",
+    "measured_time_reduction",
+    "paper_reduction",
+)
+PAPER_SCALE_COLUMNS = (
+    "setting",
+    "profile",
+    "K",
+    "gpu",
+    "method",
+    "coins",
+    "predicted_reduction",
+    "paper_reduction",
+    "grad_step_s",
+    "ddp_exposed_comm_s",
+    "sync_allreduce_s",
+)
+SENSITIVITY_COLUMNS = (
+    "parameter",
+    "value",
+    "is_default",
+    "final_loss",
+    "min_loss",
+    "target_loss",
+    "ttt_measured_s",
+    "ttt_modelled_s",
+    "step_at_target",
+    "reached",
+    "grad_steps",
+    "pull_steps",
+    "syncs",
+    "status",
+)
+ABLATION_COLUMNS = (
+    "variant",
+    "switch",
+    "label",
+    "final_loss",
+    "min_loss",
+    "delta_final_loss_vs_base",
+    "target_loss",
+    "ttt_measured_s",
+    "ttt_modelled_s",
+    "step_at_target",
+    "tokens",
+    "grad_steps",
+    "pull_steps",
+    "allreduce_calls",
+    "bytes_communicated",
+    "status",
+)
 
 
 @dataclass
@@ -157,7 +214,9 @@ def _ylim_top(curves: Mapping[str, Curve]) -> float | None:
     if not seconds or not firsts:
         return None
     top = max(seconds)
-    return top + 0.15 * (top - min(c.min_loss for c in curves.values())) if max(firsts) > top else None
+    return (
+        top + 0.15 * (top - min(c.min_loss for c in curves.values())) if max(firsts) > top else None
+    )
 
 
 def _model_error(curve: Curve) -> float:
@@ -168,9 +227,12 @@ def _model_error(curve: Curve) -> float:
 # ----------------------------------------------------------------------------- figure 1
 
 
-def loss_vs_time(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | None,
-                 out: str | Path, task_labels: Mapping[str, str] | None = None
-                 ) -> FigureOutput:
+def loss_vs_time(
+    main: Mapping[str, Mapping[str, Any]],
+    cost: CostSetup | None,
+    out: str | Path,
+    task_labels: Mapping[str, str] | None = None,
+) -> FigureOutput:
     """Figure 1: loss against steps, measured and modelled wall-clock (rows: tasks)."""
     out = Path(out)
     labels = dict(task_labels or {})
@@ -180,9 +242,12 @@ def loss_vs_time(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | None,
         raise UserInputError("loss_vs_time: no finished runs of the compared methods")
     fig, axes = style.figure(len(tasks), 3, width=4.0, height=3.0)
     rows: list[dict[str, Any]] = []
-    meta: dict[str, Any] = {"clocks": {k: style.CLOCK_LABELS[k] for k in CLOCKS},
-                            "target_rule": "max over methods of each method's lowest eval loss",
-                            "cost_model": _cost_meta(cost), "tasks": {}}
+    meta: dict[str, Any] = {
+        "clocks": {k: style.CLOCK_LABELS[k] for k in CLOCKS},
+        "target_rule": "max over methods of each method's lowest eval loss",
+        "cost_model": _cost_meta(cost),
+        "tasks": {},
+    }
     handles = {}
     for i, task in enumerate(tasks):
         curves = _curves(main[task], cost)
@@ -199,40 +264,68 @@ def loss_vs_time(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | None,
                 x = c.clock(clock)
                 if not np.any(np.isfinite(x)):
                     continue
-                (h,) = ax.plot(x, c.loss, color=style.color(alg), lw=1.6, marker="o", ms=2.5,
-                               label=style.label(alg))
+                (h,) = ax.plot(
+                    x,
+                    c.loss,
+                    color=style.color(alg),
+                    lw=1.6,
+                    marker="o",
+                    ms=2.5,
+                    label=style.label(alg),
+                )
                 handles[alg] = h
                 drawn = True
             if not drawn:
-                style.empty_panel(ax, "no cost model calibrated" if clock == "modelled"
-                                  else "no data")
+                style.empty_panel(
+                    ax, "no cost model calibrated" if clock == "modelled" else "no data"
+                )
                 continue
             if np.isfinite(target):
                 ax.axhline(target, color="#777777", ls=":", lw=1)
-                ax.text(0.02, target, f"target {target:.3f}", transform=ax.get_yaxis_transform(),
-                        ha="left", va="top", fontsize=7, color="#555555")
+                ax.text(
+                    0.02,
+                    target,
+                    f"target {target:.3f}",
+                    transform=ax.get_yaxis_transform(),
+                    ha="left",
+                    va="top",
+                    fontsize=7,
+                    color="#555555",
+                )
             if top is not None:
                 ax.set_ylim(top=top)
             ax.set_xlabel(style.CLOCK_LABELS[clock])
             if j == 0:
                 ax.set_ylabel(style.loss_label(kind))
-            ax.set_title(f"{labels.get(task, task)}: " + {
-                "step": "per step", "measured": "measured", "modelled": "modelled"}[clock],
-                fontsize=9)
-        tmeta: dict[str, Any] = {"label": labels.get(task, task), "target_loss": target,
-                                 "runs": {}}
+            ax.set_title(
+                f"{labels.get(task, task)}: "
+                + {"step": "per step", "measured": "measured", "modelled": "modelled"}[clock],
+                fontsize=9,
+            )
+        tmeta: dict[str, Any] = {"label": labels.get(task, task), "target_loss": target, "runs": {}}
         for alg, c in curves.items():
             run = main[task][alg]
-            tmeta["runs"][alg] = {"directory": run.directory, "status": run.status,
-                                  "final_loss": c.final_loss, "min_loss": c.min_loss,
-                                  "measured_total_s": float(c.measured_s[-1]),
-                                  "modelled_total_s": float(c.modelled_s[-1]),
-                                  "model_error": _model_error(c),
-                                  "world_size": run.world_size}
+            tmeta["runs"][alg] = {
+                "directory": run.directory,
+                "status": run.status,
+                "final_loss": c.final_loss,
+                "min_loss": c.min_loss,
+                "measured_total_s": float(c.measured_s[-1]),
+                "modelled_total_s": float(c.modelled_s[-1]),
+                "model_error": _model_error(c),
+                "world_size": run.world_size,
+            }
             for k in range(len(c.step)):
-                rows.append({"task": task, "algorithm": alg, "step": int(c.step[k]),
-                             "eval_loss": c.loss[k], "measured_s": c.measured_s[k],
-                             "modelled_s": c.modelled_s[k]})
+                rows.append(
+                    {
+                        "task": task,
+                        "algorithm": alg,
+                        "step": int(c.step[k]),
+                        "eval_loss": c.loss[k],
+                        "measured_s": c.measured_s[k],
+                        "modelled_s": c.modelled_s[k],
+                    }
+                )
         missing = [a for a in ORDER if a not in curves]
         if missing:
             tmeta["missing"] = missing
@@ -240,27 +333,37 @@ def loss_vs_time(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | None,
         meta["tasks"][task] = tmeta
     order = [a for a in ORDER if a in handles]
     style.legend_below(fig, [handles[a] for a in order], [style.label(a) for a in order])
-    fig.suptitle("Evaluation loss against optimizer steps, measured wall-clock and modelled "
-                 "wall-clock (cost model)", fontsize=10, y=1.01)
+    fig.suptitle(
+        "Evaluation loss against optimizer steps, measured wall-clock and modelled "
+        "wall-clock (cost model)",
+        fontsize=10,
+        y=1.01,
+    )
     if cost is not None:
         style.footnote(fig, f"Cost model: {cost.source}.", y=-0.045)
     fig.tight_layout()
     res.files += style.save(fig, out, res.name)
     res.data_files.append(_write_csv(out / "loss_vs_time.csv", rows, LOSS_COLUMNS))
     res.data_files.append(_write_json(out / "loss_vs_time.json", meta))
-    res.summary = {t: {"target_loss": m["target_loss"],
-                       "model_error": {a: r["model_error"] for a, r in m["runs"].items()}}
-                   for t, m in meta["tasks"].items()}
+    res.summary = {
+        t: {
+            "target_loss": m["target_loss"],
+            "model_error": {a: r["model_error"] for a, r in m["runs"].items()},
+        }
+        for t, m in meta["tasks"].items()
+    }
     return res
 
 
 def _cost_meta(cost: CostSetup | None) -> dict[str, Any] | None:
     if cost is None:
         return None
-    return {"source": cost.source,
-            "link": cost.link.to_dict() if cost.link is not None else None,
-            "compute": {k: v.to_dict() for k, v in cost.compute.items()},
-            "details": dict(cost.details)}
+    return {
+        "source": cost.source,
+        "link": cost.link.to_dict() if cost.link is not None else None,
+        "compute": {k: v.to_dict() for k, v in cost.compute.items()},
+        "details": dict(cost.details),
+    }
 
 
 # ----------------------------------------------------------------------------- figure 2
@@ -274,16 +377,35 @@ def _ttt_rows(task: str, curves: Mapping[str, Curve], target: float) -> list[dic
             if alg not in curves:
                 continue
             t, s = time_to_target(curves[alg], target, clock)
-            rows.append({"source": "this run", "task": task, "algorithm": alg, "clock": clock,
-                         "target_loss": target, "time_to_target": t, "step_at_target": s,
-                         "reduction_vs_ddp": reduction(base, t)})
+            rows.append(
+                {
+                    "source": "this run",
+                    "task": task,
+                    "algorithm": alg,
+                    "clock": clock,
+                    "target_loss": target,
+                    "time_to_target": t,
+                    "step_at_target": s,
+                    "reduction_vs_ddp": reduction(base, t),
+                }
+            )
     return rows
 
 
 def _paper_rows() -> list[dict[str, Any]]:
-    return [{"source": "paper", "task": k, "algorithm": "palsgd", "clock": "paper",
-             "target_loss": None, "time_to_target": None, "step_at_target": None,
-             "reduction_vs_ddp": v} for k, v in PAPER_REDUCTIONS.items()]
+    return [
+        {
+            "source": "paper",
+            "task": k,
+            "algorithm": "palsgd",
+            "clock": "paper",
+            "target_loss": None,
+            "time_to_target": None,
+            "step_at_target": None,
+            "reduction_vs_ddp": v,
+        }
+        for k, v in PAPER_REDUCTIONS.items()
+    ]
 
 
 def _faster(red: float) -> str:
@@ -293,9 +415,13 @@ def _faster(red: float) -> str:
     return f"{100 * red:.0f}% faster" if red >= 0 else f"{-100 * red:.0f}% slower"
 
 
-def time_to_target_figure(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | None,
-                          out: str | Path, task_labels: Mapping[str, str] | None = None,
-                          short_labels: Mapping[str, str] | None = None) -> FigureOutput:
+def time_to_target_figure(
+    main: Mapping[str, Mapping[str, Any]],
+    cost: CostSetup | None,
+    out: str | Path,
+    task_labels: Mapping[str, str] | None = None,
+    short_labels: Mapping[str, str] | None = None,
+) -> FigureOutput:
     """Figure 2: time to the target loss per method (measured, modelled), reductions vs DDP,
     and the paper's three reported PALSGD reductions."""
     from matplotlib.patches import Patch
@@ -321,24 +447,53 @@ def time_to_target_figure(main: Mapping[str, Mapping[str, Any]], cost: CostSetup
         rows += trows
         algs = [a for a in ORDER if a in curves]
         width = 0.4
-        top = max([r["time_to_target"] for r in trows if r["clock"] != "step"
-                   and np.isfinite(r["time_to_target"])] + [1e-9])
+        top = max(
+            [
+                r["time_to_target"]
+                for r in trows
+                if r["clock"] != "step" and np.isfinite(r["time_to_target"])
+            ]
+            + [1e-9]
+        )
         for k, alg in enumerate(algs):
-            for off, clock, hatch in ((-width / 2, "measured", None), (width / 2, "modelled", "//")):
+            for off, clock, hatch in (
+                (-width / 2, "measured", None),
+                (width / 2, "modelled", "//"),
+            ):
                 r = next(x for x in trows if x["algorithm"] == alg and x["clock"] == clock)
                 t = r["time_to_target"]
                 if not np.isfinite(t):
-                    ax.text(k + off, 0.02 * top, "not reached", ha="center", va="bottom",
-                            fontsize=6.5, rotation=90)
+                    ax.text(
+                        k + off,
+                        0.02 * top,
+                        "not reached",
+                        ha="center",
+                        va="bottom",
+                        fontsize=6.5,
+                        rotation=90,
+                    )
                     continue
-                ax.bar(k + off, t, width, color=style.color(alg),
-                       alpha=0.95 if hatch is None else 0.5, hatch=hatch,
-                       edgecolor=style.color(alg))
+                ax.bar(
+                    k + off,
+                    t,
+                    width,
+                    color=style.color(alg),
+                    alpha=0.95 if hatch is None else 0.5,
+                    hatch=hatch,
+                    edgecolor=style.color(alg),
+                )
                 red = r["reduction_vs_ddp"]
                 if alg != "ddp" and np.isfinite(red):
-                    ax.text(k + off, t * 0.97, _faster(red), ha="center", va="top",
-                            rotation=90, fontsize=6.5,
-                            color="white" if hatch is None else "black")
+                    ax.text(
+                        k + off,
+                        t * 0.97,
+                        _faster(red),
+                        ha="center",
+                        va="top",
+                        rotation=90,
+                        fontsize=6.5,
+                        color="white" if hatch is None else "black",
+                    )
         ax.set_xticks(range(len(algs)), [style.label(a) for a in algs], fontsize=8)
         ax.set_ylabel("time to target loss (s)")
         ax.set_title(f"{labels.get(task, task)}\ntarget eval loss {target:.3f}", fontsize=9)
@@ -350,18 +505,43 @@ def time_to_target_figure(main: Mapping[str, Mapping[str, Any]], cost: CostSetup
         bars.append((f"paper: {PAPER_LABELS[k]}", v, style.PAPER_COLOR, None))
     for task in tasks:
         for clock, hatch in (("measured", None), ("modelled", "//")):
-            r = next((x for x in rows if x["task"] == task and x["algorithm"] == "palsgd"
-                      and x["clock"] == clock), None)
+            r = next(
+                (
+                    x
+                    for x in rows
+                    if x["task"] == task and x["algorithm"] == "palsgd" and x["clock"] == clock
+                ),
+                None,
+            )
             if r is not None:
-                bars.append((f"these runs: {short.get(task, task)}, {clock}",
-                             r["reduction_vs_ddp"], style.color("palsgd"), hatch))
+                bars.append(
+                    (
+                        f"these runs: {short.get(task, task)}, {clock}",
+                        r["reduction_vs_ddp"],
+                        style.color("palsgd"),
+                        hatch,
+                    )
+                )
     ys = np.arange(len(bars))[::-1]
     for y, (_name, v, col, hatch) in zip(ys, bars, strict=True):
         if np.isfinite(v):
-            ax.barh(y, 100 * v, color=col, alpha=0.95 if hatch is None else 0.5, hatch=hatch,
-                    edgecolor=col, height=0.7)
-            ax.text(100 * v, y, f" {100 * v:.1f}% " if v >= 0 else f" \u2212{-100 * v:.1f}% ",
-                    va="center", ha="left" if v >= 0 else "right", fontsize=7.5)
+            ax.barh(
+                y,
+                100 * v,
+                color=col,
+                alpha=0.95 if hatch is None else 0.5,
+                hatch=hatch,
+                edgecolor=col,
+                height=0.7,
+            )
+            ax.text(
+                100 * v,
+                y,
+                f" {100 * v:.1f}% " if v >= 0 else f" \u2212{-100 * v:.1f}% ",
+                va="center",
+                ha="left" if v >= 0 else "right",
+                fontsize=7.5,
+            )
         else:
             ax.text(0, y, " n/a (target not reached)", va="center", fontsize=7.5)
     ax.axvline(0, color="#333333", lw=0.8)
@@ -372,27 +552,49 @@ def time_to_target_figure(main: Mapping[str, Mapping[str, Any]], cost: CostSetup
     lo, hi = min([0.0] + vals), max([0.0] + vals)
     ax.set_xlim(lo - 0.15 * (hi - lo) - 1, hi + 0.45 * (hi - lo) + 3)
     rows += _paper_rows()
-    ax.legend([Patch(facecolor="#999999"), Patch(facecolor="#999999", alpha=0.5, hatch="//"),
-               Patch(facecolor=style.PAPER_COLOR)],
-              ["measured wall-clock", "modelled wall-clock (cost model)",
-               "reported in the paper"], loc="upper right", frameon=True, framealpha=0.9,
-              fontsize=7.5)
-    style.footnote(fig, f"Target: the lowest eval loss every method reaches. Paper: "
-                        f"{PAPER_SOURCE}.")
-    fig.suptitle("Time to the target loss (bars: measured, hatched: modelled; labels: "
-                 "against DDP)", fontsize=10, y=0.96)
+    ax.legend(
+        [
+            Patch(facecolor="#999999"),
+            Patch(facecolor="#999999", alpha=0.5, hatch="//"),
+            Patch(facecolor=style.PAPER_COLOR),
+        ],
+        ["measured wall-clock", "modelled wall-clock (cost model)", "reported in the paper"],
+        loc="upper right",
+        frameon=True,
+        framealpha=0.9,
+        fontsize=7.5,
+    )
+    style.footnote(
+        fig, f"Target: the lowest eval loss every method reaches. Paper: {PAPER_SOURCE}."
+    )
+    fig.suptitle(
+        "Time to the target loss (bars: measured, hatched: modelled; labels: against DDP)",
+        fontsize=10,
+        y=0.96,
+    )
     res.files += style.save(fig, out, res.name)
     res.data_files.append(_write_csv(out / "time_to_target.csv", rows, TTT_COLUMNS))
-    res.data_files.append(_write_json(out / "time_to_target.json", {
-        "targets": targets, "target_rule": "max over methods of each method's lowest eval loss",
-        "time_to_target_rule": "clock value at the first evaluation with loss <= target",
-        "reduction": "(T_ddp - T_method) / T_ddp", "paper": PAPER_REDUCTIONS,
-        "paper_source": PAPER_SOURCE, "cost_model": _cost_meta(cost)}))
+    res.data_files.append(
+        _write_json(
+            out / "time_to_target.json",
+            {
+                "targets": targets,
+                "target_rule": "max over methods of each method's lowest eval loss",
+                "time_to_target_rule": "clock value at the first evaluation with loss <= target",
+                "reduction": "(T_ddp - T_method) / T_ddp",
+                "paper": PAPER_REDUCTIONS,
+                "paper_source": PAPER_SOURCE,
+                "cost_model": _cost_meta(cost),
+            },
+        )
+    )
     res.summary = {
         "targets": targets,
         "palsgd_reduction_vs_ddp": {
-            f"{r['task']}/{r['clock']}": r["reduction_vs_ddp"] for r in rows
-            if r["algorithm"] == "palsgd" and r["source"] == "this run" and r["clock"] != "step"},
+            f"{r['task']}/{r['clock']}": r["reduction_vs_ddp"]
+            for r in rows
+            if r["algorithm"] == "palsgd" and r["source"] == "this run" and r["clock"] != "step"
+        },
         "paper": PAPER_REDUCTIONS,
     }
     return res
@@ -401,8 +603,12 @@ def time_to_target_figure(main: Mapping[str, Mapping[str, Any]], cost: CostSetup
 # ----------------------------------------------------------------------------- figure 3
 
 
-def paper_predictions(profiles: Sequence[str] | None = None, *, method: str = "palsgd",
-                      coins: Sequence[str] = ("shared", "independent")) -> list[dict[str, Any]]:
+def paper_predictions(
+    profiles: Sequence[str] | None = None,
+    *,
+    method: str = "palsgd",
+    coins: Sequence[str] = ("shared", "independent"),
+) -> list[dict[str, Any]]:
     """:func:`empirical.costmodel.paper_scale_prediction` for the three headline settings on
     each named static cluster profile (default: all of them) and each coin mode
     (``"shared"``: all workers pull on the same steps, as the authors' code does;
@@ -415,13 +621,13 @@ def paper_predictions(profiles: Sequence[str] | None = None, *, method: str = "p
     for setting in PAPER_REDUCTIONS:
         for prof in names:
             for c in coins:
-                out.append(costmodel.paper_scale_prediction(setting, prof, method=method,
-                                                            coins=c))
+                out.append(costmodel.paper_scale_prediction(setting, prof, method=method, coins=c))
     return out
 
 
-def paper_scale(out: str | Path, predictions: Sequence[Mapping[str, Any]] | None = None
-                ) -> FigureOutput:
+def paper_scale(
+    out: str | Path, predictions: Sequence[Mapping[str, Any]] | None = None
+) -> FigureOutput:
     """Figure: predicted PALSGD-vs-DDP time-to-target reduction of the paper's three
     settings on each cluster profile (bars: shared coins as in the authors' code; hatched:
     independent coins), next to the reduction the paper reports."""
@@ -444,35 +650,76 @@ def paper_scale(out: str | Path, predictions: Sequence[Mapping[str, Any]] | None
     rows = []
     for i, setting in enumerate(settings):
         for j, (prof, coins) in enumerate(slots):
-            p = next((x for x in preds if x["setting"] == setting and x["profile"] == prof
-                      and x["inputs"]["coins"] == coins), None)
+            p = next(
+                (
+                    x
+                    for x in preds
+                    if x["setting"] == setting
+                    and x["profile"] == prof
+                    and x["inputs"]["coins"] == coins
+                ),
+                None,
+            )
             if p is None:
                 continue
             v = p["predicted_time_reduction"]
             x = i + (j - (n - 1) / 2) * width
             col = greens[profiles.index(prof) % len(greens)]
             shared = coins == "shared"
-            ax.bar(x, 100 * v, width, color=col, alpha=1.0 if shared else 0.45,
-                   hatch=None if shared else "//", edgecolor=col)
-            ax.text(x, 100 * v if v >= 0 else 0, f"{100 * v:.0f}", ha="center", va="bottom",
-                    fontsize=6.5)
-            rows.append({"setting": setting, "profile": prof, "K": p["K"], "gpu": p["gpu"],
-                         "method": p["method"], "coins": coins,
-                         "predicted_reduction": v,
-                         "paper_reduction": p["paper_reported_time_reduction"],
-                         **{k: p["per_step"][k] for k in ("grad_step_s", "ddp_exposed_comm_s",
-                                                          "sync_allreduce_s")}})
+            ax.bar(
+                x,
+                100 * v,
+                width,
+                color=col,
+                alpha=1.0 if shared else 0.45,
+                hatch=None if shared else "//",
+                edgecolor=col,
+            )
+            ax.text(
+                x,
+                100 * v if v >= 0 else 0,
+                f"{100 * v:.0f}",
+                ha="center",
+                va="bottom",
+                fontsize=6.5,
+            )
+            rows.append(
+                {
+                    "setting": setting,
+                    "profile": prof,
+                    "K": p["K"],
+                    "gpu": p["gpu"],
+                    "method": p["method"],
+                    "coins": coins,
+                    "predicted_reduction": v,
+                    "paper_reduction": p["paper_reported_time_reduction"],
+                    **{
+                        k: p["per_step"][k]
+                        for k in ("grad_step_s", "ddp_exposed_comm_s", "sync_allreduce_s")
+                    },
+                }
+            )
         x = i + (n - 1 - (n - 1) / 2) * width
         v = PAPER_REDUCTIONS[setting]
         ax.bar(x, 100 * v, width, color=style.PAPER_COLOR)
-        ax.text(x, 100 * v, f"{100 * v:.1f}", ha="center", va="bottom", fontsize=7,
-                color=style.PAPER_COLOR, fontweight="bold")
-    ax.set_xticks(range(len(settings)), [PAPER_LABELS.get(s, s).replace(" / ", "\n")
-                                         for s in settings])
+        ax.text(
+            x,
+            100 * v,
+            f"{100 * v:.1f}",
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color=style.PAPER_COLOR,
+            fontweight="bold",
+        )
+    ax.set_xticks(
+        range(len(settings)), [PAPER_LABELS.get(s, s).replace(" / ", "\n") for s in settings]
+    )
     ax.set_ylabel("PALSGD time-to-target reduction\nagainst DDP (%)")
     ax.axhline(0, color="#333333", lw=0.8)
-    ax.set_title("Cost-model prediction at the paper's scale vs the paper's reported "
-                 "reductions", fontsize=10)
+    ax.set_title(
+        "Cost-model prediction at the paper's scale vs the paper's reported reductions", fontsize=10
+    )
     handles, names = [], []
     for prof in profiles:
         p = next(x for x in preds if x["profile"] == prof)
@@ -487,30 +734,40 @@ def paper_scale(out: str | Path, predictions: Sequence[Mapping[str, Any]] | None
         names.append("solid: shared coins (the authors' code)")
     handles.append(Patch(color=style.PAPER_COLOR))
     names.append("reported in the paper")
-    ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-              fontsize=7.5)
+    ax.legend(
+        handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=7.5
+    )
     p0 = preds[0]
     ratio = p0["inputs"].get("step_ratio", 1.0)
-    style.footnote(fig, "Assumptions (all listed in paper_scale.json): PALSGD needs "
-                   + ("as many steps as DDP" if ratio == 1.0 else f"{ratio:g} x DDP's steps")
-                   + " to reach the target; per-step compute from FLOP estimates at an assumed "
-                   "GPU utilisation; communication from the cluster profile's link. "
-                   f"Paper: {PAPER_SOURCE}.")
+    style.footnote(
+        fig,
+        "Assumptions (all listed in paper_scale.json): PALSGD needs "
+        + ("as many steps as DDP" if ratio == 1.0 else f"{ratio:g} x DDP's steps")
+        + " to reach the target; per-step compute from FLOP estimates at an assumed "
+        "GPU utilisation; communication from the cluster profile's link. "
+        f"Paper: {PAPER_SOURCE}.",
+    )
     fig.tight_layout()
     res.files += style.save(fig, out, res.name)
     res.data_files.append(_write_csv(out / "paper_scale.csv", rows, PAPER_SCALE_COLUMNS))
-    res.data_files.append(_write_json(out / "paper_scale.json", {
-        "paper": PAPER_REDUCTIONS, "paper_source": PAPER_SOURCE, "predictions": preds}))
-    res.summary = {f"{r['setting']}@{r['profile']}/{r['coins']}": r["predicted_reduction"]
-                   for r in rows}
+    res.data_files.append(
+        _write_json(
+            out / "paper_scale.json",
+            {"paper": PAPER_REDUCTIONS, "paper_source": PAPER_SOURCE, "predictions": preds},
+        )
+    )
+    res.summary = {
+        f"{r['setting']}@{r['profile']}/{r['coins']}": r["predicted_reduction"] for r in rows
+    }
     return res
 
 
 # ----------------------------------------------------------------------------- figure 4
 
 
-def _attribution(task: str, ddp: Any, method: Any, curves: Mapping[str, Curve], target: float,
-                 cost: CostSetup) -> dict[str, Any] | None:
+def _attribution(
+    task: str, ddp: Any, method: Any, curves: Mapping[str, Curve], target: float, cost: CostSetup
+) -> dict[str, Any] | None:
     from empirical import costmodel
 
     _, s_b = time_to_target(curves["ddp"], target, "step")
@@ -523,16 +780,30 @@ def _attribution(task: str, ddp: Any, method: Any, curves: Mapping[str, Curve], 
     kw = cost_kwargs(method)
     name = kw.pop("algorithm")
     K = method.world_size
-    link = cost.link if (cost.link is not None and K > 1) else costmodel.LinkProfile(
-        "none", 0.0, 1.0, source="K = 1")
-    return costmodel.attribute_gain(tb, tm, compute=cost.compute[task], link=link, K=K,
-                                    param_bytes=method.parameters * PARAM_BYTES,
-                                    algorithm=name, **kw)
+    link = (
+        cost.link
+        if (cost.link is not None and K > 1)
+        else costmodel.LinkProfile("none", 0.0, 1.0, source="K = 1")
+    )
+    return costmodel.attribute_gain(
+        tb,
+        tm,
+        compute=cost.compute[task],
+        link=link,
+        K=K,
+        param_bytes=method.parameters * PARAM_BYTES,
+        algorithm=name,
+        **kw,
+    )
 
 
-def gain_attribution(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | None,
-                     out: str | Path, task_labels: Mapping[str, str] | None = None,
-                     predictions: Sequence[Mapping[str, Any]] | None = None) -> FigureOutput:
+def gain_attribution(
+    main: Mapping[str, Mapping[str, Any]],
+    cost: CostSetup | None,
+    out: str | Path,
+    task_labels: Mapping[str, str] | None = None,
+    predictions: Sequence[Mapping[str, Any]] | None = None,
+) -> FigureOutput:
     """Figure: where the modelled time saving over DDP comes from.
 
     Left: for these runs, each local method against DDP at the target loss (each run's
@@ -559,20 +830,40 @@ def gain_attribution(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | No
                 if g is None:
                     res.notes.append(f"{task}/{alg}: target not reached, no attribution")
                     continue
-                scenarios.append((f"{labels.get(task, task)}: {style.label(alg)} vs DDP",
-                                  "this run (modelled)", task, alg, "calibrated", g))
+                scenarios.append(
+                    (
+                        f"{labels.get(task, task)}: {style.label(alg)} vs DDP",
+                        "this run (modelled)",
+                        task,
+                        alg,
+                        "calibrated",
+                        g,
+                    )
+                )
     preds = list(predictions) if predictions is not None else []
     for p in preds:
-        scenarios.append((f"{PAPER_LABELS.get(p['setting'], p['setting'])}, "
-                          f"{p['inputs']['coins']} coins",
-                          "paper-scale prediction", p["setting"], p["method"], p["profile"],
-                          dict(p["attribution"], paper_reduction=p["paper_reported_time_reduction"])))
+        scenarios.append(
+            (
+                f"{PAPER_LABELS.get(p['setting'], p['setting'])}, {p['inputs']['coins']} coins",
+                "paper-scale prediction",
+                p["setting"],
+                p["method"],
+                p["profile"],
+                dict(p["attribution"], paper_reduction=p["paper_reported_time_reduction"]),
+            )
+        )
     if not scenarios:
-        raise UserInputError("gain_attribution: nothing to attribute (no calibrated cost model "
-                             "and no paper-scale predictions)")
+        raise UserInputError(
+            "gain_attribution: nothing to attribute (no calibrated cost model "
+            "and no paper-scale predictions)"
+        )
     kinds = list(dict.fromkeys(s[1] for s in scenarios))
-    fig, axes = style.figure(1, len(kinds), width=5.2, height=0.45 * max(
-        sum(1 for s in scenarios if s[1] == k) for k in kinds) + 1.6)
+    fig, axes = style.figure(
+        1,
+        len(kinds),
+        width=5.2,
+        height=0.45 * max(sum(1 for s in scenarios if s[1] == k) for k in kinds) + 1.6,
+    )
     rows = []
     parts_order = list(style.PART_COLORS)
     for ai, kind in enumerate(kinds):
@@ -586,29 +877,62 @@ def gain_attribution(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | No
                 v = g["parts_s"].get(part, 0.0)
                 frac = v / base if base > 0 else 0.0
                 left = pos if frac >= 0 else neg
-                ax.barh(y, 100 * frac, left=100 * left, color=style.PART_COLORS[part],
-                        height=0.6, edgecolor="white", lw=0.5)
+                ax.barh(
+                    y,
+                    100 * frac,
+                    left=100 * left,
+                    color=style.PART_COLORS[part],
+                    height=0.6,
+                    edgecolor="white",
+                    lw=0.5,
+                )
                 if frac >= 0:
                     pos += frac
                 else:
                     neg += frac
-                rows.append({"scenario": title, "kind": kind, "task": task, "method": alg,
-                             "profile": prof, "part": part, "seconds": v,
-                             "fraction_of_baseline": frac, "total_saving_s": g["total_saving_s"],
-                             "time_baseline_s": base, "time_reduction": g["time_reduction"],
-                             "measured_time_reduction": g.get("measured", {}).get("time_reduction"),
-                             "paper_reduction": g.get("paper_reduction")})
+                rows.append(
+                    {
+                        "scenario": title,
+                        "kind": kind,
+                        "task": task,
+                        "method": alg,
+                        "profile": prof,
+                        "part": part,
+                        "seconds": v,
+                        "fraction_of_baseline": frac,
+                        "total_saving_s": g["total_saving_s"],
+                        "time_baseline_s": base,
+                        "time_reduction": g["time_reduction"],
+                        "measured_time_reduction": g.get("measured", {}).get("time_reduction"),
+                        "paper_reduction": g.get("paper_reduction"),
+                    }
+                )
             ax.plot(100 * g["time_reduction"], y, marker="D", color="black", ms=5, zorder=5)
             if g.get("paper_reduction") is not None:
-                ax.plot(100 * g["paper_reduction"], y, marker="*", color=style.PAPER_COLOR,
-                        ms=9, zorder=6)
+                ax.plot(
+                    100 * g["paper_reduction"],
+                    y,
+                    marker="*",
+                    color=style.PAPER_COLOR,
+                    ms=9,
+                    zorder=6,
+                )
             mt = g.get("measured", {}).get("time_reduction")
             if mt is not None and np.isfinite(mt):
-                ax.plot(100 * mt, y, marker="s", color=style.MEASURED_COLOR, ms=4.5, zorder=6,
-                        mfc="none")
+                ax.plot(
+                    100 * mt,
+                    y,
+                    marker="s",
+                    color=style.MEASURED_COLOR,
+                    ms=4.5,
+                    zorder=6,
+                    mfc="none",
+                )
         ax.axvline(0, color="#333333", lw=0.8)
         ax.set_yticks(ys, [s[0] for s in sc], fontsize=7)
-        ax.set_xlabel("share of DDP's modelled time to target (%)\n(> 0 saves time, < 0 costs time)")
+        ax.set_xlabel(
+            "share of DDP's modelled time to target (%)\n(> 0 saves time, < 0 costs time)"
+        )
         profs = sorted({s[4] for s in sc if s[4] != "calibrated"})
         ax.set_title(kind + (f" on {', '.join(profs)}" if profs else ""), fontsize=9)
     from matplotlib.lines import Line2D
@@ -616,22 +940,44 @@ def gain_attribution(main: Mapping[str, Mapping[str, Any]], cost: CostSetup | No
 
     handles = [Patch(color=style.PART_COLORS[p]) for p in parts_order]
     names = [style.PART_LABELS[p] for p in parts_order]
-    handles += [Line2D([], [], marker="D", color="black", ls=""),
-                Line2D([], [], marker="s", color=style.MEASURED_COLOR, mfc="none", ls=""),
-                Line2D([], [], marker="*", color=style.PAPER_COLOR, ms=9, ls="")]
+    handles += [
+        Line2D([], [], marker="D", color="black", ls=""),
+        Line2D([], [], marker="s", color=style.MEASURED_COLOR, mfc="none", ls=""),
+        Line2D([], [], marker="*", color=style.PAPER_COLOR, ms=9, ls=""),
+    ]
     names += ["total modelled saving", "measured saving", "paper's reported reduction"]
     style.legend_below(fig, handles, names, ncol=3)
     fig.suptitle("Attribution of the time saving over DDP (cost model)", fontsize=10, y=1.02)
     fig.tight_layout()
     res.files += style.save(fig, out, res.name)
     res.data_files.append(_write_csv(out / "gain_attribution.csv", rows, ATTRIBUTION_COLUMNS))
-    res.data_files.append(_write_json(out / "gain_attribution.json", {
-        "scenarios": [{"scenario": s[0], "kind": s[1], "task": s[2], "method": s[3],
-                       "profile": s[4], "attribution": s[5]} for s in scenarios],
-        "cost_model": _cost_meta(cost), "paper_source": PAPER_SOURCE}))
-    res.summary = {s[0]: {"time_reduction": s[5]["time_reduction"],
-                          "parts_fraction": s[5].get("parts_fraction_of_baseline")}
-                   for s in scenarios}
+    res.data_files.append(
+        _write_json(
+            out / "gain_attribution.json",
+            {
+                "scenarios": [
+                    {
+                        "scenario": s[0],
+                        "kind": s[1],
+                        "task": s[2],
+                        "method": s[3],
+                        "profile": s[4],
+                        "attribution": s[5],
+                    }
+                    for s in scenarios
+                ],
+                "cost_model": _cost_meta(cost),
+                "paper_source": PAPER_SOURCE,
+            },
+        )
+    )
+    res.summary = {
+        s[0]: {
+            "time_reduction": s[5]["time_reduction"],
+            "parts_fraction": s[5].get("parts_fraction_of_baseline"),
+        }
+        for s in scenarios
+    }
     return res
 
 
@@ -644,17 +990,33 @@ def _point_row(run: Any, curve: Curve | None, target: float) -> dict[str, Any]:
         return {"status": run.status if run is not None else "missing"}
     tm, st = time_to_target(curve, target, "measured")
     tmod, _ = time_to_target(curve, target, "modelled")
-    return {"final_loss": curve.final_loss, "min_loss": curve.min_loss, "target_loss": target,
-            "ttt_measured_s": tm, "ttt_modelled_s": tmod, "step_at_target": st,
-            "reached": bool(np.isfinite(st)), "grad_steps": tot.get("grad_steps"),
-            "pull_steps": tot.get("pull_steps"), "syncs": tot.get("syncs"),
-            "tokens": tot.get("tokens"), "allreduce_calls": tot.get("allreduce_calls"),
-            "bytes_communicated": tot.get("bytes_communicated"), "status": run.status}
+    return {
+        "final_loss": curve.final_loss,
+        "min_loss": curve.min_loss,
+        "target_loss": target,
+        "ttt_measured_s": tm,
+        "ttt_modelled_s": tmod,
+        "step_at_target": st,
+        "reached": bool(np.isfinite(st)),
+        "grad_steps": tot.get("grad_steps"),
+        "pull_steps": tot.get("pull_steps"),
+        "syncs": tot.get("syncs"),
+        "tokens": tot.get("tokens"),
+        "allreduce_calls": tot.get("allreduce_calls"),
+        "bytes_communicated": tot.get("bytes_communicated"),
+        "status": run.status,
+    }
 
 
-def sensitivity(main_runs: Mapping[str, Any], sweeps: Mapping[str, Sequence[Any]],
-                cost: CostSetup | None, out: str | Path, *, defaults: Mapping[str, Any],
-                task_label: str = "") -> FigureOutput:
+def sensitivity(
+    main_runs: Mapping[str, Any],
+    sweeps: Mapping[str, Sequence[Any]],
+    cost: CostSetup | None,
+    out: str | Path,
+    *,
+    defaults: Mapping[str, Any],
+    task_label: str = "",
+) -> FigureOutput:
     """Figure: PALSGD's final loss and time to target against ``H`` and against ``p``.
 
     ``sweeps``: ``{"H": runs, "p": runs}`` with ``run.x`` the value; the target of a row
@@ -681,9 +1043,12 @@ def sensitivity(main_runs: Mapping[str, Any], sweeps: Mapping[str, Sequence[Any]
         xs, finals, tms, tmods = [], [], [], []
         for run in pts:
             c = pcurves.get(str(run.x))
-            row = {"parameter": key, "value": float(run.x),
-                   "is_default": float(run.x) == float(defaults.get(key, math.nan)),
-                   **_point_row(run, c, target)}
+            row = {
+                "parameter": key,
+                "value": float(run.x),
+                "is_default": float(run.x) == float(defaults.get(key, math.nan)),
+                **_point_row(run, c, target),
+            }
             rows.append(row)
             xs.append(float(run.x))
             finals.append(row.get("final_loss", math.nan))
@@ -693,14 +1058,17 @@ def sensitivity(main_runs: Mapping[str, Any], sweeps: Mapping[str, Sequence[Any]
         ax = axes[i][0]
         ax.plot(xs_a, finals, color=style.color("palsgd"), marker="o", lw=1.6, label="PALSGD")
         if "ddp" in main_curves:
-            ax.axhline(main_curves["ddp"].final_loss, color=style.color("ddp"), ls="--", lw=1,
-                       label="DDP")
+            ax.axhline(
+                main_curves["ddp"].final_loss, color=style.color("ddp"), ls="--", lw=1, label="DDP"
+            )
         ax.set_xlabel(_param_label(key))
         ax.set_ylabel(f"final {style.loss_label(kind)}")
         ax.legend(frameon=False)
         ax = axes[i][1]
-        for vals, col, mk, lab in ((tms, style.MEASURED_COLOR, "s", "measured"),
-                                   (tmods, style.MODEL_COLOR, "o", "modelled")):
+        for vals, col, mk, lab in (
+            (tms, style.MEASURED_COLOR, "s", "measured"),
+            (tmods, style.MODEL_COLOR, "o", "modelled"),
+        ):
             v = np.asarray(vals, dtype=float)
             ax.plot(xs_a, v, color=col, marker=mk, lw=1.4, label=f"PALSGD, {lab}")
         finite = [v for v in tms + tmods if np.isfinite(v)]
@@ -708,8 +1076,15 @@ def sensitivity(main_runs: Mapping[str, Any], sweeps: Mapping[str, Sequence[Any]
         for x, a, b in zip(xs, tms, tmods, strict=True):
             if not (np.isfinite(a) or np.isfinite(b)):
                 ax.plot([x], [ymax * 1.08], marker="x", color="#aa0000", ms=7)
-                ax.annotate("not reached", (x, ymax * 1.08), fontsize=6.5, ha="center",
-                            va="bottom", xytext=(0, 3), textcoords="offset points")
+                ax.annotate(
+                    "not reached",
+                    (x, ymax * 1.08),
+                    fontsize=6.5,
+                    ha="center",
+                    va="bottom",
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                )
         if "ddp" in main_curves:
             for clock, col in (("measured", style.MEASURED_COLOR), ("modelled", style.MODEL_COLOR)):
                 t, _ = time_to_target(main_curves["ddp"], target, clock)
@@ -728,31 +1103,51 @@ def sensitivity(main_runs: Mapping[str, Any], sweeps: Mapping[str, Sequence[Any]
             if key == "H":
                 a.set_xscale("log", base=2)
                 a.set_xticks(xs, [f"{int(x)}" for x in xs])
-    fig.suptitle(f"Sensitivity of PALSGD to H and p ({task_label}; grey band: the default)",
-                 fontsize=10, y=1.02)
+    fig.suptitle(
+        f"Sensitivity of PALSGD to H and p ({task_label}; grey band: the default)",
+        fontsize=10,
+        y=1.02,
+    )
     fig.tight_layout()
     res.files += style.save(fig, out, res.name)
     res.data_files.append(_write_csv(out / "sensitivity.csv", rows, SENSITIVITY_COLUMNS))
-    res.data_files.append(_write_json(out / "sensitivity.json", {
-        "task": task_label, "target_loss": targets, "defaults": dict(defaults),
-        "target_rule": "per swept parameter: max over its runs of each run's lowest eval loss",
-        "cost_model": _cost_meta(cost)}))
-    res.summary = {"target_loss": targets,
-                   "points": {f"{r['parameter']}={r['value']:g}": r.get("final_loss")
-                              for r in rows}}
+    res.data_files.append(
+        _write_json(
+            out / "sensitivity.json",
+            {
+                "task": task_label,
+                "target_loss": targets,
+                "defaults": dict(defaults),
+                "target_rule": "per swept parameter: max over its runs of each run's lowest eval loss",
+                "cost_model": _cost_meta(cost),
+            },
+        )
+    )
+    res.summary = {
+        "target_loss": targets,
+        "points": {f"{r['parameter']}={r['value']:g}": r.get("final_loss") for r in rows},
+    }
     return res
 
 
 def _param_label(key: str) -> str:
-    return {"H": "H (local steps between syncs, log scale)",
-            "p": "p (probability of a pull step)"}.get(key, key)
+    return {
+        "H": "H (local steps between syncs, log scale)",
+        "p": "p (probability of a pull step)",
+    }.get(key, key)
 
 
 # ----------------------------------------------------------------------------- figure 6
 
 
-def ablation(base: Any, variants: Sequence[Any], cost: CostSetup | None, out: str | Path, *,
-             task_label: str = "") -> FigureOutput:
+def ablation(
+    base: Any,
+    variants: Sequence[Any],
+    cost: CostSetup | None,
+    out: str | Path,
+    *,
+    task_label: str = "",
+) -> FigureOutput:
     """Figure: each reference-faithful switch of the authors' code on its own, and all on.
 
     ``base``: PALSGD as described; ``variants``: runs with ``run.x`` the switch name
@@ -766,8 +1161,14 @@ def ablation(base: Any, variants: Sequence[Any], cost: CostSetup | None, out: st
     base_curve = curve_of(base, cost)
     entries = [("as described", "none", base, base_curve)]
     for run in variants:
-        entries.append((run.label or str(run.x), str(run.x), run,
-                        curve_of(run, cost) if _usable(run) else None))
+        entries.append(
+            (
+                run.label or str(run.x),
+                str(run.x),
+                run,
+                curve_of(run, cost) if _usable(run) else None,
+            )
+        )
     target = choose_target({e[1]: e[3] for e in entries if e[3] is not None})
     fig, axes = style.figure(1, 3, width=4.2, height=3.4)
     cmap = ["#222222", "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
@@ -775,8 +1176,7 @@ def ablation(base: Any, variants: Sequence[Any], cost: CostSetup | None, out: st
     ax = axes[0][0]
     for k, (lab, _, _, c) in enumerate(entries):
         if c is not None:
-            ax.plot(c.step, c.loss, color=cmap[k % len(cmap)], lw=2.2 if k == 0 else 1.2,
-                    label=lab)
+            ax.plot(c.step, c.loss, color=cmap[k % len(cmap)], lw=2.2 if k == 0 else 1.2, label=lab)
     top = _ylim_top({e[1]: e[3] for e in entries if e[3] is not None})
     if top is not None:
         ax.set_ylim(top=top)
@@ -809,8 +1209,10 @@ def ablation(base: Any, variants: Sequence[Any], cost: CostSetup | None, out: st
     ax = axes[0][2]
     h = 0.38
     for y, row in zip(ys, rows, strict=True):
-        for off, key, col, lab in ((h / 2, "ttt_measured_s", style.MEASURED_COLOR, "measured"),
-                                   (-h / 2, "ttt_modelled_s", style.MODEL_COLOR, "modelled")):
+        for off, key, col, lab in (
+            (h / 2, "ttt_measured_s", style.MEASURED_COLOR, "measured"),
+            (-h / 2, "ttt_modelled_s", style.MODEL_COLOR, "modelled"),
+        ):
             v = row.get(key, math.nan)
             if v is not None and np.isfinite(v):
                 ax.barh(y + off, v, height=h, color=col, label=lab if y == ys[0] else None)
@@ -820,21 +1222,45 @@ def ablation(base: Any, variants: Sequence[Any], cost: CostSetup | None, out: st
     ax.set_xlabel("time to target loss (s)")
     ax.set_title(f"time to target (eval loss {target:.3f})", fontsize=9)
     ax.legend(frameon=False, fontsize=7)
-    fig.suptitle(f"Ablation of the reference-faithful switches of the authors' code "
-                 f"({task_label})", fontsize=10, y=1.02)
-    style.footnote(fig, "Q-numbers: the quirks of the authors' code as listed in "
-                        "reference-implementation.md section 6 (AlgorithmConfig switches).")
+    fig.suptitle(
+        f"Ablation of the reference-faithful switches of the authors' code ({task_label})",
+        fontsize=10,
+        y=1.02,
+    )
+    style.footnote(
+        fig,
+        "Q-numbers: the quirks of the authors' code as listed in "
+        "reference-implementation.md section 6 (AlgorithmConfig switches).",
+    )
     fig.tight_layout()
     res.files += style.save(fig, out, res.name)
     res.data_files.append(_write_csv(out / "ablation.csv", rows, ABLATION_COLUMNS))
-    res.data_files.append(_write_json(out / "ablation.json", {
-        "task": task_label, "target_loss": target, "base": base.name,
-        "target_rule": "max over the variants of each variant's lowest eval loss",
-        "switches": {r["switch"]: r["label"] for r in rows},
-        "config": {r.name: {k: r.summary.get("algorithm", {}).get(k) for k in (
-            "coins", "pull_first_tensor_only", "discard_batch_on_pull",
-            "outer_steps_per_sync", "sync_offset")} for _, _, r, _ in entries},
-        "cost_model": _cost_meta(cost)}))
+    res.data_files.append(
+        _write_json(
+            out / "ablation.json",
+            {
+                "task": task_label,
+                "target_loss": target,
+                "base": base.name,
+                "target_rule": "max over the variants of each variant's lowest eval loss",
+                "switches": {r["switch"]: r["label"] for r in rows},
+                "config": {
+                    r.name: {
+                        k: r.summary.get("algorithm", {}).get(k)
+                        for k in (
+                            "coins",
+                            "pull_first_tensor_only",
+                            "discard_batch_on_pull",
+                            "outer_steps_per_sync",
+                            "sync_offset",
+                        )
+                    }
+                    for _, _, r, _ in entries
+                },
+                "cost_model": _cost_meta(cost),
+            },
+        )
+    )
     res.summary = {r["switch"]: r.get("delta_final_loss_vs_base") for r in rows}
     return res
 
@@ -857,10 +1283,24 @@ def _num(x: Any) -> float:
 
 
 _GRAD_AVG = r"$\frac{1}{T}\sum_t \mathbb{E}\Vert\nabla f(\bar{x}_t)\Vert^2$"
-_PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
-            "#666666", "#1f78b4", "#b2df8a"]
-_VERDICT_COLORS = {"holds": "#1a9850", "inconclusive": "#fdae61", "violated": "#d73027",
-                   "outside conditions": "#999999"}
+_PALETTE = [
+    "#1b9e77",
+    "#d95f02",
+    "#7570b3",
+    "#e7298a",
+    "#66a61e",
+    "#e6ab02",
+    "#a6761d",
+    "#666666",
+    "#1f78b4",
+    "#b2df8a",
+]
+_VERDICT_COLORS = {
+    "holds": "#1a9850",
+    "inconclusive": "#fdae61",
+    "violated": "#d73027",
+    "outside conditions": "#999999",
+}
 
 
 def theory(report_dir: str | Path, out: str | Path) -> FigureOutput:
@@ -895,8 +1335,9 @@ def theory(report_dir: str | Path, out: str | Path) -> FigureOutput:
             hi = np.asarray([_num(r["ucb"]) for r in sel])
             err = np.vstack([np.clip(m - lo, 0, None), np.clip(hi - m, 0, None)])
             err = np.where(np.isfinite(err), err, 0.0)
-            ax.errorbar(b, m, yerr=err, fmt="o", ms=3.5, color=col, lw=0.8,
-                        label=f"{verdict} ({len(sel)})")
+            ax.errorbar(
+                b, m, yerr=err, fmt="o", ms=3.5, color=col, lw=0.8, label=f"{verdict} ({len(sel)})"
+            )
         vals = [_num(r[k]) for r in tested for k in ("bound_value", "measured_mean")]
         vals = [v for v in vals if np.isfinite(v) and v > 0]
         if vals:
@@ -928,8 +1369,7 @@ def theory(report_dir: str | Path, out: str | Path) -> FigureOutput:
         ax.set_yscale("log")
         Ts = sorted({_num(r["T"]) for r in rates if np.isfinite(_num(r["T"]))})
         ax.set_xticks(Ts, [f"{int(t)}" for t in Ts])
-        ax.legend(frameon=False, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                  ncol=2)
+        ax.legend(frameon=False, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     else:
         style.empty_panel(ax, "no rate rows in the report")
     ax.set_xlabel("T (steps)")
@@ -943,8 +1383,17 @@ def theory(report_dir: str | Path, out: str | Path) -> FigureOutput:
         H = np.asarray([_num(r["H"]) for r in sel])
         m = np.asarray([_num(r["consensus_mean"]) for r in sel])
         se = np.asarray([_num(r["consensus_se"]) for r in sel])
-        ax.errorbar(H, m, yerr=2 * np.nan_to_num(se), marker="o", color=style.color(a),
-                    lw=1.4, ms=3.5, capsize=2, label=style.label(a))
+        ax.errorbar(
+            H,
+            m,
+            yerr=2 * np.nan_to_num(se),
+            marker="o",
+            color=style.color(a),
+            lw=1.4,
+            ms=3.5,
+            capsize=2,
+            label=style.label(a),
+        )
     if algs:
         ax.set_xscale("log", base=2)
         Hs = sorted({_num(r["H"]) for r in consensus if np.isfinite(_num(r["H"]))})
@@ -953,16 +1402,20 @@ def theory(report_dir: str | Path, out: str | Path) -> FigureOutput:
     else:
         style.empty_panel(ax, "no consensus rows in the report")
     ax.set_xlabel("H (local steps between syncs)")
-    ax.set_ylabel("time-averaged consensus error\n"
-                  r"$\frac{1}{K}\sum_k \Vert x_k - \bar{x}\Vert^2$")
+    ax.set_ylabel(
+        "time-averaged consensus error\n"
+        r"$\frac{1}{K}\sum_k \Vert x_k - \bar{x}\Vert^2$"
+    )
     ax.set_title("(c) consensus error vs H (\u00b12 s.e.)", fontsize=9)
     # (d)
     ax = axes[1][1]
     metric = "loss_gap"
     labels_d = list(dict.fromkeys(r["label"] for r in exact if r["metric"] == metric))
     for k, lab in enumerate(labels_d):
-        sel = sorted((r for r in exact if r["label"] == lab and r["metric"] == metric),
-                     key=lambda r: _num(r["step"]))
+        sel = sorted(
+            (r for r in exact if r["label"] == lab and r["metric"] == metric),
+            key=lambda r: _num(r["step"]),
+        )
         s = np.asarray([_num(r["step"]) for r in sel])
         e = np.asarray([_num(r["exact"]) for r in sel])
         mc = np.asarray([_num(r["mc_mean"]) for r in sel])
@@ -978,21 +1431,47 @@ def theory(report_dir: str | Path, out: str | Path) -> FigureOutput:
         style.empty_panel(ax, "no exact-vs-MC rows in the report")
     ax.set_xlabel("step t")
     ax.set_ylabel(r"$\mathbb{E} f(\bar{x}_t) - f^\star$")
-    ax.set_title("(d) exact quadratic curves (lines) vs Monte Carlo (dots, \u00b12 s.e.)",
-                 fontsize=9)
+    ax.set_title(
+        "(d) exact quadratic curves (lines) vs Monte Carlo (dots, \u00b12 s.e.)", fontsize=9
+    )
     fig.suptitle(f"Theory checks (palsgd verify report: {rd.name})", fontsize=10, y=1.01)
     fig.tight_layout()
     res.files += style.save(fig, out, res.name)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.get("verdict", "")] = counts.get(r.get("verdict", ""), 0) + 1
-    res.data_files.append(_write_json(out / "theory.json", {
-        "report": str(rd.resolve()), "verdict_counts": counts,
-        "measured_vs_bound": [{k: r.get(k) for k in (
-            "bound", "problem", "algorithm", "K", "H", "p", "T", "measured_mean", "lcb", "ucb",
-            "bound_value", "verdict")} for r in tested],
-        "rates": rates, "consensus": consensus,
-        "exact_vs_mc": [r for r in exact if r["metric"] == metric]}))
+    res.data_files.append(
+        _write_json(
+            out / "theory.json",
+            {
+                "report": str(rd.resolve()),
+                "verdict_counts": counts,
+                "measured_vs_bound": [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "bound",
+                            "problem",
+                            "algorithm",
+                            "K",
+                            "H",
+                            "p",
+                            "T",
+                            "measured_mean",
+                            "lcb",
+                            "ucb",
+                            "bound_value",
+                            "verdict",
+                        )
+                    }
+                    for r in tested
+                ],
+                "rates": rates,
+                "consensus": consensus,
+                "exact_vs_mc": [r for r in exact if r["metric"] == metric],
+            },
+        )
+    )
     res.summary = {"verdict_counts": counts}
     if counts.get("violated"):
         res.notes.append(f"{counts['violated']} configuration(s) violate their bound")

@@ -109,9 +109,20 @@ DATA_NAMES: dict[str, tuple[str, str]] = {
 #: (DDP: 2.57), with mu = 0.5 they track DDP per step (2.59 and 2.61 after 200 steps).
 QUICK_OUTER: dict[str, Any] = {"outer": "nesterov", "gamma": 0.7, "mu": 0.5}
 
-_NOT_IN_KEY = frozenset({"output_dir", "progress", "nproc", "overwrite", "checkpoint_dir",
-                         "max_restarts", "resume", "max_steps_this_run", "crash_at_step",
-                         "tensorboard"})
+_NOT_IN_KEY = frozenset(
+    {
+        "output_dir",
+        "progress",
+        "nproc",
+        "overwrite",
+        "checkpoint_dir",
+        "max_restarts",
+        "resume",
+        "max_steps_this_run",
+        "crash_at_step",
+        "tensorboard",
+    }
+)
 
 _STATUS_FILE = "figrun.json"
 
@@ -171,39 +182,89 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "scale": self.scale, "nproc": self.nproc, "seed": self.seed,
-            "tasks": {k: {"label": t.label, "short": t.short, "base": dict(t.base), "local": dict(t.local),
-                          "outer": dict(t.outer), "data": t.data, "note": t.note}
-                      for k, t in self.tasks.items()},
-            "runs": [{"name": r.name, "task": r.task, "variant": r.variant,
-                      "algorithm": r.algorithm, "group": r.group, "x": r.x,
-                      "label": r.label, "overrides": dict(r.overrides)} for r in self.runs],
+            "scale": self.scale,
+            "nproc": self.nproc,
+            "seed": self.seed,
+            "tasks": {
+                k: {
+                    "label": t.label,
+                    "short": t.short,
+                    "base": dict(t.base),
+                    "local": dict(t.local),
+                    "outer": dict(t.outer),
+                    "data": t.data,
+                    "note": t.note,
+                }
+                for k, t in self.tasks.items()
+            },
+            "runs": [
+                {
+                    "name": r.name,
+                    "task": r.task,
+                    "variant": r.variant,
+                    "algorithm": r.algorithm,
+                    "group": r.group,
+                    "x": r.x,
+                    "label": r.label,
+                    "overrides": dict(r.overrides),
+                }
+                for r in self.runs
+            ],
             "notes": list(self.notes),
         }
 
 
 def _quick_tasks(seed: int) -> dict[str, TaskSpec]:
-    common = dict(A=1, optimizer="adamw", weight_decay=0.01, clip_grad_norm=1.0, seed=seed,
-                  checkpoint_interval=0, iid=True, device="cpu", **QUICK_LINK)
+    common = dict(
+        A=1,
+        optimizer="adamw",
+        weight_decay=0.01,
+        clip_grad_norm=1.0,
+        seed=seed,
+        checkpoint_interval=0,
+        iid=True,
+        device="cpu",
+        **QUICK_LINK,
+    )
     return {
         "gptneo": TaskSpec(
-            "gptneo", "GPT-Neo (tiny, embedded text)",
-            base=dict(common, model="gptneo-tiny", dataset="embedded-text", seq_len=64,
-                      batch_size=8, T=200, alpha=3e-3, eval_interval=20, eval_batches=8,
-                      log_interval=10),
+            "gptneo",
+            "GPT-Neo (tiny, embedded text)",
+            base=dict(
+                common,
+                model="gptneo-tiny",
+                dataset="embedded-text",
+                seq_len=64,
+                batch_size=8,
+                T=200,
+                alpha=3e-3,
+                eval_interval=20,
+                eval_batches=8,
+                log_interval=10,
+            ),
             local=dict(H=8, p=0.2, eta=1.0, T0=0),
             outer=dict(QUICK_OUTER),
             note="quick scale: 2-layer GPT-Neo, hidden 32, byte vocabulary (35,552 parameters)",
             short="GPT-Neo tiny",
         ),
         "resnet": TaskSpec(
-            "resnet", "ResNet (tiny, CIFAR-style, embedded images)",
-            base=dict(common, model="resnet-tiny", dataset="embedded-images", batch_size=16,
-                      T=160, alpha=3e-3, eval_interval=20, eval_batches=8, log_interval=10),
+            "resnet",
+            "ResNet (tiny, CIFAR-style, embedded images)",
+            base=dict(
+                common,
+                model="resnet-tiny",
+                dataset="embedded-images",
+                batch_size=16,
+                T=160,
+                alpha=3e-3,
+                eval_interval=20,
+                eval_batches=8,
+                log_interval=10,
+            ),
             local=dict(H=8, p=0.2, eta=1.0, T0=0),
             outer=dict(QUICK_OUTER),
             note="quick scale: CIFAR-style ResNet with two BasicBlocks (widths 8, 16) on "
-                 "32x32 synthetic shape images",
+            "32x32 synthetic shape images",
             short="ResNet tiny",
         ),
     }
@@ -213,55 +274,116 @@ def _paper_tasks(seed: int, data: Mapping[str, str]) -> dict[str, TaskSpec]:
     # GPT-Neo: the authors' README run (algorithm.md; reference-implementation.md §7):
     # micro-batch 32 x 16 accumulation, AdamW lr 0.01 wd 0.01, clip 1.0, outer Nesterov
     # 0.1/0.9, H = 32, T0 = 32, p = 0.2, eta = 1, context 300.
-    readme = dict(dataset="tinystories", data_path=data.get("tinystories"), seq_len=300,
-                  batch_size=32, A=16, T=20000, optimizer="adamw", alpha=0.01,
-                  weight_decay=0.01, clip_grad_norm=1.0, eval_interval=500, eval_batches=50,
-                  log_interval=50, checkpoint_interval=1000, seed=seed, device="auto")
+    readme = dict(
+        dataset="tinystories",
+        data_path=data.get("tinystories"),
+        seq_len=300,
+        batch_size=32,
+        A=16,
+        T=20000,
+        optimizer="adamw",
+        alpha=0.01,
+        weight_decay=0.01,
+        clip_grad_norm=1.0,
+        eval_interval=500,
+        eval_batches=50,
+        log_interval=50,
+        checkpoint_interval=1000,
+        seed=seed,
+        device="auto",
+    )
     lm_local = dict(H=32, p=0.2, eta=1.0, T0=32)
     lm_outer = dict(outer="nesterov", gamma=0.1, mu=0.9)
     # ResNet: the authors' repository has no ResNet command; these are the argparse
     # defaults of resnet_imagenet / resnet_cifar10 (B 128, H 100, T0 100, p 0.1 ImageNet,
     # 0.2 CIFAR, eta 0.5) with inner SGD-momentum 0.875 and wd 3.05e-5 (ImageNet; NVIDIA
     # RN50 v1.5 recipe, reference-implementation.md §2). Assumptions, stated in the plan.
-    imagenet = dict(model="resnet50-imagenet", dataset="imagefolder",
-                    data_path=data.get("imagenet"), batch_size=128, A=16, T=14040,
-                    optimizer="sgd_momentum", alpha=0.1, momentum=0.875, weight_decay=3.0517578125e-05,
-                    clip_grad_norm=None, eval_interval=156, eval_batches=50, log_interval=26,
-                    checkpoint_interval=1560, seed=seed, device="auto")
-    cifar = dict(model="resnet18-cifar", dataset="cifar10", data_path=data.get("cifar10"),
-                 batch_size=128, A=1, T=19600, optimizer="sgd_momentum", alpha=0.1,
-                 momentum=0.9, weight_decay=1e-4, clip_grad_norm=None, eval_interval=98,
-                 eval_batches=20, log_interval=49, checkpoint_interval=1960, seed=seed,
-                 device="auto")
+    imagenet = dict(
+        model="resnet50-imagenet",
+        dataset="imagefolder",
+        data_path=data.get("imagenet"),
+        batch_size=128,
+        A=16,
+        T=14040,
+        optimizer="sgd_momentum",
+        alpha=0.1,
+        momentum=0.875,
+        weight_decay=3.0517578125e-05,
+        clip_grad_norm=None,
+        eval_interval=156,
+        eval_batches=50,
+        log_interval=26,
+        checkpoint_interval=1560,
+        seed=seed,
+        device="auto",
+    )
+    cifar = dict(
+        model="resnet18-cifar",
+        dataset="cifar10",
+        data_path=data.get("cifar10"),
+        batch_size=128,
+        A=1,
+        T=19600,
+        optimizer="sgd_momentum",
+        alpha=0.1,
+        momentum=0.9,
+        weight_decay=1e-4,
+        clip_grad_norm=None,
+        eval_interval=98,
+        eval_batches=20,
+        log_interval=49,
+        checkpoint_interval=1960,
+        seed=seed,
+        device="auto",
+    )
     return {
-        "gptneo-8m": TaskSpec("gptneo-8m", "GPT-Neo-8M, TinyStories",
-                              base=dict(readme, model="gptneo-8m"), local=lm_local,
-                              outer=lm_outer, data="tinystories",
-                              note="the authors' README run (20,000 steps)",
-                              short="GPT-Neo-8M"),
-        "gptneo-125m": TaskSpec("gptneo-125m", "GPT-Neo-125M, TinyStories",
-                                base=dict(readme, model="gptneo-125m"), local=lm_local,
-                                outer=lm_outer, data="tinystories",
-                                note="the README run's settings on the 125M model",
-                                short="GPT-Neo-125M"),
+        "gptneo-8m": TaskSpec(
+            "gptneo-8m",
+            "GPT-Neo-8M, TinyStories",
+            base=dict(readme, model="gptneo-8m"),
+            local=lm_local,
+            outer=lm_outer,
+            data="tinystories",
+            note="the authors' README run (20,000 steps)",
+            short="GPT-Neo-8M",
+        ),
+        "gptneo-125m": TaskSpec(
+            "gptneo-125m",
+            "GPT-Neo-125M, TinyStories",
+            base=dict(readme, model="gptneo-125m"),
+            local=lm_local,
+            outer=lm_outer,
+            data="tinystories",
+            note="the README run's settings on the 125M model",
+            short="GPT-Neo-125M",
+        ),
         "resnet50-imagenet": TaskSpec(
-            "resnet50-imagenet", "ResNet-50, ImageNet-1K", base=imagenet,
+            "resnet50-imagenet",
+            "ResNet-50, ImageNet-1K",
+            base=imagenet,
             local=dict(H=100, p=0.1, eta=0.5, T0=100),
-            outer=dict(outer="nesterov", gamma=0.25, mu=0.875), data="imagenet",
+            outer=dict(outer="nesterov", gamma=0.25, mu=0.875),
+            data="imagenet",
             note="assumption: the authors' resnet_imagenet argparse defaults (90 epochs x "
-                 "156 steps at K = 4); the paper's exact settings are not in the repository",
-            short="ResNet-50/ImageNet"),
+            "156 steps at K = 4); the paper's exact settings are not in the repository",
+            short="ResNet-50/ImageNet",
+        ),
         "resnet18-cifar": TaskSpec(
-            "resnet18-cifar", "ResNet-18, CIFAR-10", base=cifar,
+            "resnet18-cifar",
+            "ResNet-18, CIFAR-10",
+            base=cifar,
             local=dict(H=100, p=0.2, eta=0.5, T0=100),
-            outer=dict(outer="nesterov", gamma=0.25, mu=0.9), data="cifar10",
+            outer=dict(outer="nesterov", gamma=0.25, mu=0.9),
+            data="cifar10",
             note="assumption: the authors' resnet_cifar10 argparse defaults (200 epochs)",
-            short="ResNet-18/CIFAR-10"),
+            short="ResNet-18/CIFAR-10",
+        ),
     }
 
 
-def tasks_for(scale: str, seed: int = 0, data: Mapping[str, str] | None = None
-              ) -> dict[str, TaskSpec]:
+def tasks_for(
+    scale: str, seed: int = 0, data: Mapping[str, str] | None = None
+) -> dict[str, TaskSpec]:
     """The task settings of a scale (see the module docstring)."""
     _check_scale(scale)
     return _quick_tasks(seed) if scale == "quick" else _paper_tasks(seed, data or {})
@@ -296,24 +418,34 @@ def _method_overrides(task: TaskSpec, algorithm: str) -> dict[str, Any]:
         return dict(none, algorithm="ddp")
     if algorithm == "local_sgd":
         name = "local_sgd" if int(local.get("T0", 0)) == 0 else "post_local_sgd"
-        return dict(none, algorithm=name, H=local["H"], T0=local.get("T0", 0),
-                    outer="average")
+        return dict(none, algorithm=name, H=local["H"], T0=local.get("T0", 0), outer="average")
     if algorithm == "diloco":
-        return dict(none, algorithm="diloco", H=local["H"], T0=local.get("T0", 0),
-                    **dict(task.outer))
+        return dict(
+            none, algorithm="diloco", H=local["H"], T0=local.get("T0", 0), **dict(task.outer)
+        )
     if algorithm == "palsgd":
         return dict(none, algorithm="palsgd", **local, **dict(task.outer))
     raise UserInputError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
 
 
 def _ablation_value(switch: str, scale: str) -> Any:
-    return {"pull_first_tensor_only": True, "shared_coins": "shared",
-            "discard_batch_on_pull": True, "repeated_outer_steps": REPEATED_OUTER_STEPS[scale],
-            "sync_offset": 1}[switch]
+    return {
+        "pull_first_tensor_only": True,
+        "shared_coins": "shared",
+        "discard_batch_on_pull": True,
+        "repeated_outer_steps": REPEATED_OUTER_STEPS[scale],
+        "sync_offset": 1,
+    }[switch]
 
 
-def plan_runs(scale: str, figures: Iterable[str], *, seed: int = 0, nproc: int = 2,
-              data: Mapping[str, str] | None = None) -> Plan:
+def plan_runs(
+    scale: str,
+    figures: Iterable[str],
+    *,
+    seed: int = 0,
+    nproc: int = 2,
+    data: Mapping[str, str] | None = None,
+) -> Plan:
     """The runs needed by ``figures`` at ``scale`` (each run once).
 
     ``loss_vs_time``, ``time_to_target`` and ``gain_attribution`` need the four methods on
@@ -341,8 +473,16 @@ def plan_runs(scale: str, figures: Iterable[str], *, seed: int = 0, nproc: int =
             main_runs(task)
     sweep = tasks[SWEEP_TASK[scale]]
     if "sensitivity" in figures and not want_main:  # DDP is drawn for reference
-        runs.append(RunSpec(sweep.name, "ddp", "ddp",
-                            dict(sweep.base, **_method_overrides(sweep, "ddp")), "DDP", "main"))
+        runs.append(
+            RunSpec(
+                sweep.name,
+                "ddp",
+                "ddp",
+                dict(sweep.base, **_method_overrides(sweep, "ddp")),
+                "DDP",
+                "main",
+            )
+        )
     palsgd = dict(sweep.base, **_method_overrides(sweep, "palsgd"))
     if "sensitivity" in figures:
         for key in ("H", "p"):
@@ -351,32 +491,71 @@ def plan_runs(scale: str, figures: Iterable[str], *, seed: int = 0, nproc: int =
                 ov = dict(palsgd, **{key: v})
                 if key == "p" and v == 0:
                     ov["eta"] = 0.0  # no pulls: eta is irrelevant, keep the pull rate defined
-                runs.append(RunSpec(sweep.name, f"palsgd-{key}{v:g}", "palsgd", ov,
-                                    f"PALSGD {key} = {v:g}", f"sweep_{key}", v))
+                runs.append(
+                    RunSpec(
+                        sweep.name,
+                        f"palsgd-{key}{v:g}",
+                        "palsgd",
+                        ov,
+                        f"PALSGD {key} = {v:g}",
+                        f"sweep_{key}",
+                        v,
+                    )
+                )
     if "ablation" in figures:
-        runs.append(RunSpec(sweep.name, "palsgd-as-described", "palsgd", palsgd,
-                            "as described", "ablation", "none"))
+        runs.append(
+            RunSpec(
+                sweep.name,
+                "palsgd-as-described",
+                "palsgd",
+                palsgd,
+                "as described",
+                "ablation",
+                "none",
+            )
+        )
         all_on: dict[str, Any] = {}
         for switch, (label, fname) in ABLATION_SWITCHES.items():
             val = _ablation_value(switch, scale)
             all_on[fname] = val
             if switch == "repeated_outer_steps":
                 label = f"{val} outer steps per sync (Q5)"
-            runs.append(RunSpec(sweep.name, f"palsgd-{switch}", "palsgd",
-                                dict(palsgd, **{fname: val}), label, "ablation", switch))
-        runs.append(RunSpec(sweep.name, "palsgd-all-quirks", "palsgd", dict(palsgd, **all_on),
-                            "all switches on", "ablation", "all"))
+            runs.append(
+                RunSpec(
+                    sweep.name,
+                    f"palsgd-{switch}",
+                    "palsgd",
+                    dict(palsgd, **{fname: val}),
+                    label,
+                    "ablation",
+                    switch,
+                )
+            )
+        runs.append(
+            RunSpec(
+                sweep.name,
+                "palsgd-all-quirks",
+                "palsgd",
+                dict(palsgd, **all_on),
+                "all switches on",
+                "ablation",
+                "all",
+            )
+        )
     # deduplicate by name (the same run may serve several figures); keep the first group
     seen: dict[str, RunSpec] = {}
     for r in runs:
         seen.setdefault(r.name, r)
     notes = []
     if scale == "quick":
-        notes.append(f"quick scale: {nproc} gloo process(es) on the CPU, emulated slow link "
-                     f"{QUICK_LINK} on every all-reduce")
+        notes.append(
+            f"quick scale: {nproc} gloo process(es) on the CPU, emulated slow link "
+            f"{QUICK_LINK} on every all-reduce"
+        )
         if nproc == 1:
-            notes.append("--nproc 1: K = 1, one process, no communication: not the paper's "
-                         "comparison")
+            notes.append(
+                "--nproc 1: K = 1, one process, no communication: not the paper's comparison"
+            )
     else:
         notes.append(f"paper scale: {nproc} process(es), one per GPU (NCCL)")
     for t in tasks.values():
@@ -460,8 +639,14 @@ class RunResult:
 
 def _status_record(key: str, code: int, elapsed: float, message: str = "") -> dict[str, Any]:
     status = {0: "finished", 3: "diverged"}.get(code, "failed")
-    return {"key": key, "status": status, "exit_code": code, "elapsed_s": elapsed,
-            "message": message, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {
+        "key": key,
+        "status": status,
+        "exit_code": code,
+        "elapsed_s": elapsed,
+        "message": message,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
 
 
 def _train_one(item: Mapping[str, Any], rank: int) -> int:
@@ -480,9 +665,10 @@ def _train_one(item: Mapping[str, Any], rank: int) -> int:
         code, message = 2, str(exc)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / _STATUS_FILE,
-                          _status_record(item["key"], code, time.perf_counter() - started,
-                                         message))
+        atomic_write_json(
+            out / _STATUS_FILE,
+            _status_record(item["key"], code, time.perf_counter() - started, message),
+        )
     return code
 
 
@@ -493,13 +679,15 @@ def _worker(plan_file: str) -> int:
     from empirical.distributed import cleanup, init_distributed
 
     items = json.loads(Path(plan_file).read_text())["runs"]
-    device = "cuda" if _device_kind() == "cuda" and not all(
-        it["config"].get("device") == "cpu" for it in items) else "cpu"
+    device = (
+        "cuda"
+        if _device_kind() == "cuda" and not all(it["config"].get("device") == "cpu" for it in items)
+        else "cpu"
+    )
     ctx = init_distributed(device=device)
     failures = 0
     try:
-        bar = tqdm(items, desc="figure runs", unit="run", disable=ctx.rank != 0,
-                   dynamic_ncols=True)
+        bar = tqdm(items, desc="figure runs", unit="run", disable=ctx.rank != 0, dynamic_ncols=True)
         for item in bar:
             bar.set_postfix_str(item["name"])
             if _train_one(item, ctx.rank) not in (0, 3):
@@ -510,17 +698,29 @@ def _worker(plan_file: str) -> int:
 
 
 def _launch(plan_file: Path, nproc: int, log) -> int:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={nproc}", "-m", "paper_figures.runs", "--plan", str(plan_file)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "paper_figures.runs",
+        "--plan",
+        str(plan_file),
+    ]
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
-    log(f"palsgd figures: training {len(json.loads(plan_file.read_text())['runs'])} run(s) "
-        f"on {nproc} processes: {' '.join(cmd[1:])}")
+    log(
+        f"palsgd figures: training {len(json.loads(plan_file.read_text())['runs'])} run(s) "
+        f"on {nproc} processes: {' '.join(cmd[1:])}"
+    )
     return subprocess.run(cmd, env=env, check=False).returncode
 
 
-def execute(plan: Plan, runs_dir: Path, *, train_missing: bool = True, progress: bool = True,
-            log=None) -> dict[str, RunResult]:
+def execute(
+    plan: Plan, runs_dir: Path, *, train_missing: bool = True, progress: bool = True, log=None
+) -> dict[str, RunResult]:
     """Make every run of ``plan`` available in ``runs_dir``; returns name -> RunResult.
 
     Cached runs are reused; missing ones are trained in one launch (see the module
@@ -539,19 +739,32 @@ def execute(plan: Plan, runs_dir: Path, *, train_missing: bool = True, progress:
         directory = run_directory(runs_dir, spec, key)
         rec = cached(directory, key)
         if rec is not None:
-            results[spec.name] = RunResult(spec, key, directory, rec["status"], True,
-                                           rec.get("elapsed_s"), rec.get("message", ""))
+            results[spec.name] = RunResult(
+                spec,
+                key,
+                directory,
+                rec["status"],
+                True,
+                rec.get("elapsed_s"),
+                rec.get("message", ""),
+            )
             continue
         results[spec.name] = RunResult(spec, key, directory, "missing", False)
         if any(t["key"] == key for t in todo):
             continue
-        cfg.update(output_dir=str(directory), overwrite=True,
-                   progress=bool(progress and plan.scale == "paper"), nproc=plan.nproc)
+        cfg.update(
+            output_dir=str(directory),
+            overwrite=True,
+            progress=bool(progress and plan.scale == "paper"),
+            nproc=plan.nproc,
+        )
         todo.append({"name": spec.name, "key": key, "config": cfg})
     if todo and not train_missing:
         names = ", ".join(t["name"] for t in todo)
-        raise UserInputError(f"run(s) not found in the runs directory '{runs_dir}' (and "
-                             f"--no-train was given): {names}")
+        raise UserInputError(
+            f"run(s) not found in the runs directory '{runs_dir}' (and "
+            f"--no-train was given): {names}"
+        )
     if todo:
         runs_dir.mkdir(parents=True, exist_ok=True)
         if plan.nproc > 1:
@@ -623,7 +836,8 @@ def load_run(directory: str | os.PathLike, spec: RunSpec | None = None) -> RunDa
     recs = read_jsonl(d / "metrics.jsonl")
     summary = json.loads((d / "summary.json").read_text()) if (d / "summary.json").is_file() else {}
     config = summary.get("config") or (
-        json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {})
+        json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
+    )
     alg = spec.algorithm if spec else config.get("algorithm", "?")
     if alg == "post_local_sgd":
         alg = "local_sgd"
@@ -669,8 +883,10 @@ def check_paper_requirements(plan: Plan, data: Mapping[str, str]) -> list[str]:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m paper_figures.runs",
-                                     description="train the runs of a figures plan (one rank)")
+    parser = argparse.ArgumentParser(
+        prog="python -m paper_figures.runs",
+        description="train the runs of a figures plan (one rank)",
+    )
     parser.add_argument("--plan", required=True, help="plan file written by palsgd figures")
     args = parser.parse_args(argv)
     return _worker(args.plan)

@@ -115,12 +115,14 @@ def loss_label(task_kind: str) -> str:
     return "eval loss of the anchor\n(cross-entropy, nats/image)"
 
 
-def figure(nrows: int = 1, ncols: int = 1, *, width: float = 4.2, height: float = 3.2,
-           **kw: Any) -> tuple[Any, Any]:
+def figure(
+    nrows: int = 1, ncols: int = 1, *, width: float = 4.2, height: float = 3.2, **kw: Any
+) -> tuple[Any, Any]:
     """``plt.subplots`` with the house style and a panel size of ``width x height`` inches."""
     with plt.rc_context(_RC):
-        fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
-                                 squeeze=False, **kw)
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kw
+        )
     for ax in axes.flat:
         apply(ax)
     return fig, axes
@@ -156,8 +158,17 @@ def save(fig: Any, directory: str | Path, name: str) -> list[str]:
 
 def empty_panel(ax: Any, text: str) -> None:
     """A panel that says why it has no data."""
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8,
-            color="#666666", wrap=True)
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=8,
+        color="#666666",
+        wrap=True,
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     ax.grid(False)
@@ -172,5 +183,12 @@ def percent(x: float, digits: int = 1) -> str:
 
 def legend_below(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol: int = 4) -> None:
     """One legend for the whole figure, centred below the panels."""
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
-               frameon=False, fontsize=8)
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=ncol,
+        frameon=False,
+        fontsize=8,
+    )

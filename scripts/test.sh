@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh
 . "${VENV:-.venv}/bin/activate"
 ruff check theory empirical paper_figures tests benchmarks
+ruff format --check theory empirical paper_figures tests benchmarks
 python -m pytest -q -m "not slow" -n 2 "$@"

@@ -30,15 +30,28 @@ if importlib.util.find_spec("theory.simulate") is None:
 pytestmark = pytest.mark.distributed
 K, D, M, T, ALPHA = 2, 5, 2, 24, 0.1
 X0 = np.linspace(-1.5, 2.0, D)
-SPEC_FIELDS = ("H", "p", "eta", "outer", "gamma", "mu", "T0", "coins", "seed",
-               "outer_steps_per_sync", "sync_offset")
+SPEC_FIELDS = (
+    "H",
+    "p",
+    "eta",
+    "outer",
+    "gamma",
+    "mu",
+    "T0",
+    "coins",
+    "seed",
+    "outer_steps_per_sync",
+    "sync_offset",
+)
 
 CONFIGS = {
-    "palsgd_nesterov": AlgorithmConfig(name="palsgd", H=4, T0=3, p=0.3, eta=1.0,
-                                       outer="nesterov", gamma=0.7, mu=0.9, seed=5),
+    "palsgd_nesterov": AlgorithmConfig(
+        name="palsgd", H=4, T0=3, p=0.3, eta=1.0, outer="nesterov", gamma=0.7, mu=0.9, seed=5
+    ),
     "palsgd_average": AlgorithmConfig(name="palsgd", H=3, p=0.5, eta=0.8, seed=2),
-    "palsgd_shared": AlgorithmConfig(name="palsgd", H=5, T0=2, p=0.4, eta=1.2, outer="sgd",
-                                     gamma=0.8, coins="shared", seed=11),
+    "palsgd_shared": AlgorithmConfig(
+        name="palsgd", H=5, T0=2, p=0.4, eta=1.2, outer="sgd", gamma=0.8, coins="shared", seed=11
+    ),
     "palsgd_reference": AlgorithmConfig.reference_faithful(
         H=4, T0=4, p=0.3, eta=1.0, outer="nesterov", gamma=0.5, mu=0.9, A=3, seed=1
     ),
@@ -51,8 +64,9 @@ CONFIGS = {
 def make_problem():
     from theory import problems
 
-    return problems.make_quadratic(K=K, d=D, noise="none", zeta=1.0, seed=3, rotate=True,
-                                   L=2.0, lam_min=0.2)
+    return problems.make_quadratic(
+        K=K, d=D, noise="none", zeta=1.0, seed=3, rotate=True, L=2.0, lam_min=0.2
+    )
 
 
 class Quadratic(nn.Module):
@@ -109,7 +123,9 @@ def spec_of(cfg: AlgorithmConfig):
 
     kw = {f: getattr(cfg, f) for f in SPEC_FIELDS}
     return AlgorithmSpec(
-        kind=cfg.name, alpha=ALPHA, pull_fraction=M / D if cfg.pull_first_tensor_only else 1.0,
+        kind=cfg.name,
+        alpha=ALPHA,
+        pull_fraction=M / D if cfg.pull_first_tensor_only else 1.0,
         **kw,
     )
 
@@ -126,11 +142,21 @@ def test_distributed_trajectory_equals_simulator(runs, key):
     moved = 0.0
     for t in range(1, T + 1):
         tr = simulate(prob, spec, T=t, R=1, seed=0, x0=X0)
-        np.testing.assert_allclose(mine["x"][t - 1], tr.final_x[0], rtol=1e-10, atol=1e-12,
-                                   err_msg=f"{key}: workers' iterates after step {t}")
+        np.testing.assert_allclose(
+            mine["x"][t - 1],
+            tr.final_x[0],
+            rtol=1e-10,
+            atol=1e-12,
+            err_msg=f"{key}: workers' iterates after step {t}",
+        )
         if mine["z"][t - 1] is not None and t >= cfg.T0:
-            np.testing.assert_allclose(mine["z"][t - 1], tr.anchor[0], rtol=1e-10, atol=1e-12,
-                                       err_msg=f"{key}: anchor after step {t}")
+            np.testing.assert_allclose(
+                mine["z"][t - 1],
+                tr.anchor[0],
+                rtol=1e-10,
+                atol=1e-12,
+                err_msg=f"{key}: anchor after step {t}",
+            )
         moved = max(moved, float(np.abs(mine["x"][t - 1] - X0).max()))
     assert moved > 0.1
     if cfg.has_pulls:
@@ -145,6 +171,5 @@ def test_a_different_seed_gives_a_different_trajectory(runs):
 
     cfg = CONFIGS["palsgd_nesterov"]
     prob = make_problem()
-    tr = simulate(prob, spec_of(cfg.replace(seed=cfg.seed + 1)), T=T, R=1,
-                               seed=0, x0=X0)
+    tr = simulate(prob, spec_of(cfg.replace(seed=cfg.seed + 1)), T=T, R=1, seed=0, x0=X0)
     assert np.abs(runs[0]["palsgd_nesterov"]["x"][-1] - tr.final_x[0]).max() > 1e-6

@@ -118,8 +118,9 @@ def test_unknown_choices_are_user_errors(kw, word):
 
 
 def test_reference_faithful_preset():
-    c = AlgorithmConfig.reference_faithful(H=32, T0=32, p=0.2, eta=1.0, A=16,
-                                           outer="nesterov", gamma=0.1, mu=0.9)
+    c = AlgorithmConfig.reference_faithful(
+        H=32, T0=32, p=0.2, eta=1.0, A=16, outer="nesterov", gamma=0.1, mu=0.9
+    )
     assert c.name == "palsgd" and c.coins == "shared" and c.pull_first_tensor_only
     assert c.discard_batch_on_pull and c.sync_offset == 1 and c.outer_steps_per_sync == 16
     assert c.buffers == "anchor"
@@ -171,7 +172,9 @@ def _palsgd(model, p=0.5, eta=1.0, H=100, lr=0.1, **kw):
 def _first_step_of(algo, action: str, limit: int = 200) -> int:
     cfg = algo.config
     for t in range(algo.t, algo.t + limit):
-        if bool(pull_coins(cfg.seed, cfg.p, t, 0, shared=cfg.coins == "shared")) == (action == "pull"):
+        if bool(pull_coins(cfg.seed, cfg.p, t, 0, shared=cfg.coins == "shared")) == (
+            action == "pull"
+        ):
             return t
     raise AssertionError("no such step")
 
@@ -210,7 +213,10 @@ def test_gradient_step_uses_alpha_over_one_minus_p_and_restores_lr():
 def test_pull_formula_on_every_tensor_with_group_lrs():
     model = make_model()
     opt = torch.optim.SGD(
-        [{"params": model[0].parameters(), "lr": 0.1}, {"params": model[2].parameters(), "lr": 0.03}]
+        [
+            {"params": model[0].parameters(), "lr": 0.1},
+            {"params": model[2].parameters(), "lr": 0.03},
+        ]
     )
     cfg = AlgorithmConfig(name="palsgd", H=1000, p=0.4, eta=2.0, seed=3)
     algo = build_algorithm(cfg, model, opt)
@@ -238,7 +244,9 @@ def test_pull_first_tensor_only_leaves_other_tensors_unchanged():
     algo.step()
     after = list(model.parameters())
     c = 0.1 * 1.0 / 0.4
-    torch.testing.assert_close(after[0].detach(), before[0] - c * (before[0] - z0), rtol=0, atol=1e-15)
+    torch.testing.assert_close(
+        after[0].detach(), before[0] - c * (before[0] - z0), rtol=0, atol=1e-15
+    )
     assert not torch.equal(after[0].detach(), before[0])
     for b, a in zip(before[1:], after[1:], strict=True):
         assert torch.equal(a.detach(), b)
@@ -300,7 +308,9 @@ def test_outer_steps_per_sync_matches_repeated_nesterov_formula(A):
     for z_before, x, z_after, x_after in seen:
         delta = z_before - x
         m = mu**A * m + delta
-        torch.testing.assert_close(z_after, z_before - gamma * (delta + c * m), rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(
+            z_after, z_before - gamma * (delta + c * m), rtol=1e-12, atol=1e-14
+        )
         assert torch.equal(x_after, z_after)  # every worker restarts from z
 
 
@@ -338,8 +348,18 @@ def test_buffer_policies_single_process():
 
 
 def test_state_dict_round_trip_continues_identically():
-    cfg = AlgorithmConfig(name="palsgd", H=3, p=0.3, eta=1.5, T0=2, outer="nesterov",
-                          gamma=0.7, mu=0.9, seed=4, buffers="average")
+    cfg = AlgorithmConfig(
+        name="palsgd",
+        H=3,
+        p=0.3,
+        eta=1.5,
+        T0=2,
+        outer="nesterov",
+        gamma=0.7,
+        mu=0.9,
+        seed=4,
+        buffers="average",
+    )
 
     def fresh():
         model = make_model(bn=True)
@@ -367,10 +387,14 @@ def test_state_dict_round_trip_continues_identically():
 
 def test_load_state_dict_rejects_a_different_algorithm():
     model = make_model()
-    a = build_algorithm(AlgorithmConfig(name="diloco", H=3), model,
-                        torch.optim.SGD(model.parameters(), lr=0.1))
-    b = build_algorithm(AlgorithmConfig(name="post_local_sgd", H=3), make_model(),
-                        torch.optim.SGD(make_model().parameters(), lr=0.1))
+    a = build_algorithm(
+        AlgorithmConfig(name="diloco", H=3), model, torch.optim.SGD(model.parameters(), lr=0.1)
+    )
+    b = build_algorithm(
+        AlgorithmConfig(name="post_local_sgd", H=3),
+        make_model(),
+        torch.optim.SGD(make_model().parameters(), lr=0.1),
+    )
     with pytest.raises(UserInputError, match="name"):
         b.load_state_dict(a.state_dict())
 
@@ -378,8 +402,9 @@ def test_load_state_dict_rejects_a_different_algorithm():
 def test_memory_accounting_anchor_only_when_needed():
     def mem(**kw):
         model = make_model()
-        algo = build_algorithm(AlgorithmConfig(**kw), model,
-                               torch.optim.SGD(model.parameters(), lr=0.1))
+        algo = build_algorithm(
+            AlgorithmConfig(**kw), model, torch.optim.SGD(model.parameters(), lr=0.1)
+        )
         run(algo, model, 4)
         return algo.memory_bytes()
 
@@ -394,14 +419,20 @@ def test_memory_accounting_anchor_only_when_needed():
 
 def test_single_process_ddp_uses_the_bare_model():
     model = make_model()
-    algo = build_algorithm(AlgorithmConfig(name="ddp"), model,
-                           torch.optim.SGD(model.parameters(), lr=0.1))
+    algo = build_algorithm(
+        AlgorithmConfig(name="ddp"), model, torch.optim.SGD(model.parameters(), lr=0.1)
+    )
     assert isinstance(algo, DDPAlgorithm) and algo.model is model
     infos = run(algo, model, 3)
     assert [i.t for i in infos] == [1, 2, 3] and algo.stats["allreduce_calls"] == 0
-    assert isinstance(build_algorithm(AlgorithmConfig(name="local_sgd", H=2), make_model(),
-                                      torch.optim.SGD(make_model().parameters(), lr=0.1)),
-                      LocalAlgorithm)
+    assert isinstance(
+        build_algorithm(
+            AlgorithmConfig(name="local_sgd", H=2),
+            make_model(),
+            torch.optim.SGD(make_model().parameters(), lr=0.1),
+        ),
+        LocalAlgorithm,
+    )
 
 
 def test_clip_grad_norm_is_applied_before_the_inner_step():

@@ -29,10 +29,13 @@ K = 2
 
 def make_model(seed: int = 0, kind: str = "mlp") -> nn.Module:
     if kind == "bn":
-        model: nn.Module = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 2))
+        model: nn.Module = nn.Sequential(
+            nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 2)
+        )
     elif kind == "deep":
-        model = nn.Sequential(*[m for _ in range(5) for m in (nn.Linear(3, 3), nn.Tanh())],
-                              nn.Linear(3, 2))
+        model = nn.Sequential(
+            *[m for _ in range(5) for m in (nn.Linear(3, 3), nn.Tanh())], nn.Linear(3, 2)
+        )
     else:
         model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
     model = model.to(DT)
@@ -102,8 +105,9 @@ def scenarios(rank: int, world: int) -> dict:
     out: dict = {}
 
     # 1. ranks start from rank 0's model and agree after every sync
-    cfg = AlgorithmConfig(name="palsgd", H=3, T0=2, p=0.3, eta=1.0, outer="nesterov",
-                          gamma=0.7, mu=0.9, seed=7)
+    cfg = AlgorithmConfig(
+        name="palsgd", H=3, T0=2, p=0.3, eta=1.0, outer="nesterov", gamma=0.7, mu=0.9, seed=7
+    )
     model, _, algo = _build(cfg, seed=100 + rank, opt="adam", lr=0.05)
     out["init_equal"] = bool(torch.equal(*gather(flat(model)))) and bool(
         torch.equal(flat(model), flat(make_model(100)))
@@ -112,8 +116,14 @@ def scenarios(rank: int, world: int) -> dict:
 
     def record(info):
         xs, zs = gather(flat(model)), gather(algo.z.clone())
-        rows.append((info.synced, float((xs[0] - xs[1]).abs().max()),
-                     float((zs[0] - zs[1]).abs().max()), info.t))
+        rows.append(
+            (
+                info.synced,
+                float((xs[0] - xs[1]).abs().max()),
+                float((zs[0] - zs[1]).abs().max()),
+                info.t,
+            )
+        )
 
     train(algo, rank, 14, hook=record)
     out["sync_rows"] = rows
@@ -137,13 +147,20 @@ def scenarios(rank: int, world: int) -> dict:
 
     # 4. PALSGD with p = 0 is Local SGD / Post-Local SGD / DiLoCo, bit for bit
     pairs = {
-        "local": (AlgorithmConfig(name="palsgd", H=3, p=0.0, eta=1.0),
-                  AlgorithmConfig(name="local_sgd", H=3)),
-        "post": (AlgorithmConfig(name="palsgd", H=3, T0=2, p=0.0, eta=1.0),
-                 AlgorithmConfig(name="post_local_sgd", H=3, T0=2)),
-        "diloco": (AlgorithmConfig(name="palsgd", H=3, T0=2, p=0.0, eta=1.0, outer="nesterov",
-                                   gamma=0.7, mu=0.9),
-                   AlgorithmConfig(name="diloco", H=3, T0=2)),
+        "local": (
+            AlgorithmConfig(name="palsgd", H=3, p=0.0, eta=1.0),
+            AlgorithmConfig(name="local_sgd", H=3),
+        ),
+        "post": (
+            AlgorithmConfig(name="palsgd", H=3, T0=2, p=0.0, eta=1.0),
+            AlgorithmConfig(name="post_local_sgd", H=3, T0=2),
+        ),
+        "diloco": (
+            AlgorithmConfig(
+                name="palsgd", H=3, T0=2, p=0.0, eta=1.0, outer="nesterov", gamma=0.7, mu=0.9
+            ),
+            AlgorithmConfig(name="diloco", H=3, T0=2),
+        ),
     }
     for key, (ca, cb) in pairs.items():
         trajs = []
@@ -172,8 +189,9 @@ def scenarios(rank: int, world: int) -> dict:
 
     dist.all_reduce = counting
     try:
-        c = AlgorithmConfig(name="palsgd", H=4, T0=2, p=0.3, eta=1.0, outer="nesterov",
-                            gamma=0.5, mu=0.9, seed=1)
+        c = AlgorithmConfig(
+            name="palsgd", H=4, T0=2, p=0.3, eta=1.0, outer="nesterov", gamma=0.5, mu=0.9, seed=1
+        )
         m, _, a = _build(c, kind="deep")
         train(a, rank, 14)
     finally:
@@ -188,8 +206,9 @@ def scenarios(rank: int, world: int) -> dict:
     }
 
     # 7. state_dict round trip across ranks (Adam inner, Nesterov outer, pulls, warm-up)
-    c = AlgorithmConfig(name="palsgd", H=3, T0=2, p=0.4, eta=1.0, outer="nesterov",
-                        gamma=0.7, mu=0.9, seed=9)
+    c = AlgorithmConfig(
+        name="palsgd", H=3, T0=2, p=0.4, eta=1.0, outer="nesterov", gamma=0.7, mu=0.9, seed=9
+    )
     m, opt, a = _build(c, kind="bn", opt="adam", lr=0.02)
     train(a, rank, 5)
     saved = (copy.deepcopy(m.state_dict()), copy.deepcopy(opt.state_dict()), a.state_dict())
@@ -214,8 +233,11 @@ def scenarios(rank: int, world: int) -> dict:
         pre = gather(m[1].running_mean.clone())
         assert a.step().synced
         post = gather(m[1].running_mean.clone())
-        out[f"buffers_{policy}"] = (start.numpy(), [t.numpy() for t in pre],
-                                    [t.numpy() for t in post])
+        out[f"buffers_{policy}"] = (
+            start.numpy(),
+            [t.numpy() for t in pre],
+            [t.numpy() for t in post],
+        )
     return out
 
 

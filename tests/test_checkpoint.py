@@ -32,8 +32,11 @@ def test_save_load_roundtrip_and_manifest(tmp_path):
     s1 = ck.load_rank_state(d, m, 1)
     assert torch.equal(s1["w"], torch.full((3,), 6.0))
     # no temporary files are left behind by the atomic writes
-    assert sorted(p.name for p in d.iterdir()) == ["manifest.json", "rank_00000.pt",
-                                                   "rank_00001.pt"]
+    assert sorted(p.name for p in d.iterdir()) == [
+        "manifest.json",
+        "rank_00000.pt",
+        "rank_00001.pt",
+    ]
 
 
 def test_incomplete_checkpoint_is_ignored_and_pruned(tmp_path):
@@ -96,8 +99,9 @@ def test_check_compatible_names_every_difference(tmp_path):
     m = ck.read_manifest(ck.step_dir(tmp_path, 5))
     ck.check_compatible(m, {"model": "gptneo-tiny", "world_size": 2, "H": 8.0})
     with pytest.raises(UserInputError) as err:
-        ck.check_compatible(m, {"model": "resnet-tiny", "world_size": 4, "H": 8,
-                                "algorithm": "palsgd"}, "ckpt")
+        ck.check_compatible(
+            m, {"model": "resnet-tiny", "world_size": 4, "H": 8, "algorithm": "palsgd"}, "ckpt"
+        )
     text = str(err.value)
     assert "model: checkpoint 'gptneo-tiny', this run 'resnet-tiny'" in text
     assert "world_size: checkpoint 2, this run 4" in text
@@ -109,11 +113,21 @@ def test_rng_capture_restore_replays_draws():
     gen_t = torch.Generator().manual_seed(5)
     gens = {"np": gen_np, "t": gen_t}
     state = ck.capture_rng(gens)
-    first = (random.random(), np.random.rand(), torch.rand(2), gen_np.random(), torch.rand(
-        2, generator=gen_t))
+    first = (
+        random.random(),
+        np.random.rand(),
+        torch.rand(2),
+        gen_np.random(),
+        torch.rand(2, generator=gen_t),
+    )
     ck.restore_rng(state, gens)
-    second = (random.random(), np.random.rand(), torch.rand(2), gen_np.random(), torch.rand(
-        2, generator=gen_t))
+    second = (
+        random.random(),
+        np.random.rand(),
+        torch.rand(2),
+        gen_np.random(),
+        torch.rand(2, generator=gen_t),
+    )
     assert first[0] == second[0] and first[1] == second[1] and first[3] == second[3]
     assert torch.equal(first[2], second[2]) and torch.equal(first[4], second[4])
     with pytest.raises(UserInputError, match="no state for the random generator"):

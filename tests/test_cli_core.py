@@ -15,5 +15,7 @@ def test_unknown_subcommand_exit_2(capsys):
 
 
 def test_console_script_help_runs():
-    out = subprocess.run([sys.executable, "-m", "theory.cli", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "theory.cli", "--help"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "verify" in out.stdout

@@ -137,8 +137,12 @@ def test_link_and_compute_profile_validation_names_the_field():
 
 
 def test_from_dict_missing_and_unknown_fields():
-    good = {"K": 4, "gpu": "A100-SXM4-80GB", "source": "s",
-            "link": {"latency_s": 1e-6, "bandwidth_Bps": 1e10}}
+    good = {
+        "K": 4,
+        "gpu": "A100-SXM4-80GB",
+        "source": "s",
+        "link": {"latency_s": 1e-6, "bandwidth_Bps": 1e10},
+    }
     prof = cm.cluster_from_dict(good, "mine")
     assert prof.K == 4 and prof.link.bandwidth_Bps == 1e10 and prof.link.algorithm == "ring"
     for field in ("K", "gpu", "source", "link"):
@@ -173,8 +177,10 @@ def test_named_profiles_are_sourced_and_unknown_names_rejected():
 
 def test_load_profiles_file(tmp_path):
     path = tmp_path / "p.yaml"
-    path.write_text("lab:\n  K: 16\n  gpu: H100-SXM5-80GB\n  source: our lab\n"
-                    "  link: {latency_s: 1.0e-5, bandwidth_Bps: 2.5e10, algorithm: tree}\n")
+    path.write_text(
+        "lab:\n  K: 16\n  gpu: H100-SXM5-80GB\n  source: our lab\n"
+        "  link: {latency_s: 1.0e-5, bandwidth_Bps: 2.5e10, algorithm: tree}\n"
+    )
     profs = cm.load_profiles(path)
     assert profs["lab"].link.algorithm == "tree" and profs["lab"].K == 16
     path.write_text("lab:\n  K: 16\n  gpu: x\n  source: s\n  link: {latency_s: 1.0e-5}\n")
@@ -197,7 +203,8 @@ def test_ddp_exposed_comm():
     assert cm.ddp_exposed_comm(buckets, 2, link, 100.0) == pytest.approx(each[-1])
     # one bucket is never hidden
     assert cm.ddp_exposed_comm([5e6], 2, link, 100.0) == pytest.approx(
-        float(cm.allreduce_time(5e6, 2, link)))
+        float(cm.allreduce_time(5e6, 2, link))
+    )
     # hand-simulated pipeline: window 0.05 s, buckets ready at 0.01, 0.03, 0.05
     f = 0.01 + each[0]
     f = max(f, 0.03) + each[1]
@@ -238,13 +245,16 @@ def _run_single_process(cfg, T):
     return algo.stats
 
 
-@pytest.mark.parametrize("cfg", [
-    AlgorithmConfig(name="palsgd", H=4, p=0.3, eta=1.0, T0=3, seed=5),
-    AlgorithmConfig(name="palsgd", H=5, p=0.5, eta=0.5, seed=2, coins="shared", sync_offset=1),
-    AlgorithmConfig(name="local_sgd", H=3),
-    AlgorithmConfig(name="diloco", H=4, T0=2),
-    AlgorithmConfig(name="ddp"),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        AlgorithmConfig(name="palsgd", H=4, p=0.3, eta=1.0, T0=3, seed=5),
+        AlgorithmConfig(name="palsgd", H=5, p=0.5, eta=0.5, seed=2, coins="shared", sync_offset=1),
+        AlgorithmConfig(name="local_sgd", H=3),
+        AlgorithmConfig(name="diloco", H=4, T0=2),
+        AlgorithmConfig(name="ddp"),
+    ],
+)
 def test_step_trace_matches_the_algorithm_counts(cfg):
     T = 23
     tr = cm.step_trace(cfg, 3, T)
@@ -267,21 +277,34 @@ def test_step_trace_critical_path_by_brute_force():
     tr = cm.step_trace(cfg, K, T)
     crit = 0
     for r in range(T // 4):
-        counts = [sum(not pull_coins(11, 0.4, t, k) for t in range(4 * r, 4 * r + 4))
-                  for k in range(K)]
+        counts = [
+            sum(not pull_coins(11, 0.4, t, k) for t in range(4 * r, 4 * r + 4)) for k in range(K)
+        ]
         crit += max(counts)
     assert tr["critical_grad_steps"][-1] == crit
 
 
 def test_load_trace_sources_and_errors(tmp_path):
-    recs = [{"kind": "train", "step": s, "grad_steps": s, "pull_steps": 0, "syncs": 0,
-             "wall_s": 0.1 * s} for s in (1, 2, 3)]
+    recs = [
+        {
+            "kind": "train",
+            "step": s,
+            "grad_steps": s,
+            "pull_steps": 0,
+            "syncs": 0,
+            "wall_s": 0.1 * s,
+        }
+        for s in (1, 2, 3)
+    ]
     path = tmp_path / "metrics.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs)
-                    + json.dumps({"kind": "eval", "step": 3}) + "\n")
+    path.write_text(
+        "".join(json.dumps(r) + "\n" for r in recs) + json.dumps({"kind": "eval", "step": 3}) + "\n"
+    )
     csv_path = tmp_path / "train.csv"
-    csv_path.write_text("step,loss,grad_steps,pull_steps,syncs,consensus,wall_s\n"
-                        + "".join(f"{s},1.0,{s},0,0,,{0.1 * s}\n" for s in (1, 2, 3)))
+    csv_path.write_text(
+        "step,loss,grad_steps,pull_steps,syncs,consensus,wall_s\n"
+        + "".join(f"{s},1.0,{s},0,0,,{0.1 * s}\n" for s in (1, 2, 3))
+    )
     for src in (recs, path, tmp_path, csv_path):
         tr = cm.load_trace(src)
         assert np.all(tr["grad_steps"] == [1, 2, 3]) and "wall_s" in tr
@@ -290,8 +313,7 @@ def test_load_trace_sources_and_errors(tmp_path):
     with pytest.raises(UserInputError, match="missing the field 'syncs'"):
         cm.load_trace({"step": [1], "grad_steps": [1], "pull_steps": [0]})
     with pytest.raises(UserInputError, match="cumulative"):
-        cm.load_trace({"step": [1, 2], "grad_steps": [2, 1], "pull_steps": [0, 0],
-                       "syncs": [0, 0]})
+        cm.load_trace({"step": [1, 2], "grad_steps": [2, 1], "pull_steps": [0, 0], "syncs": [0, 0]})
     with pytest.raises(UserInputError, match="does not exist"):
         cm.load_trace(tmp_path / "nothing.jsonl")
 
@@ -299,50 +321,68 @@ def test_load_trace_sources_and_errors(tmp_path):
 # ----------------------------------------------------------------------------- the model
 
 
-COMP = cm.ComputeProfile(grad_step_s=0.1, pull_step_s=0.01, inner_step_s=0.02,
-                         sync_local_s=0.005, backward_s=0.05)
+COMP = cm.ComputeProfile(
+    grad_step_s=0.1, pull_step_s=0.01, inner_step_s=0.02, sync_local_s=0.005, backward_s=0.05
+)
 
 
 def test_modelled_time_by_hand():
     link = cm.LinkProfile("x", 1e-3, 1e7)
     nbytes = 1e5
     t_ar = float(cm.allreduce_time(nbytes, 2, link))
-    ddp = {"step": [1, 2, 3], "grad_steps": [1, 2, 3], "pull_steps": [0, 0, 0],
-           "syncs": [0, 0, 0]}
-    got = cm.modelled_time(ddp, compute=COMP, link=link, K=2, param_bytes=nbytes,
-                           algorithm="ddp", overlap_ddp=False)
+    ddp = {"step": [1, 2, 3], "grad_steps": [1, 2, 3], "pull_steps": [0, 0, 0], "syncs": [0, 0, 0]}
+    got = cm.modelled_time(
+        ddp, compute=COMP, link=link, K=2, param_bytes=nbytes, algorithm="ddp", overlap_ddp=False
+    )
     assert got == pytest.approx(np.arange(1, 4) * (0.1 + t_ar))
-    loc = {"step": [4, 8], "grad_steps": [3, 6], "pull_steps": [1, 2], "syncs": [1, 2],
-           "critical_grad_steps": [4, 7]}
-    got = cm.modelled_time(loc, compute=COMP, link=link, K=2, param_bytes=nbytes,
-                           algorithm="palsgd", p=0.25, H=4)
-    want = [3 * 0.1 + 1 * 0.01 + 1 * (t_ar + 0.005) + 1 * 0.09,
-            6 * 0.1 + 2 * 0.01 + 2 * (t_ar + 0.005) + 1 * 0.09]
+    loc = {
+        "step": [4, 8],
+        "grad_steps": [3, 6],
+        "pull_steps": [1, 2],
+        "syncs": [1, 2],
+        "critical_grad_steps": [4, 7],
+    }
+    got = cm.modelled_time(
+        loc, compute=COMP, link=link, K=2, param_bytes=nbytes, algorithm="palsgd", p=0.25, H=4
+    )
+    want = [
+        3 * 0.1 + 1 * 0.01 + 1 * (t_ar + 0.005) + 1 * 0.09,
+        6 * 0.1 + 2 * 0.01 + 2 * (t_ar + 0.005) + 1 * 0.09,
+    ]
     assert got == pytest.approx(want)
     # without the critical path, the expected round excess is used
     del loc["critical_grad_steps"]
-    got = cm.time_breakdown(loc, compute=COMP, link=link, K=2, param_bytes=nbytes,
-                            algorithm="palsgd", p=0.25, H=4)
+    got = cm.time_breakdown(
+        loc, compute=COMP, link=link, K=2, param_bytes=nbytes, algorithm="palsgd", p=0.25, H=4
+    )
     excess = cm.expected_max_binomial(4, 0.75, 2) - 3
     assert got["straggler_wait"] == pytest.approx(np.array([1, 2]) * excess * 0.09)
     with pytest.raises(UserInputError, match="'H'"):
-        cm.modelled_time(loc, compute=COMP, link=link, K=2, param_bytes=nbytes,
-                         algorithm="palsgd", p=0.25)
+        cm.modelled_time(
+            loc, compute=COMP, link=link, K=2, param_bytes=nbytes, algorithm="palsgd", p=0.25
+        )
     with pytest.raises(UserInputError, match="'algorithm'"):
-        cm.modelled_time(loc, compute=COMP, link=link, K=2, param_bytes=nbytes,
-                         algorithm="adam")
+        cm.modelled_time(loc, compute=COMP, link=link, K=2, param_bytes=nbytes, algorithm="adam")
 
 
-traces = st.integers(1, 400).flatmap(lambda n: st.tuples(
-    st.just(n), st.integers(0, n), st.integers(0, n), st.integers(0, n)))
+traces = st.integers(1, 400).flatmap(
+    lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(0, n), st.integers(0, n))
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    tb=traces, tm=traces,
-    cg=st.floats(1e-4, 1.0), cp=st.floats(0.0, 1e-2), cs=st.floats(0.0, 1e-2),
-    lat=st.floats(0.0, 1e-2), bw=st.floats(1e6, 1e11), K=st.integers(1, 128),
-    nbytes=st.floats(0, 1e9), overlap=st.booleans(), p=st.floats(0, 0.9),
+    tb=traces,
+    tm=traces,
+    cg=st.floats(1e-4, 1.0),
+    cp=st.floats(0.0, 1e-2),
+    cs=st.floats(0.0, 1e-2),
+    lat=st.floats(0.0, 1e-2),
+    bw=st.floats(1e6, 1e11),
+    K=st.integers(1, 128),
+    nbytes=st.floats(0, 1e9),
+    overlap=st.booleans(),
+    p=st.floats(0, 0.9),
     H=st.integers(1, 64),
 )
 def test_attribution_parts_add_up(tb, tm, cg, cp, cs, lat, bw, K, nbytes, overlap, p, H):
@@ -352,12 +392,14 @@ def test_attribution_parts_add_up(tb, tm, cg, cp, cs, lat, bw, K, nbytes, overla
     link = cm.LinkProfile("h", lat, bw)
     ddp = {"step": n_b, "grad_steps": n_b, "pull_steps": 0, "syncs": 0}
     pal = {"step": n_m, "grad_steps": n_m - pulls, "pull_steps": pulls, "syncs": syncs // H}
-    out = cm.attribute_gain(ddp, pal, compute=comp, link=link, K=K, param_bytes=nbytes,
-                            overlap_ddp=overlap, p=p, H=H)
+    out = cm.attribute_gain(
+        ddp, pal, compute=comp, link=link, K=K, param_bytes=nbytes, overlap_ddp=overlap, p=p, H=H
+    )
     total = sum(out["parts_s"].values())
     assert total == pytest.approx(out["total_saving_s"], rel=1e-9, abs=1e-9)
-    assert out["total_saving_s"] == pytest.approx(out["time_baseline_s"] - out["time_method_s"],
-                                                  rel=1e-9, abs=1e-9)
+    assert out["total_saving_s"] == pytest.approx(
+        out["time_baseline_s"] - out["time_method_s"], rel=1e-9, abs=1e-9
+    )
     assert out["parts_s"]["pull_cost_s"] <= 0 and out["parts_s"]["straggler_wait_s"] <= 0
 
 
@@ -365,8 +407,9 @@ def test_attribution_on_measured_traces_reports_model_error():
     link = cm.LinkProfile("x", 1e-3, 1e7)
     ddp = {"step": [10], "grad_steps": [10], "pull_steps": [0], "syncs": [0], "wall_s": [2.0]}
     pal = {"step": [10], "grad_steps": [8], "pull_steps": [2], "syncs": [2], "wall_s": [1.5]}
-    out = cm.attribute_gain(ddp, pal, compute=COMP, link=link, K=2, param_bytes=1e5, p=0.2,
-                            H=5, coins="shared")
+    out = cm.attribute_gain(
+        ddp, pal, compute=COMP, link=link, K=2, param_bytes=1e5, p=0.2, H=5, coins="shared"
+    )
     m = out["measured"]
     assert m["time_reduction"] == pytest.approx(0.25)
     assert m["model_error_baseline"] == pytest.approx(out["time_baseline_s"] / 2.0 - 1)
@@ -381,9 +424,11 @@ def test_settings_parameter_counts_match_the_models():
     from empirical.models import count_parameters, gptneo_parameter_count, model_spec
 
     assert cm.SETTINGS["gptneo-8m-tinystories"]["params"] == gptneo_parameter_count(
-        **model_spec("gptneo-8m"))
+        **model_spec("gptneo-8m")
+    )
     assert cm.SETTINGS["gptneo-125m-tinystories"]["params"] == gptneo_parameter_count(
-        **model_spec("gptneo-125m"))
+        **model_spec("gptneo-125m")
+    )
     assert cm.SETTINGS["resnet50-imagenet"]["params"] == count_parameters("resnet50-imagenet")
 
 
@@ -407,8 +452,9 @@ def test_paper_scale_prediction(setting, profile):
 
 
 def test_paper_scale_compute_from_flops():
-    out = cm.paper_scale_prediction("gptneo-8m-tinystories", "8xGPU-NVLink", utilisation=0.5,
-                                    gpu="H100-SXM5-80GB")
+    out = cm.paper_scale_prediction(
+        "gptneo-8m-tinystories", "8xGPU-NVLink", utilisation=0.5, gpu="H100-SXM5-80GB"
+    )
     n = 8_054_656
     per_token = 6 * n + 6 * 8 * 300 * 128
     flops = per_token * 300 * 32 * 16
@@ -417,8 +463,10 @@ def test_paper_scale_compute_from_flops():
     # a slower link makes the communication saving larger
     fast = cm.paper_scale_prediction("gptneo-125m-tinystories", "8xGPU-NVLink", coins="shared")
     slow = cm.paper_scale_prediction("gptneo-125m-tinystories", "32nodes-10Gbps", coins="shared")
-    assert (slow["attribution"]["parts_fraction_of_baseline"]["communication_saved_s"]
-            > fast["attribution"]["parts_fraction_of_baseline"]["communication_saved_s"])
+    assert (
+        slow["attribution"]["parts_fraction_of_baseline"]["communication_saved_s"]
+        > fast["attribution"]["parts_fraction_of_baseline"]["communication_saved_s"]
+    )
 
 
 def test_paper_scale_bad_input():
@@ -439,18 +487,54 @@ def test_paper_scale_bad_input():
 
 def test_cli_predict_and_errors(capsys, tmp_path):
     out_file = tmp_path / "pred.json"
-    assert cli_main(["cost", "predict", "--setting", "gptneo-8m-tinystories", "--profile",
-                     "32nodes-10Gbps", "--output", str(out_file)]) == 0
+    assert (
+        cli_main(
+            [
+                "cost",
+                "predict",
+                "--setting",
+                "gptneo-8m-tinystories",
+                "--profile",
+                "32nodes-10Gbps",
+                "--output",
+                str(out_file),
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert printed["profile"] == "32nodes-10Gbps" and json.loads(out_file.read_text())
     assert cli_main(["cost", "predict", "--setting", "nope", "--profile", "8xGPU-NVLink"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'setting'" in err[0]
     prof = tmp_path / "p.json"
-    prof.write_text(json.dumps({"lab": {"K": 4, "gpu": "A100-SXM4-80GB", "source": "s",
-                                        "link": {"bandwidth_Bps": 1e9}}}))
-    assert cli_main(["cost", "predict", "--setting", "gptneo-8m-tinystories", "--profile",
-                     "lab", "--profiles-file", str(prof)]) == 2
+    prof.write_text(
+        json.dumps(
+            {
+                "lab": {
+                    "K": 4,
+                    "gpu": "A100-SXM4-80GB",
+                    "source": "s",
+                    "link": {"bandwidth_Bps": 1e9},
+                }
+            }
+        )
+    )
+    assert (
+        cli_main(
+            [
+                "cost",
+                "predict",
+                "--setting",
+                "gptneo-8m-tinystories",
+                "--profile",
+                "lab",
+                "--profiles-file",
+                str(prof),
+            ]
+        )
+        == 2
+    )
     assert "'latency_s'" in capsys.readouterr().err
     assert cli_main(["cost", "profiles"]) == 0
     assert "64xGPU-100Gbps" in json.loads(capsys.readouterr().out)
@@ -481,8 +565,9 @@ def test_slow_link_config_and_helpers():
 
 def test_measure_compute_on_a_registry_model():
     torch.set_num_threads(1)
-    prof = cm.measure_compute("resnet-tiny", batch_size=4, image_size=16, accumulation=2,
-                              repeats=2, warmup=1)
+    prof = cm.measure_compute(
+        "resnet-tiny", batch_size=4, image_size=16, accumulation=2, repeats=2, warmup=1
+    )
     assert prof.grad_step_s > prof.inner_step_s > 0 and prof.pull_step_s > 0
     assert 0 < prof.backward_s < prof.grad_step_s and prof.accumulation == 2
     assert "resnet-tiny" in prof.source
@@ -505,13 +590,17 @@ def test_acceptance_prediction_within_15_percent():
     out = cm.emulated_link_check()
     runs = out["runs"]
     report = {k: f"{100 * r['error']:+.1f}%" for k, r in runs.items()}
-    print("prediction error per algorithm:", report,
-          {k: round(r["measured_s"], 3) for k, r in runs.items()}, out["link"])
+    print(
+        "prediction error per algorithm:",
+        report,
+        {k: round(r["measured_s"], 3) for k, r in runs.items()},
+        out["link"],
+    )
     assert set(runs) == {"ddp", "local_sgd", "palsgd"}
     for name, r in runs.items():
         assert abs(r["error"]) < 0.15, (
-            f"{name}: model {r['predicted_s']:.3f} s vs measured {r['measured_s']:.3f} s "
-            f"({report})")
+            f"{name}: model {r['predicted_s']:.3f} s vs measured {r['measured_s']:.3f} s ({report})"
+        )
     # the emulated link dominates, and the calibration found it (ring, K = 2: the per-call
     # delay is two latency steps; 1/bandwidth is the per-byte delay)
     for r in runs.values():
@@ -549,8 +638,14 @@ def test_acceptance_prediction_longer_runs_more_algorithms():
         "post_local_sgd": {"name": "post_local_sgd", "H": 8, "T0": 8, "T": 160},
         "diloco": {"name": "diloco", "H": 8, "T": 160},
         "palsgd": {"name": "palsgd", "H": 4, "p": 0.3, "eta": 1.0, "seed": 3, "T": 160},
-        "palsgd_shared": {"name": "palsgd", "H": 8, "p": 0.25, "eta": 1.0,
-                          "coins": "shared", "T": 160},
+        "palsgd_shared": {
+            "name": "palsgd",
+            "H": 8,
+            "p": 0.25,
+            "eta": 1.0,
+            "coins": "shared",
+            "T": 160,
+        },
     }
     out = cm.emulated_link_check(configs, batch=32, cal_repeats=8, compute_repeats=20)
     report = {k: f"{100 * r['error']:+.1f}%" for k, r in out["runs"].items()}

@@ -65,8 +65,9 @@ def _save_word_tokenizer(path, words):
         vocab.setdefault(w, len(vocab))
     core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]",
-                                   eos_token="<|endoftext|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="[UNK]", eos_token="<|endoftext|>"
+    )
     fast.save_pretrained(str(path))
     return vocab
 
@@ -84,8 +85,12 @@ def test_local_hf_tokenizer_directory(tmp_path):
     ds = build_dataset("tinystories", path=str(f), seq_len=8, tokenizer=str(tmp_path / "tok"))
     assert ds.vocab_size == len(vocab)
     item = ds[1]
-    assert item["input_ids"][:4].tolist() == [vocab["upon"], vocab["a"], vocab["time"],
-                                              vocab["<|endoftext|>"]]
+    assert item["input_ids"][:4].tolist() == [
+        vocab["upon"],
+        vocab["a"],
+        vocab["time"],
+        vocab["<|endoftext|>"],
+    ]
     assert item["labels"][4:].tolist() == [-100] * 4
 
 
@@ -120,9 +125,12 @@ def test_embedded_text_chunks_and_split():
 
 # ----------------------------------------------------------------------------- tinystories
 
-STORIES = ["Once upon a time there was a cat.\nIt liked milk.", "Tom saw a big dög. He ran!",
-           ("The end of a very long story. " * 6).strip(),
-           "Lily smiled."]
+STORIES = [
+    "Once upon a time there was a cat.\nIt liked milk.",
+    "Tom saw a big dög. He ran!",
+    ("The end of a very long story. " * 6).strip(),
+    "Lily smiled.",
+]
 
 
 def _write_txt(path, stories):
@@ -173,8 +181,10 @@ def test_tinystories_directory_jsonl_json_and_holdout(tmp_path):
     assert [va.text(i) for i in range(len(va))] == STORIES[3:]
 
     jl = tmp_path / "stories.jsonl"
-    jl.write_text("\n".join(json.dumps({"text": s, "id": i}) for i, s in enumerate(STORIES))
-                  + "\n\n", encoding="utf-8")
+    jl.write_text(
+        "\n".join(json.dumps({"text": s, "id": i}) for i, s in enumerate(STORIES)) + "\n\n",
+        encoding="utf-8",
+    )
     ds = build_dataset("tinystories", path=str(jl), seq_len=16)
     assert [ds.text(i) for i in range(len(ds))] == STORIES
 
@@ -285,9 +295,11 @@ def _write_cifar(root, n_train=12, n_test=6, seed=0):
     root.mkdir(parents=True)
     out = {}
     for name, n in (("data_batch_1", n_train), ("test_batch", n_test)):
-        d = {b"data": rng.integers(0, 256, size=(n, 3072), dtype=np.uint8),
-             b"labels": [int(v) for v in rng.integers(0, 10, size=n)],
-             b"batch_label": name.encode()}
+        d = {
+            b"data": rng.integers(0, 256, size=(n, 3072), dtype=np.uint8),
+            b"labels": [int(v) for v in rng.integers(0, 10, size=n)],
+            b"batch_label": name.encode(),
+        }
         with open(root / name, "wb") as fh:
             pickle.dump(d, fh)
         out[name] = d
@@ -320,9 +332,20 @@ def test_cifar10_pickle_format_and_augmentation(tmp_path):
     for epoch in range(6):
         xa, _ = tr.sample(5, epoch=epoch, salt=0)
         got = _unnormalise(xa, data.CIFAR10_MEAN, data.CIFAR10_STD)
-        matches = [(i, j, f) for i in range(9) for j in range(9) for f in (0, 1)
-                   if torch.equal(got, (padded[:, i:i + 32, j:j + 32].flip(-1) if f else
-                                        padded[:, i:i + 32, j:j + 32]))]
+        matches = [
+            (i, j, f)
+            for i in range(9)
+            for j in range(9)
+            for f in (0, 1)
+            if torch.equal(
+                got,
+                (
+                    padded[:, i : i + 32, j : j + 32].flip(-1)
+                    if f
+                    else padded[:, i : i + 32, j : j + 32]
+                ),
+            )
+        ]
         assert matches, "augmented image is not a crop/flip of the padded original"
         seen.add(matches[0])
         again, _ = tr.sample(5, epoch=epoch, salt=0)
@@ -378,8 +401,9 @@ def test_imagefolder_train_and_val(tmp_path):
     img = np.arange(8 * 16 * 3, dtype=np.uint8).reshape(8, 16, 3)
     (tmp_path / "exact" / "train" / "k").mkdir(parents=True)
     Image.fromarray(img).save(tmp_path / "exact" / "train" / "k" / "a.png")
-    ex = build_dataset("imagefolder", path=str(tmp_path / "exact"), image_size=8,
-                       augment=False, resize_size=8)
+    ex = build_dataset(
+        "imagefolder", path=str(tmp_path / "exact"), image_size=8, augment=False, resize_size=8
+    )
     xv, _ = ex[0]
     got = _unnormalise(xv, data.IMAGENET_MEAN, data.IMAGENET_STD)
     want = torch.from_numpy(img[:, 4:12].astype(np.int64)).permute(2, 0, 1)
@@ -421,8 +445,13 @@ def test_random_resized_crop_box_is_inside_and_respects_scale(w, h, seed):
 def test_build_dataset_rejects_bad_names_and_values():
     with pytest.raises(UserInputError, match="embedded-text"):
         build_dataset("mnist")
-    assert set(DATASET_NAMES) == {"embedded-text", "tinystories", "embedded-images", "cifar10",
-                                  "imagefolder"}
+    assert set(DATASET_NAMES) == {
+        "embedded-text",
+        "tinystories",
+        "embedded-images",
+        "cifar10",
+        "imagefolder",
+    }
     with pytest.raises(UserInputError, match="split"):
         build_dataset("embedded-images", split="dev")
     with pytest.raises(ParameterError, match="seq_len"):
@@ -436,30 +465,37 @@ def test_build_dataset_rejects_bad_names_and_values():
 # ----------------------------------------------------------------------------- sharding
 
 
-@pytest.mark.parametrize("n,k,drop", [(103, 4, True), (103, 4, False), (8, 3, False),
-                                      (100, 1, True), (2, 3, False)])
+@pytest.mark.parametrize(
+    "n,k,drop", [(103, 4, True), (103, 4, False), (8, 3, False), (100, 1, True), (2, 3, False)]
+)
 def test_iid_shards_match_distributed_sampler(n, k, drop):
     for epoch in (0, 3):
         for r in range(k):
-            ref = DistributedSampler(range(n), num_replicas=k, rank=r, shuffle=True, seed=7,
-                                     drop_last=drop)
+            ref = DistributedSampler(
+                range(n), num_replicas=k, rank=r, shuffle=True, seed=7, drop_last=drop
+            )
             ref.set_epoch(epoch)
             got = shard_indices(n, rank=r, world_size=k, seed=7, epoch=epoch, drop_last=drop)
             assert got == list(ref)
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 300), st.integers(1, 8), st.booleans(), st.integers(0, 5),
-       st.booleans())
+@given(st.integers(1, 300), st.integers(1, 8), st.booleans(), st.integers(0, 5), st.booleans())
 def test_shards_are_disjoint_and_cover(n, k, iid, epoch, with_keys):
     keys = np.arange(n) % 7 if with_keys else None
-    shards = [shard_indices(n, rank=r, world_size=k, seed=1, epoch=epoch, iid=iid, keys=keys)
-              for r in range(k)]
+    shards = [
+        shard_indices(n, rank=r, world_size=k, seed=1, epoch=epoch, iid=iid, keys=keys)
+        for r in range(k)
+    ]
     flat = [i for s in shards for i in s]
     assert len(flat) == len(set(flat)) == (n // k) * k
     assert all(len(s) == n // k for s in shards)
-    padded = [shard_indices(n, rank=r, world_size=k, seed=1, epoch=epoch, iid=iid,
-                            drop_last=False, keys=keys) for r in range(k)]
+    padded = [
+        shard_indices(
+            n, rank=r, world_size=k, seed=1, epoch=epoch, iid=iid, drop_last=False, keys=keys
+        )
+        for r in range(k)
+    ]
     assert set(i for s in padded for i in s) == set(range(n))
     assert all(len(s) == math.ceil(n / k) for s in padded)
 
@@ -468,12 +504,14 @@ def test_non_iid_shards_split_labels_and_text_regions():
     ds = build_dataset("embedded-images", n=400, seed=0)
     got = []
     for r in range(2):
-        idx = shard_indices(len(ds), rank=r, world_size=2, seed=0, iid=False,
-                            keys=ds.labels.numpy())
+        idx = shard_indices(
+            len(ds), rank=r, world_size=2, seed=0, iid=False, keys=ds.labels.numpy()
+        )
         got.append(set(ds.labels[idx].tolist()))
         # a fixed set of samples in every epoch, in a new order
-        again = shard_indices(len(ds), rank=r, world_size=2, seed=0, epoch=1, iid=False,
-                              keys=ds.labels.numpy())
+        again = shard_indices(
+            len(ds), rank=r, world_size=2, seed=0, epoch=1, iid=False, keys=ds.labels.numpy()
+        )
         assert set(again) == set(idx) and again != idx
     assert got == [{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}]
     # through make_loader the dataset's labels are used automatically

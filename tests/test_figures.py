@@ -26,18 +26,31 @@ from theory.validation import UserInputError  # noqa: E402
 K = 2
 PARAMS = 1000
 LOG, EVAL = 10, 20
-COMPUTE = costmodel.ComputeProfile(grad_step_s=0.01, pull_step_s=1e-4, inner_step_s=1e-3,
-                                   sync_local_s=2e-3)
+COMPUTE = costmodel.ComputeProfile(
+    grad_step_s=0.01, pull_step_s=1e-4, inner_step_s=1e-3, sync_local_s=2e-3
+)
 LINK = costmodel.LinkProfile("test-link", latency_s=1e-3, bandwidth_Bps=1e6)
 
 
 # ----------------------------------------------------------------------------- fabrication
 
 
-def fake_run(task: str, alg: str, losses: list[float], *, step_time: float, H: int = 4,
-             p: float = 0.0, x=None, label: str = "", group: str = "main",
-             coins: str = "independent", outer_steps: int = 1, model: str = "gptneo-tiny",
-             status: str = "finished") -> R.RunData:
+def fake_run(
+    task: str,
+    alg: str,
+    losses: list[float],
+    *,
+    step_time: float,
+    H: int = 4,
+    p: float = 0.0,
+    x=None,
+    label: str = "",
+    group: str = "main",
+    coins: str = "independent",
+    outer_steps: int = 1,
+    model: str = "gptneo-tiny",
+    status: str = "finished",
+) -> R.RunData:
     """A run with eval losses ``losses`` at steps 0, 20, 40, ... and ``step_time`` seconds
     of measured wall-clock per step; pulls every 1/p-th step (deterministic)."""
     T = EVAL * (len(losses) - 1)
@@ -51,26 +64,63 @@ def fake_run(task: str, alg: str, losses: list[float], *, step_time: float, H: i
         if alg != "ddp" and t % H == 0:
             syncs += 1
         if t % LOG == 0:
-            train.append({"step": t, "loss": 1.0, "grad_steps": grad, "pull_steps": pull,
-                          "syncs": syncs, "allreduce_calls": grad if alg == "ddp" else syncs,
-                          "bytes_communicated": 0, "time_compute_s": 0.0, "time_comm_s": 0.0,
-                          "time_pull_s": 0.0, "wall_s": t * step_time, "consensus": None,
-                          "lr": 1e-3, "tokens": t})
-    evals = [{"step": EVAL * i, "eval_loss": v, "wall_s": EVAL * i * step_time,
-              "evaluated": "anchor"} for i, v in enumerate(losses)]
+            train.append(
+                {
+                    "step": t,
+                    "loss": 1.0,
+                    "grad_steps": grad,
+                    "pull_steps": pull,
+                    "syncs": syncs,
+                    "allreduce_calls": grad if alg == "ddp" else syncs,
+                    "bytes_communicated": 0,
+                    "time_compute_s": 0.0,
+                    "time_comm_s": 0.0,
+                    "time_pull_s": 0.0,
+                    "wall_s": t * step_time,
+                    "consensus": None,
+                    "lr": 1e-3,
+                    "tokens": t,
+                }
+            )
+    evals = [
+        {"step": EVAL * i, "eval_loss": v, "wall_s": EVAL * i * step_time, "evaluated": "anchor"}
+        for i, v in enumerate(losses)
+    ]
     name = {"ddp": "ddp", "local_sgd": "local_sgd", "diloco": "diloco", "palsgd": "palsgd"}[alg]
     algcfg = {"name": name, "H": H, "p": p, "coins": coins, "outer_steps_per_sync": outer_steps}
-    summary = {"status": status, "world_size": K, "algorithm": algcfg,
-               "totals": {"parameters": PARAMS, "grad_steps": grad, "pull_steps": pull,
-                          "syncs": syncs, "tokens": T, "allreduce_calls": syncs,
-                          "bytes_communicated": 0,
-                          "time_compute_s": grad * 0.01 + syncs * 0.004,
-                          "time_sync_s": syncs * 0.005, "time_comm_s": syncs * 0.001,
-                          "time_pull_s": pull * 1e-4, "time_inner_step_s": grad * 1e-3}}
-    return R.RunData(name=f"{task}/{alg}" if x is None else f"{task}/{alg}-{x}", task=task,
-                     algorithm=alg, label=label or alg, config={"model": model, "algorithm": name},
-                     train=train, eval=evals, summary=summary, status=status,
-                     directory=None, group=group, x=x)
+    summary = {
+        "status": status,
+        "world_size": K,
+        "algorithm": algcfg,
+        "totals": {
+            "parameters": PARAMS,
+            "grad_steps": grad,
+            "pull_steps": pull,
+            "syncs": syncs,
+            "tokens": T,
+            "allreduce_calls": syncs,
+            "bytes_communicated": 0,
+            "time_compute_s": grad * 0.01 + syncs * 0.004,
+            "time_sync_s": syncs * 0.005,
+            "time_comm_s": syncs * 0.001,
+            "time_pull_s": pull * 1e-4,
+            "time_inner_step_s": grad * 1e-3,
+        },
+    }
+    return R.RunData(
+        name=f"{task}/{alg}" if x is None else f"{task}/{alg}-{x}",
+        task=task,
+        algorithm=alg,
+        label=label or alg,
+        config={"model": model, "algorithm": name},
+        train=train,
+        eval=evals,
+        summary=summary,
+        status=status,
+        directory=None,
+        group=group,
+        x=x,
+    )
 
 
 #: eval curves (steps 0..200 every 20) and measured seconds per step of the main runs.
@@ -85,9 +135,12 @@ PALSGD_P = 0.2
 
 
 def main_runs(task: str = "lm", model: str = "gptneo-tiny") -> dict[str, R.RunData]:
-    return {alg: fake_run(task, alg, ls, step_time=st, p=PALSGD_P if alg == "palsgd" else 0.0,
-                          model=model)
-            for alg, (ls, st) in MAIN_LOSSES.items()}
+    return {
+        alg: fake_run(
+            task, alg, ls, step_time=st, p=PALSGD_P if alg == "palsgd" else 0.0, model=model
+        )
+        for alg, (ls, st) in MAIN_LOSSES.items()
+    }
 
 
 @pytest.fixture
@@ -113,8 +166,12 @@ def allreduce_s(nbytes: float) -> float:
 
 
 def test_target_and_time_to_target_on_a_known_curve():
-    c = A.Curve(np.array([0, 20, 40, 60.0]), np.array([3.0, 2.5, 2.0, 2.1]),
-                np.array([0, 1.0, 2.0, 3.0]), np.array([0, 1.5, 3.0, 4.5]))
+    c = A.Curve(
+        np.array([0, 20, 40, 60.0]),
+        np.array([3.0, 2.5, 2.0, 2.1]),
+        np.array([0, 1.0, 2.0, 3.0]),
+        np.array([0, 1.5, 3.0, 4.5]),
+    )
     other = A.Curve(np.array([0, 20.0]), np.array([3.0, 2.2]), np.zeros(2), np.zeros(2))
     assert A.choose_target({"a": c, "b": other}) == 2.2
     assert A.time_to_target(c, 2.2, "measured") == (2.0, 40.0)
@@ -131,8 +188,10 @@ def test_modelled_clock_of_a_local_run_matches_the_hand_formula():
     run = fake_run("lm", "local_sgd", [3.0, 2.5, 2.0, 1.8], step_time=0.01, H=4)
     curve = A.curve_of(run, A.CostSetup({"lm": COMPUTE}, LINK))
     # at step s: s gradient steps, s/4 syncs, each sync one all-reduce of 4 bytes/param
-    expect = [s * COMPUTE.grad_step_s + (s // 4) * (COMPUTE.sync_local_s + allreduce_s(4 * PARAMS))
-              for s in (0, 20, 40, 60)]
+    expect = [
+        s * COMPUTE.grad_step_s + (s // 4) * (COMPUTE.sync_local_s + allreduce_s(4 * PARAMS))
+        for s in (0, 20, 40, 60)
+    ]
     np.testing.assert_allclose(curve.modelled_s, expect, rtol=1e-12)
     np.testing.assert_allclose(curve.measured_s, [0, 0.2, 0.4, 0.6])
 
@@ -160,7 +219,7 @@ def test_loss_vs_time_data(tmp_path, cost):
     assert list(rows[0]) == list(F.LOSS_COLUMNS)
     series = {(r["task"], r["algorithm"]) for r in rows}
     assert series == {(t, a) for t in ("lm", "img") for a in MAIN_LOSSES}
-    for (task, alg) in series:
+    for task, alg in series:
         sel = [r for r in rows if r["task"] == task and r["algorithm"] == alg]
         assert [num(r["eval_loss"]) for r in sel] == MAIN_LOSSES[alg][0]
         for col in ("step", "measured_s", "modelled_s"):
@@ -199,8 +258,11 @@ def test_time_to_target_data_consistent_with_curves(tmp_path, cost):
     ddp = next(r for r in ours if r["algorithm"] == "ddp" and r["clock"] == "measured")
     assert num(ddp["reduction_vs_ddp"]) == 0.0
     paper = {r["task"]: num(r["reduction_vs_ddp"]) for r in rows if r["source"] == "paper"}
-    assert paper == {"resnet50-imagenet": 0.184, "gptneo-125m-tinystories": 0.244,
-                     "gptneo-8m-tinystories": 0.211}
+    assert paper == {
+        "resnet50-imagenet": 0.184,
+        "gptneo-125m-tinystories": 0.244,
+        "gptneo-8m-tinystories": 0.211,
+    }
     assert res.summary["paper"] == A.PAPER_REDUCTIONS
 
 
@@ -233,20 +295,29 @@ def test_gain_attribution_parts_add_up(tmp_path, cost):
         assert {r["part"] for r in sel} == set(costmodel_parts())
         total = num(sel[0]["total_saving_s"])
         assert sum(num(r["seconds"]) for r in sel) == pytest.approx(total, rel=1e-9, abs=1e-12)
-        assert total / num(sel[0]["time_baseline_s"]) == pytest.approx(num(sel[0]["time_reduction"]))
+        assert total / num(sel[0]["time_baseline_s"]) == pytest.approx(
+            num(sel[0]["time_reduction"])
+        )
     # PALSGD's pulls: 1 in 5 steps of 140 (step at target) -> 28 pull steps skip compute
     pal = {r["part"]: num(r["seconds"]) for r in rows if r["scenario"] == "LM: PALSGD vs DDP"}
     assert pal["compute_skipped_on_pulls_s"] == pytest.approx(28 * COMPUTE.grad_step_s)
     assert pal["pull_cost_s"] == pytest.approx(-28 * COMPUTE.pull_step_s)
-    paper = {r["task"]: num(r["paper_reduction"]) for r in rows if r["kind"] == "paper-scale prediction"}
+    paper = {
+        r["task"]: num(r["paper_reduction"]) for r in rows if r["kind"] == "paper-scale prediction"
+    }
     assert paper == A.PAPER_REDUCTIONS
     assert res.summary
 
 
 def costmodel_parts() -> list[str]:
-    g = costmodel.attribute_gain({"step": [1], "grad_steps": [1], "pull_steps": [0], "syncs": [0]},
-                                 {"step": [1], "grad_steps": [1], "pull_steps": [0], "syncs": [0]},
-                                 compute=COMPUTE, link=LINK, K=K, param_bytes=4.0)
+    g = costmodel.attribute_gain(
+        {"step": [1], "grad_steps": [1], "pull_steps": [0], "syncs": [0]},
+        {"step": [1], "grad_steps": [1], "pull_steps": [0], "syncs": [0]},
+        compute=COMPUTE,
+        link=LINK,
+        K=K,
+        param_bytes=4.0,
+    )
     return list(g["parts_s"])
 
 
@@ -264,8 +335,11 @@ def test_paper_scale_data(tmp_path):
     # with shared coins nobody waits at a sync, so the prediction is never below independent
     for s in A.PAPER_REDUCTIONS:
         for prof in profiles:
-            v = {r["coins"]: num(r["predicted_reduction"]) for r in rows
-                 if r["setting"] == s and r["profile"] == prof}
+            v = {
+                r["coins"]: num(r["predicted_reduction"])
+                for r in rows
+                if r["setting"] == s and r["profile"] == prof
+            }
             assert v["shared"] >= v["independent"] - 1e-12
     meta = json.loads((tmp_path / "paper_scale.json").read_text())
     assert all(p["assumptions"] for p in meta["predictions"])
@@ -278,19 +352,48 @@ def test_paper_scale_data(tmp_path):
 
 def test_sensitivity_data(tmp_path, cost):
     sweeps = {
-        "H": [fake_run("lm", "palsgd", [5.0, 3.0, 2.5, 2.4], step_time=0.01, H=h, p=0.2, x=h,
-                       group="sweep_H") for h in (2, 4)]
-        + [fake_run("lm", "palsgd", [5.0, 3.5, 2.9, 2.6], step_time=0.01, H=16, p=0.2, x=16,
-                    group="sweep_H")],
-        "p": [fake_run("lm", "palsgd", [5.0, 3.0, 2.0], step_time=0.01, p=q, x=q, group="sweep_p")
-              for q in (0.0, 0.25)],
+        "H": [
+            fake_run(
+                "lm",
+                "palsgd",
+                [5.0, 3.0, 2.5, 2.4],
+                step_time=0.01,
+                H=h,
+                p=0.2,
+                x=h,
+                group="sweep_H",
+            )
+            for h in (2, 4)
+        ]
+        + [
+            fake_run(
+                "lm",
+                "palsgd",
+                [5.0, 3.5, 2.9, 2.6],
+                step_time=0.01,
+                H=16,
+                p=0.2,
+                x=16,
+                group="sweep_H",
+            )
+        ],
+        "p": [
+            fake_run("lm", "palsgd", [5.0, 3.0, 2.0], step_time=0.01, p=q, x=q, group="sweep_p")
+            for q in (0.0, 0.25)
+        ],
     }
-    res = F.sensitivity(main_runs(), sweeps, cost, tmp_path, defaults={"H": 4, "p": 0.25},
-                        task_label="LM")
+    res = F.sensitivity(
+        main_runs(), sweeps, cost, tmp_path, defaults={"H": 4, "p": 0.25}, task_label="LM"
+    )
     rows = read_csv(tmp_path / "sensitivity.csv")
     assert list(rows[0]) == list(F.SENSITIVITY_COLUMNS)
     assert [(r["parameter"], num(r["value"])) for r in rows] == [
-        ("H", 2), ("H", 4), ("H", 16), ("p", 0.0), ("p", 0.25)]
+        ("H", 2),
+        ("H", 4),
+        ("H", 16),
+        ("p", 0.0),
+        ("p", 0.25),
+    ]
     h = [r for r in rows if r["parameter"] == "H"]
     assert {num(r["target_loss"]) for r in h} == {2.6}  # lowest loss every H reaches
     assert [num(r["step_at_target"]) for r in h] == [40, 40, 60]
@@ -302,10 +405,28 @@ def test_sensitivity_data(tmp_path, cost):
 
 def test_ablation_data(tmp_path, cost):
     base = fake_run("lm", "palsgd", [5.0, 3.0, 2.2, 2.0], step_time=0.01, p=0.2, x="none")
-    variants = [fake_run("lm", "palsgd", [5.0, 3.1, 2.5, 2.3], step_time=0.01, p=0.2,
-                         x="shared_coins", label="shared coins (Q4)", coins="shared"),
-                fake_run("lm", "palsgd", [5.0, 3.2, 2.6, 2.4], step_time=0.01, p=0.2, x="all",
-                         label="all switches on", outer_steps=4)]
+    variants = [
+        fake_run(
+            "lm",
+            "palsgd",
+            [5.0, 3.1, 2.5, 2.3],
+            step_time=0.01,
+            p=0.2,
+            x="shared_coins",
+            label="shared coins (Q4)",
+            coins="shared",
+        ),
+        fake_run(
+            "lm",
+            "palsgd",
+            [5.0, 3.2, 2.6, 2.4],
+            step_time=0.01,
+            p=0.2,
+            x="all",
+            label="all switches on",
+            outer_steps=4,
+        ),
+    ]
     F.ablation(base, variants, cost, tmp_path, task_label="LM")
     rows = read_csv(tmp_path / "ablation.csv")
     assert list(rows[0]) == list(F.ABLATION_COLUMNS)
@@ -321,7 +442,8 @@ def test_ablation_data(tmp_path, cost):
     wait = syncs * excess * (COMPUTE.grad_step_s - COMPUTE.pull_step_s)
     assert excess > 0
     assert mod["all"] - mod["shared_coins"] == pytest.approx(
-        3 * syncs * allreduce_s(4 * PARAMS) + wait, rel=1e-9)
+        3 * syncs * allreduce_s(4 * PARAMS) + wait, rel=1e-9
+    )
     meta = json.loads((tmp_path / "ablation.json").read_text())
     assert meta["config"]["lm/palsgd-all"]["outer_steps_per_sync"] == 4
 
@@ -342,23 +464,77 @@ def _fake_report(d: Path) -> Path:
             for r in rows:
                 w.writerow({c: r.get(c, "") for c in cols})
 
-    write("results.csv", V.RESULTS_COLUMNS, [
-        {"bound": "sgd", "measured_mean": 0.1, "lcb": 0.09, "ucb": 0.11, "bound_value": 0.3,
-         "verdict": "holds"},
-        {"bound": "sgd", "measured_mean": 0.5, "lcb": 0.4, "ucb": 0.6, "bound_value": 0.3,
-         "verdict": "violated"},
-        {"bound": "sgd", "measured_mean": 0.2, "lcb": 0.1, "ucb": 0.3, "bound_value": 0.1,
-         "verdict": "outside conditions"}])
-    write("rates.csv", V.RATES_COLUMNS, [
-        {"bound": b, "T": t, "measured_mean": 1 / t, "bound_value": 2 / t, "fitted_slope": -1}
-        for b in ("sgd", "local_sgd_iid") for t in (16, 32, 64)])
-    write("consensus.csv", V.CONSENSUS_COLUMNS, [
-        {"algorithm": a, "H": h, "consensus_mean": h * (1 if a == "local_sgd" else 0.5),
-         "consensus_se": 0.01} for a in ("local_sgd", "palsgd") for h in (1, 4, 16)])
-    write("exact_vs_mc.csv", V.EXACT_COLUMNS, [
-        {"algorithm": "sgd", "label": "sgd", "metric": m, "step": s, "exact": 1 / (s + 1),
-         "mc_mean": 1 / (s + 1), "mc_se": 0.01, "z": 0} for m in ("loss_gap", "consensus")
-        for s in range(5)])
+    write(
+        "results.csv",
+        V.RESULTS_COLUMNS,
+        [
+            {
+                "bound": "sgd",
+                "measured_mean": 0.1,
+                "lcb": 0.09,
+                "ucb": 0.11,
+                "bound_value": 0.3,
+                "verdict": "holds",
+            },
+            {
+                "bound": "sgd",
+                "measured_mean": 0.5,
+                "lcb": 0.4,
+                "ucb": 0.6,
+                "bound_value": 0.3,
+                "verdict": "violated",
+            },
+            {
+                "bound": "sgd",
+                "measured_mean": 0.2,
+                "lcb": 0.1,
+                "ucb": 0.3,
+                "bound_value": 0.1,
+                "verdict": "outside conditions",
+            },
+        ],
+    )
+    write(
+        "rates.csv",
+        V.RATES_COLUMNS,
+        [
+            {"bound": b, "T": t, "measured_mean": 1 / t, "bound_value": 2 / t, "fitted_slope": -1}
+            for b in ("sgd", "local_sgd_iid")
+            for t in (16, 32, 64)
+        ],
+    )
+    write(
+        "consensus.csv",
+        V.CONSENSUS_COLUMNS,
+        [
+            {
+                "algorithm": a,
+                "H": h,
+                "consensus_mean": h * (1 if a == "local_sgd" else 0.5),
+                "consensus_se": 0.01,
+            }
+            for a in ("local_sgd", "palsgd")
+            for h in (1, 4, 16)
+        ],
+    )
+    write(
+        "exact_vs_mc.csv",
+        V.EXACT_COLUMNS,
+        [
+            {
+                "algorithm": "sgd",
+                "label": "sgd",
+                "metric": m,
+                "step": s,
+                "exact": 1 / (s + 1),
+                "mc_mean": 1 / (s + 1),
+                "mc_se": 0.01,
+                "z": 0,
+            }
+            for m in ("loss_gap", "consensus")
+            for s in range(5)
+        ],
+    )
     return d
 
 
@@ -386,7 +562,8 @@ def test_plan_quick_and_paper():
     assert len(names) == len(set(names))
     for task in ("gptneo", "resnet"):
         assert {r.algorithm for r in q.runs if r.task == task and r.group == "main"} == set(
-            R.ALGORITHMS)
+            R.ALGORITHMS
+        )
     assert {r.x for r in q.by_group("gptneo", "ablation")} == {"none", "all", *R.ABLATION_SWITCHES}
     assert {r.x for r in q.by_group("gptneo", "sweep_H")} >= {2, 8, 32}
     for r in q.runs:
@@ -396,9 +573,18 @@ def test_plan_quick_and_paper():
     models = {R.resolve_spec(r)["model"] for r in p.runs}
     assert models == {"gptneo-8m", "gptneo-125m", "resnet50-imagenet", "resnet18-cifar"}
     pal = R.resolve_spec(next(r for r in p.runs if r.name == "gptneo-8m/palsgd"))
-    assert (pal["H"], pal["T0"], pal["p"], pal["eta"], pal["A"], pal["batch_size"],
-            pal["seq_len"], pal["gamma"], pal["mu"], pal["alpha"]) == (
-        32, 32, 0.2, 1.0, 16, 32, 300, 0.1, 0.9, 0.01)
+    assert (
+        pal["H"],
+        pal["T0"],
+        pal["p"],
+        pal["eta"],
+        pal["A"],
+        pal["batch_size"],
+        pal["seq_len"],
+        pal["gamma"],
+        pal["mu"],
+        pal["alpha"],
+    ) == (32, 32, 0.2, 1.0, 16, 32, 300, 0.1, 0.9, 0.01)
     problems = R.check_paper_requirements(p, {})
     assert any("tinystories" in x for x in problems) and any("imagenet" in x for x in problems)
     assert not R.plan_runs("quick", ["paper_scale", "theory"]).runs
@@ -436,8 +622,16 @@ def test_execute_trains_once_then_reuses_the_cache(tmp_path):
     """One tiny in-process run (world size 1), then a second call finds it cached."""
     tasks = R.tasks_for("quick")
     t = tasks["gptneo"]
-    ov = dict(t.base, **R._method_overrides(t, "palsgd"), T=4, eval_interval=2, log_interval=2,
-              eval_batches=1, batch_size=2, seq_len=16)
+    ov = dict(
+        t.base,
+        **R._method_overrides(t, "palsgd"),
+        T=4,
+        eval_interval=2,
+        log_interval=2,
+        eval_batches=1,
+        batch_size=2,
+        seq_len=16,
+    )
     plan = R.Plan("quick", 1, 0, tasks, [R.RunSpec("gptneo", "palsgd", "palsgd", ov)])
     first = R.execute(plan, tmp_path, progress=False)["gptneo/palsgd"]
     assert first.status == "finished" and not first.cached
@@ -451,14 +645,17 @@ def test_execute_trains_once_then_reuses_the_cache(tmp_path):
 # ----------------------------------------------------------------------------- the command
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--only", "loss_vs_time", "bogus"], "'bogus': valid figures are loss_vs_time"),
-    (["--scale", "huge"], "unknown scale 'huge': valid scales are quick, paper"),
-    (["--runs-dir", "/nonexistent/runs"], "runs directory '/nonexistent/runs'"),
-    (["--verify-report", "/nonexistent/rep"], "verify report '/nonexistent/rep'"),
-    (["--data", "mnist=/x"], "unknown data set 'mnist': valid names are tinystories"),
-    (["--profile", "toaster"], "unknown cluster profile 'toaster'"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--only", "loss_vs_time", "bogus"], "'bogus': valid figures are loss_vs_time"),
+        (["--scale", "huge"], "unknown scale 'huge': valid scales are quick, paper"),
+        (["--runs-dir", "/nonexistent/runs"], "runs directory '/nonexistent/runs'"),
+        (["--verify-report", "/nonexistent/rep"], "verify report '/nonexistent/rep'"),
+        (["--data", "mnist=/x"], "unknown data set 'mnist': valid names are tinystories"),
+        (["--profile", "toaster"], "unknown cluster profile 'toaster'"),
+    ],
+)
 def test_bad_input_exits_2(tmp_path, capsys, argv, needle):
     code = main(["figures", "--out", str(tmp_path / "o"), *argv])
     err = capsys.readouterr().err
@@ -474,8 +671,9 @@ def test_paper_scale_without_gpus_fails_clearly_and_dry_run_prints_the_plan(tmp_
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    code = main(["figures", "--scale", "paper", "--only", "loss_vs_time", "--out",
-                 str(tmp_path / "o")])
+    code = main(
+        ["figures", "--scale", "paper", "--only", "loss_vs_time", "--out", str(tmp_path / "o")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "CUDA GPU" in err and "--data tinystories=PATH" in err
     code = main(["figures", "--scale", "paper", "--dry-run", "--out", str(tmp_path / "o")])
@@ -488,8 +686,18 @@ def test_paper_scale_without_gpus_fails_clearly_and_dry_run_prints_the_plan(tmp_
 
 def test_no_train_with_empty_runs_dir_names_the_runs(tmp_path, capsys):
     (tmp_path / "runs").mkdir()
-    code = main(["figures", "--only", "ablation", "--no-train", "--runs-dir",
-                 str(tmp_path / "runs"), "--out", str(tmp_path / "o")])
+    code = main(
+        [
+            "figures",
+            "--only",
+            "ablation",
+            "--no-train",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "gptneo/palsgd-sync_offset" in err
 
@@ -497,13 +705,37 @@ def test_no_train_with_empty_runs_dir_names_the_runs(tmp_path, capsys):
 def test_end_to_end_cheap_figure_subprocess(tmp_path):
     out = tmp_path / "figs"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "theory.cli", "figures", "--scale", "quick",
-                           "--only", "paper_scale", "--out", str(out), "--seed", "7"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "theory.cli",
+            "figures",
+            "--scale",
+            "quick",
+            "--only",
+            "paper_scale",
+            "--out",
+            str(out),
+            "--seed",
+            "7",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(["paper_scale.png", "paper_scale.pdf", "paper_scale.csv",
-                            "paper_scale.json", "manifest.json"])
+    assert names == sorted(
+        [
+            "paper_scale.png",
+            "paper_scale.pdf",
+            "paper_scale.csv",
+            "paper_scale.json",
+            "manifest.json",
+        ]
+    )
     m = json.loads((out / "manifest.json").read_text())
     assert m["scale"] == "quick" and m["seed"] == 7 and m["figures_requested"] == ["paper_scale"]
     assert m["figures"]["paper_scale"]["status"] == "ok"
@@ -513,8 +745,20 @@ def test_end_to_end_cheap_figure_subprocess(tmp_path):
     assert m["hardware"]["start"]["cpu_count"] >= 1
     assert m["runs"] == {} and "--only paper_scale" in m["command"]
     # a second invocation into the same directory keeps the first one's figure record
-    assert main(["figures", "--only", "theory", "--verify-report",
-                 str(_fake_report(tmp_path / "rep")), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "figures",
+                "--only",
+                "theory",
+                "--verify-report",
+                str(_fake_report(tmp_path / "rep")),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     m = json.loads((out / "manifest.json").read_text())
     assert m["figures"]["theory"]["status"] == "ok"
     assert "--only paper_scale" in m["figures"]["paper_scale"]["drawn_by"]
@@ -525,9 +769,13 @@ def test_quick_scale_all_figures_within_ten_minutes(tmp_path):
     """The whole quick scale on this machine: every figure drawn, within 10 minutes."""
     out = tmp_path / "figs"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "theory.cli", "figures", "--out", str(out),
-                           "--no-progress"], capture_output=True, text=True, env=env,
-                          timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "theory.cli", "figures", "--out", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((out / "manifest.json").read_text())
     assert all(f["status"] == "ok" for f in m["figures"].values())

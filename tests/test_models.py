@@ -26,8 +26,16 @@ from theory.validation import ParameterError, UserInputError
 
 torch.set_num_threads(1)
 
-CONTRACT_NAMES = ("gptneo-8m", "gptneo-125m", "gptneo-tiny", "resnet18-cifar", "resnet50-cifar",
-                  "resnet18-imagenet", "resnet50-imagenet", "resnet-tiny")
+CONTRACT_NAMES = (
+    "gptneo-8m",
+    "gptneo-125m",
+    "gptneo-tiny",
+    "resnet18-cifar",
+    "resnet50-cifar",
+    "resnet18-imagenet",
+    "resnet50-imagenet",
+    "resnet-tiny",
+)
 
 
 def test_registry_holds_the_contract_names():
@@ -54,8 +62,13 @@ def test_gptneo_8m_has_exactly_8054656_parameters():
     distinct = {id(p): p for p in model.parameters()}
     assert sum(p.numel() for p in distinct.values()) == 8_054_656
     cfg = model.config
-    assert (cfg.hidden_size, cfg.num_heads, cfg.num_layers, cfg.max_position_embeddings,
-            cfg.vocab_size) == (128, 8, 8, 300, 50257)
+    assert (
+        cfg.hidden_size,
+        cfg.num_heads,
+        cfg.num_layers,
+        cfg.max_position_embeddings,
+        cfg.vocab_size,
+    ) == (128, 8, 8, 300, 50257)
     assert cfg.attention_layers == ["global", "local"] * 4
     # tied input/output embeddings: the head is the token embedding
     assert model.lm_head.weight is model.transformer.wte.weight
@@ -78,8 +91,9 @@ def test_closed_form_counts_each_term():
     assert gptneo_parameter_count(3, 5, 2, 1) == 6 + 10 + (48 + 20) + 4
 
 
-@pytest.mark.parametrize("name,expected", [("resnet18-imagenet", 11_689_512),
-                                           ("resnet50-imagenet", 25_557_032)])
+@pytest.mark.parametrize(
+    "name,expected", [("resnet18-imagenet", 11_689_512), ("resnet50-imagenet", 25_557_032)]
+)
 def test_resnet_imagenet_counts_match_the_known_numbers(name, expected):
     assert count_parameters(name) == expected
     # the original paper's stride placement changes no parameter
@@ -205,8 +219,9 @@ def test_lm_loss_equals_hf_loss_and_ignores_masked_positions():
     assert not torch.allclose(full, ours)
     # sum reduction: mean times the number of targets (positions 1..14 of 3 rows)
     total = compute_loss(m, {"input_ids": ids, "labels": labels}, "lm", reduction="sum")
-    torch.testing.assert_close(total / (3 * 14), compute_loss(m, {"input_ids": ids,
-                                                                  "labels": labels}, "lm"))
+    torch.testing.assert_close(
+        total / (3 * 14), compute_loss(m, {"input_ids": ids, "labels": labels}, "lm")
+    )
 
 
 def test_image_loss_and_batch_formats():
@@ -214,8 +229,7 @@ def test_image_loss_and_batch_formats():
     x, y = torch.randn(4, 3, 16, 16), torch.tensor([0, 3, 9, 1])
     expected = F.cross_entropy(m(x), y)
     torch.testing.assert_close(compute_loss(m, (x, y), "image"), expected)
-    torch.testing.assert_close(compute_loss(m, {"pixel_values": x, "labels": y}, "image"),
-                               expected)
+    torch.testing.assert_close(compute_loss(m, {"pixel_values": x, "labels": y}, "image"), expected)
     with pytest.raises(UserInputError, match="image batch"):
         compute_loss(m, x, "image")
     with pytest.raises(UserInputError, match="input_ids"):
@@ -238,8 +252,9 @@ def _train(model, stream, task, steps, opt):
 def test_tiny_lm_learns_embedded_text():
     ds = build_dataset("embedded-text", seq_len=32)
     m = build_model("gptneo-tiny", vocab_size=ds.vocab_size, seed=0)
-    losses = _train(m, BatchStream(ds, 16, 0, 1, seed=0), "lm", 25,
-                    torch.optim.AdamW(m.parameters(), lr=3e-3))
+    losses = _train(
+        m, BatchStream(ds, 16, 0, 1, seed=0), "lm", 25, torch.optim.AdamW(m.parameters(), lr=3e-3)
+    )
     # from about ln(257) = 5.55 (uniform prediction); English bytes are far more predictable
     assert abs(losses[0] - math.log(257)) < 0.3
     assert sum(losses[-5:]) / 5 < losses[0] - 1.0
@@ -248,8 +263,13 @@ def test_tiny_lm_learns_embedded_text():
 def test_tiny_resnet_learns_embedded_images():
     ds = build_dataset("embedded-images", n=1024, seed=0)
     m = build_model("resnet-tiny", num_classes=ds.num_classes, seed=0)
-    losses = _train(m, BatchStream(ds, 64, 0, 1, seed=0), "image", 40,
-                    torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
+    losses = _train(
+        m,
+        BatchStream(ds, 64, 0, 1, seed=0),
+        "image",
+        40,
+        torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
+    )
     assert sum(losses[:3]) / 3 > 2.0  # about ln(10) at the start
     assert sum(losses[-5:]) / 5 < sum(losses[:3]) / 3 - 0.3
 
@@ -267,8 +287,9 @@ def test_evaluate_lm_weights_tokens_and_restores_mode():
     # every chunk has the same number of targets, so the token mean is the batch mean
     m.eval()
     with torch.no_grad():
-        per_batch = [compute_loss(m, b, "lm").item() for b, _ in zip(loader, range(3),
-                                                                     strict=False)]
+        per_batch = [
+            compute_loss(m, b, "lm").item() for b, _ in zip(loader, range(3), strict=False)
+        ]
     assert res["loss"] == pytest.approx(sum(per_batch) / 3, rel=1e-5)
     assert res["perplexity"] == pytest.approx(math.exp(res["loss"]))
     assert 0 <= res["token_accuracy"] <= 1

@@ -57,8 +57,7 @@ def ls():
     exact = {
         "L": float(np.max(np.abs(np.linalg.eigvalsh(Z.T @ Z / N)))),
         "top_vector": np.linalg.eigh(Z.T @ Z / N)[1][:, -1],
-        "sigma2_shards": [float(((G[s] - gk[k]) ** 2).sum(1).mean())
-                          for k, s in enumerate(shards)],
+        "sigma2_shards": [float(((G[s] - gk[k]) ** 2).sum(1).mean()) for k, s in enumerate(shards)],
         "sigma2_pooled": float(((G - g) ** 2).sum(1).mean()),
         "zeta2": float(((gk - g) ** 2).sum(1).mean()),
         "grad_norm_sq": float(g @ g),
@@ -77,8 +76,9 @@ def _point(ls, iid: bool, **kw) -> P.PointEstimate:
     prob = _problem(ls)
     settings = P.ProbeSettings(**kw)
     plan = P.make_plan(prob.shards, settings, iid=iid)
-    est, _, _ = P.estimate_point(prob, plan, settings, step=0,
-                                 generator=torch.Generator().manual_seed(settings.seed))
+    est, _, _ = P.estimate_point(
+        prob, plan, settings, step=0, generator=torch.Generator().manual_seed(settings.seed)
+    )
     return est
 
 
@@ -87,8 +87,15 @@ def _point(ls, iid: bool, **kw) -> P.PointEstimate:
 def test_every_sample_used_gives_the_exact_constants(ls, iid):
     """Probe set = shards and one gradient per sample: no sampling error is left."""
     ex = ls["exact"]
-    est = _point(ls, iid, samples=K * NK, max_samples=K * NK, hvp_samples=K * NK,
-                 hvp_iters=3000, hvp_tol=1e-13)
+    est = _point(
+        ls,
+        iid,
+        samples=K * NK,
+        max_samples=K * NK,
+        hvp_samples=K * NK,
+        hvp_iters=3000,
+        hvp_tol=1e-13,
+    )
     assert est.loss == pytest.approx(ex["loss"], rel=1e-12)
     assert est.loss_se == 0.0
     assert est.sigma2_shards == pytest.approx(ex["sigma2_shards"], rel=1e-10)
@@ -108,8 +115,7 @@ def test_pooled_variance_decomposes_into_shard_noise_and_heterogeneity(ls):
     """Law of total variance for equal shards: pooled = mean_k sigma_k^2 + zeta^2."""
     ex = ls["exact"]
     a = _point(ls, True, samples=K * NK, max_samples=K * NK, hvp_iters=1)
-    assert a.sigma2_sample == pytest.approx(np.mean(ex["sigma2_shards"]) + ex["zeta2"],
-                                            rel=1e-10)
+    assert a.sigma2_sample == pytest.approx(np.mean(ex["sigma2_shards"]) + ex["zeta2"], rel=1e-10)
 
 
 def test_step_noise_matches_monte_carlo_minibatches(ls):
@@ -139,16 +145,18 @@ def test_sigma2_standard_errors_and_confidence_intervals(ls):
     hits_shard = hits_pool = 0
     values, ses = [], []
     for seed in range(reps):
-        est = _point(ls, True, samples=K * 30, max_samples=K * NK, hvp_iters=1,
-                     confidence=level, seed=seed)
+        est = _point(
+            ls, True, samples=K * 30, max_samples=K * NK, hvp_iters=1, confidence=level, seed=seed
+        )
         for ci, v in zip(est.sigma2_shards_ci, ex["sigma2_shards"], strict=True):
             hits_shard += ci[0] <= v <= ci[1]
         lo, hi = est.sigma2_sample_ci
         hits_pool += lo <= ex["sigma2_pooled"] <= hi
         values.append(est.sigma2_shards[0])
         ses.append((est.sigma2_shards_ci[0][1] - est.sigma2_shards[0]) / q)
-    assert np.mean(values) == pytest.approx(ex["sigma2_shards"][0],
-                                            abs=4 * np.std(values) / math.sqrt(reps))
+    assert np.mean(values) == pytest.approx(
+        ex["sigma2_shards"][0], abs=4 * np.std(values) / math.sqrt(reps)
+    )
     assert 0.8 < math.sqrt(np.mean(np.square(ses))) / np.std(values, ddof=1) < 1.25
     # nominal 90%; t-intervals on heavy-tailed squared norms undercover a little
     assert 0.75 < hits_shard / (reps * K) < 0.99
@@ -199,7 +207,7 @@ def _explicit_hessian(prob: P.ProbeProblem) -> torch.Tensor:
         parts, pos = {}, 0
         for n, s in zip(names, shapes, strict=True):
             k = int(np.prod(s))
-            parts[n] = flat[pos: pos + k].view(s)
+            parts[n] = flat[pos : pos + k].view(s)
             pos += k
         out = torch.func.functional_call(prob.model, parts, (batch[0],))
         return nn.functional.cross_entropy(out, batch[1])
@@ -216,8 +224,9 @@ def test_power_iteration_matches_eigvalsh_of_the_explicit_hessian(seed):
     hvp = P.make_hvp(prob, np.arange(24))
     v = torch.randn(prob.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
     assert torch.allclose(hvp(v), H @ v, atol=1e-10)
-    res = P.power_iteration(hvp, prob.dim, iters=5000, tol=1e-14,
-                            generator=torch.Generator().manual_seed(seed))
+    res = P.power_iteration(
+        hvp, prob.dim, iters=5000, tol=1e-14, generator=torch.Generator().manual_seed(seed)
+    )
     assert res.norm == pytest.approx(float(top.abs()), rel=1e-6)
     assert math.copysign(1, res.rayleigh) == math.copysign(1, float(top))
     # every iterate is a lower estimate: ||Hv|| <= ||H||_2 for unit v, non-decreasing
@@ -268,8 +277,9 @@ def test_secants_along_a_path(ls):
     u = torch.tensor(ex["top_vector"])
     w = torch.tensor(np.random.default_rng(0).normal(size=D + 1))
     pts = [(0, "a", x0), (1, "b", x0 + 0.3 * u), (2, "c", x0 + 0.3 * u + 0.5 * w)]
-    settings = P.ProbeSettings(samples=K * NK, max_samples=K * NK, hvp_samples=K * NK,
-                               hvp_iters=500, hvp_tol=1e-12)
+    settings = P.ProbeSettings(
+        samples=K * NK, max_samples=K * NK, hvp_samples=K * NK, hvp_iters=500, hvp_tol=1e-12
+    )
     res = P.probe_points(prob, pts, settings, iid=False)
     assert res.points[0].L_secant is None
     assert res.points[1].L_secant == pytest.approx(ex["L"], rel=1e-9)
@@ -322,16 +332,38 @@ def test_lm_sample_losses_match_compute_loss_and_vmap_works_on_gptneo():
 
 # ----------------------------------------------------------------------------- theory
 def _estimates(L=2.0, sigma2=0.5, zeta2=0.0, F0=3.0):
-    return {"L": {"value": L}, "sigma2": {"value": sigma2}, "zeta2": {"value": zeta2},
-            "F0": {"lower_bound": F0}}
+    return {
+        "L": {"value": L},
+        "sigma2": {"value": sigma2},
+        "zeta2": {"value": zeta2},
+        "F0": {"lower_bound": F0},
+    }
 
 
 def test_checker_integration_gives_condition_verdicts():
-    alg = {"name": "local_sgd", "H": 4, "p": 0.0, "eta": 0.0, "T0": 0, "outer": "average",
-           "gamma": 1.0, "mu": 0.0}
+    alg = {
+        "name": "local_sgd",
+        "H": 4,
+        "p": 0.0,
+        "eta": 0.0,
+        "T0": 0,
+        "outer": "average",
+        "gamma": 1.0,
+        "mu": 0.0,
+    }
     values = P.theory_values(_estimates(), K=2, T=1000, alpha=0.01, algorithm=alg)
-    assert values == {"L": 2.0, "sigma": math.sqrt(0.5), "zeta": 0.0, "F0": 3.0, "K": 2,
-                      "T": 1000, "alpha": 0.01, "H": 4, "gamma": 1.0, "mu": 0.0}
+    assert values == {
+        "L": 2.0,
+        "sigma": math.sqrt(0.5),
+        "zeta": 0.0,
+        "F0": 3.0,
+        "K": 2,
+        "T": 1000,
+        "alpha": 0.01,
+        "H": 4,
+        "gamma": 1.0,
+        "mu": 0.0,
+    }
     out = P.compare_with_theory(values, 0.05, algorithm="local_sgd")
     comp = {c["bound"]: c for c in out["comparison"]}
     c = comp["local_sgd_iid"]
@@ -357,14 +389,33 @@ def test_theory_scope_names_what_is_outside():
     from empirical.config import resolve_config
     from empirical.train import algorithm_config
 
-    inside = resolve_config(overrides=dict(optimizer="sgd", weight_decay=0.0, outer="average",
-                                           gamma=1.0, mu=0.0, clip_grad_norm=None))
+    inside = resolve_config(
+        overrides=dict(
+            optimizer="sgd",
+            weight_decay=0.0,
+            outer="average",
+            gamma=1.0,
+            mu=0.0,
+            clip_grad_norm=None,
+        )
+    )
     assert P.theory_scope(inside, algorithm_config(inside).to_dict()) == []
-    faithful = resolve_config(preset="gptneo-8m-readme-faithful",
-                              overrides={"model": "gptneo-tiny", "dataset": "embedded-text"})
+    faithful = resolve_config(
+        preset="gptneo-8m-readme-faithful",
+        overrides={"model": "gptneo-tiny", "dataset": "embedded-text"},
+    )
     text = " ".join(P.theory_scope(faithful, algorithm_config(faithful).to_dict()))
-    for word in ("AdamW", "weight decay", "clipping", "nesterov", "shared coins",
-                 "first parameter tensor", "discard", "outer steps per sync", "sync offset"):
+    for word in (
+        "AdamW",
+        "weight decay",
+        "clipping",
+        "nesterov",
+        "shared coins",
+        "first parameter tensor",
+        "discard",
+        "outer steps per sync",
+        "sync offset",
+    ):
         assert word in text, word
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Dropout(0.1))
     text = " ".join(P.theory_scope(inside, algorithm_config(inside).to_dict(), model))
@@ -376,22 +427,38 @@ def test_theory_scope_names_what_is_outside():
 def test_settings_reject_bad_values():
     from theory.validation import UserInputError
 
-    for bad in ({"samples": 1}, {"confidence": 1.0}, {"hvp_iters": 0}, {"hvp_tol": -1},
-                {"f_lower": math.inf}, {"seed": -1}):
+    for bad in (
+        {"samples": 1},
+        {"confidence": 1.0},
+        {"hvp_iters": 0},
+        {"hvp_tol": -1},
+        {"f_lower": math.inf},
+        {"seed": -1},
+    ):
         with pytest.raises(UserInputError, match=next(iter(bad))):
             P.ProbeSettings(**bad)
 
 
 # ----------------------------------------------------------------------------- CLI
-QUICK = ["--samples", "4", "--max-samples", "24", "--hvp-samples", "6", "--hvp-iters", "3",
-         "--no-progress"]
+QUICK = [
+    "--samples",
+    "4",
+    "--max-samples",
+    "24",
+    "--hvp-samples",
+    "6",
+    "--hvp-iters",
+    "3",
+    "--no-progress",
+]
 
 
 @pytest.fixture(scope="module")
 def quick_probe(tmp_path_factory):
     out = tmp_path_factory.mktemp("probe")
-    code = cli_main(["probe", "--nproc", "1", "--steps", "8", "--points", "3", "--out",
-                     str(out), *QUICK])
+    code = cli_main(
+        ["probe", "--nproc", "1", "--steps", "8", "--points", "3", "--out", str(out), *QUICK]
+    )
     return code, out
 
 
@@ -399,8 +466,17 @@ def test_cli_quick_run_writes_documented_fields(quick_probe, capsys):
     code, out = quick_probe
     assert code == 0
     rep = json.loads((out / "probe.json").read_text())
-    for key in ("probe_version", "source", "objective", "settings", "points", "estimates",
-                "measured_rate", "theory", "seconds"):
+    for key in (
+        "probe_version",
+        "source",
+        "objective",
+        "settings",
+        "points",
+        "estimates",
+        "measured_rate",
+        "theory",
+        "seconds",
+    ):
         assert key in rep, key
     assert [p["step"] for p in rep["points"]] == [0, 4, 8]
     for key in ("L", "sigma2", "zeta2", "F0"):
@@ -420,8 +496,19 @@ def test_cli_quick_run_writes_documented_fields(quick_probe, capsys):
 def test_cli_probes_an_existing_run_as_json(quick_probe, tmp_path, capsys):
     _, out = quick_probe
     capsys.readouterr()
-    code = cli_main(["probe", "--run", str(out / "run"), "--points", "2", "--out",
-                     str(tmp_path), "--json", *QUICK])
+    code = cli_main(
+        [
+            "probe",
+            "--run",
+            str(out / "run"),
+            "--points",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--json",
+            *QUICK,
+        ]
+    )
     assert code == 0
     rep = json.loads(capsys.readouterr().out)
     assert [p["step"] for p in rep["points"]] == [0, 8]
@@ -432,12 +519,40 @@ def test_cli_local_sgd_run_is_set_against_the_local_sgd_bounds(tmp_path, capsys)
     """End to end through the checker: a Local SGD run inside the theory gets condition
     verdicts, bound values and the measured/bound ratio for every Local SGD bound."""
     cfg = tmp_path / "local.json"
-    cfg.write_text(json.dumps({"algorithm": "local_sgd", "optimizer": "sgd", "alpha": 0.01,
-                               "weight_decay": 0.0, "outer": "average", "gamma": 1.0,
-                               "mu": 0.0, "clip_grad_norm": None, "p": 0.0, "eta": 0.0,
-                               "T0": 0, "H": 4}))
-    code = cli_main(["probe", "--nproc", "1", "--steps", "8", "--points", "2",
-                     "--train-config", str(cfg), "--out", str(tmp_path / "out"), *QUICK])
+    cfg.write_text(
+        json.dumps(
+            {
+                "algorithm": "local_sgd",
+                "optimizer": "sgd",
+                "alpha": 0.01,
+                "weight_decay": 0.0,
+                "outer": "average",
+                "gamma": 1.0,
+                "mu": 0.0,
+                "clip_grad_norm": None,
+                "p": 0.0,
+                "eta": 0.0,
+                "T0": 0,
+                "H": 4,
+            }
+        )
+    )
+    code = cli_main(
+        [
+            "probe",
+            "--nproc",
+            "1",
+            "--steps",
+            "8",
+            "--points",
+            "2",
+            "--train-config",
+            str(cfg),
+            "--out",
+            str(tmp_path / "out"),
+            *QUICK,
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     rep = json.loads((tmp_path / "out" / "probe.json").read_text())
@@ -456,15 +571,18 @@ def test_cli_local_sgd_run_is_set_against_the_local_sgd_bounds(tmp_path, capsys)
     assert "measured vs bound:" in text and "local_sgd_iid" in text
 
 
-@pytest.mark.parametrize("argv", [
-    ["--run", "/nonexistent/run"],
-    ["--model", "no-such-model"],
-    ["--dataset", "no-such-data"],
-    ["--run", ".", "--model", "gptneo-tiny"],
-    ["--points", "0"],
-    ["--samples", "1"],
-    ["--nproc", "0"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--run", "/nonexistent/run"],
+        ["--model", "no-such-model"],
+        ["--dataset", "no-such-data"],
+        ["--run", ".", "--model", "gptneo-tiny"],
+        ["--points", "0"],
+        ["--samples", "1"],
+        ["--nproc", "0"],
+    ],
+)
 def test_bad_input_exits_2(argv, capsys, tmp_path):
     code = cli_main(["probe", "--out", str(tmp_path), *argv])
     err = capsys.readouterr().err.strip()

@@ -25,8 +25,21 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 #: small, fast settings shared by the tests (each test overrides what it checks)
-BASE = dict(T=20, batch_size=4, seq_len=32, A=2, H=4, p=0.3, eta=1.0, T0=2, alpha=3e-3,
-            log_interval=3, eval_interval=4, eval_batches=2, progress=False)
+BASE = dict(
+    T=20,
+    batch_size=4,
+    seq_len=32,
+    A=2,
+    H=4,
+    p=0.3,
+    eta=1.0,
+    T0=2,
+    alpha=3e-3,
+    log_interval=3,
+    eval_interval=4,
+    eval_batches=2,
+    progress=False,
+)
 
 
 def _cfg(out: Path, **kw) -> TrainConfig:
@@ -65,7 +78,8 @@ def _assert_same_state(a: dict, b: dict) -> None:
     assert {k: a["algorithm"][k] for k in counters} == {k: b["algorithm"][k] for k in counters}
     stats = [k for k in a["algorithm"]["stats"] if not k.startswith("time_")]
     assert {k: a["algorithm"]["stats"][k] for k in stats} == {
-        k: b["algorithm"]["stats"][k] for k in stats}
+        k: b["algorithm"]["stats"][k] for k in stats
+    }
     assert a["data"] == b["data"]
     assert torch.equal(a["rng"]["torch"], b["rng"]["torch"])
 
@@ -80,7 +94,8 @@ def test_same_seed_identical_metrics_and_documented_fields(tmp_path):
     a, b, c = (_records(tmp_path / x) for x in "abc")
     assert a == b
     assert [r["loss"] for r in a if r["kind"] == "train"] != [
-        r["loss"] for r in c if r["kind"] == "train"]
+        r["loss"] for r in c if r["kind"] == "train"
+    ]
     # CSV copies are identical too once the timing columns are dropped
     for name in ("train.csv", "eval.csv"):
         rows = []
@@ -127,8 +142,11 @@ def test_eval_is_on_the_anchor(tmp_path):
     assert train[-1] < evals[0] - 0.1  # the local model did move
     # with syncs the anchor moves, so the same check would fail
     assert _train(_cfg(tmp_path / "sync", T=12, H=2, T0=0, eval_interval=4)) == 0
-    evals = [r["eval_loss"] for r in read_jsonl(tmp_path / "sync" / "metrics.jsonl")
-             if r["kind"] == "eval"]
+    evals = [
+        r["eval_loss"]
+        for r in read_jsonl(tmp_path / "sync" / "metrics.jsonl")
+        if r["kind"] == "eval"
+    ]
     assert len(set(evals)) == 4
 
 
@@ -148,8 +166,7 @@ def test_resume_after_stop_is_bitwise_identical(tmp_path):
     summary = json.loads((part / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["resumed_from"].endswith("step_00000010")
     # resuming a finished run from an older checkpoint replays the same steps
-    assert _train(_cfg(part, resume=str(part / "checkpoints" / "step_00000015"),
-                       **common)) == 0
+    assert _train(_cfg(part, resume=str(part / "checkpoints" / "step_00000015"), **common)) == 0
     _assert_same_state(_final_state(full), _final_state(part))
     assert _records(full) == _records(part)
 
@@ -240,8 +257,22 @@ def test_bad_input_exit_2(argv, needle, tmp_path, capsys):
 
 
 def test_overshooting_pull_warns(tmp_path, capsys):
-    code = cli_main(["train", "--output-dir", str(tmp_path), "--no-progress", "--T", "2",
-                     "--lr", "0.3", "--prob_no_grad", "0.2", "--eval-interval", "0"])
+    code = cli_main(
+        [
+            "train",
+            "--output-dir",
+            str(tmp_path),
+            "--no-progress",
+            "--T",
+            "2",
+            "--lr",
+            "0.3",
+            "--prob_no_grad",
+            "0.2",
+            "--eval-interval",
+            "0",
+        ]
+    )
     assert code == 0
     assert "warning: pull coefficient alpha*eta/p = 1.5 > 1" in capsys.readouterr().err
 
@@ -253,8 +284,14 @@ def test_help_lists_every_option(capsys):
     out = capsys.readouterr().out
     for f in fields(TrainConfig):
         assert "--" + f.name.replace("_", "-") in out, f.name
-    for alias in ("--lr", "--prob-no-grad", "--sync-interval", "--outer-lr",
-                  "--local-sgd-start-iter", "--grad-accu-step"):
+    for alias in (
+        "--lr",
+        "--prob-no-grad",
+        "--sync-interval",
+        "--outer-lr",
+        "--local-sgd-start-iter",
+        "--grad-accu-step",
+    ):
         assert alias in out
 
 
@@ -273,16 +310,32 @@ def test_config_file_and_flags(tmp_path, capsys):
 
 def test_checkpoint_mismatch_and_corruption_exit_2(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["train", "--output-dir", str(out), "--no-progress", "--T", "4",
-            "--checkpoint-interval", "2", "--eval-interval", "0", "--seq-len", "32"]
+    args = [
+        "train",
+        "--output-dir",
+        str(out),
+        "--no-progress",
+        "--T",
+        "4",
+        "--checkpoint-interval",
+        "2",
+        "--eval-interval",
+        "0",
+        "--seq-len",
+        "32",
+    ]
     assert cli_main(args) == 0
     # a fresh run must not silently mix with existing checkpoints
     assert cli_main(args) == 2
     assert "--resume auto" in capsys.readouterr().err
     assert cli_main([*args, "--resume", "auto", "--sync_interval", "3"]) == 2
     assert "H: checkpoint 8, this run 3" in capsys.readouterr().err
-    assert cli_main([*args, "--resume", "auto", "--model", "resnet-tiny",
-                     "--dataset", "embedded-images"]) == 2
+    assert (
+        cli_main(
+            [*args, "--resume", "auto", "--model", "resnet-tiny", "--dataset", "embedded-images"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "model: checkpoint 'gptneo-tiny', this run 'resnet-tiny'" in err
     manifest = ck.step_dir(out / "checkpoints", 4) / ck.MANIFEST
@@ -341,10 +394,31 @@ def test_two_process_resume_is_bitwise_identical(tmp_path):
 @pytest.mark.distributed
 def test_torchrun_smoke(tmp_path):
     out = tmp_path / "tr"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", "2", "-m", "empirical.train", "--output-dir", str(out),
-           "--T", "12", "--seq-len", "32", "--batch-size", "4", "--eval-interval", "6",
-           "--eval-batches", "2", "--checkpoint-interval", "6", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "empirical.train",
+        "--output-dir",
+        str(out),
+        "--T",
+        "12",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--eval-interval",
+        "6",
+        "--eval-batches",
+        "2",
+        "--checkpoint-interval",
+        "6",
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -356,9 +430,20 @@ def test_torchrun_smoke(tmp_path):
 
 @pytest.mark.distributed
 def test_torchrun_bad_input_exits_cleanly_on_every_rank(tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", "2", "-m", "empirical.train", "--output-dir", str(tmp_path),
-           "--model", "nosuch"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "empirical.train",
+        "--output-dir",
+        str(tmp_path),
+        "--model",
+        "nosuch",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
     assert proc.returncode != 0
     # every rank rejects the input before the process group exists (no rank waits for
@@ -374,17 +459,49 @@ def test_torchrun_bad_input_exits_cleanly_on_every_rank(tmp_path):
 def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
     """A rank failure under ``torchrun --max-restarts 1``: the restarted ranks resume from
     the latest complete checkpoint and finish with the uninterrupted run's metrics."""
-    args = ["--T", "16", "--seq-len", "32", "--batch-size", "4", "--eval-interval", "4",
-            "--eval-batches", "2", "--checkpoint-interval", "5", "--no-progress"]
-    base = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", "2"]
+    args = [
+        "--T",
+        "16",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--eval-interval",
+        "4",
+        "--eval-batches",
+        "2",
+        "--checkpoint-interval",
+        "5",
+        "--no-progress",
+    ]
+    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     full, crash = tmp_path / "full", tmp_path / "crash"
-    proc = subprocess.run([*base, "-m", "empirical.train", "--output-dir", str(full), *args],
-                          capture_output=True, text=True, env=ENV, timeout=240)
+    proc = subprocess.run(
+        [*base, "-m", "empirical.train", "--output-dir", str(full), *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = subprocess.run([*base, "--max-restarts", "1", "-m", "empirical.train",
-                           "--output-dir", str(crash), "--crash-at-step", "12", *args],
-                          capture_output=True, text=True, env=ENV, timeout=240)
+    proc = subprocess.run(
+        [
+            *base,
+            "--max-restarts",
+            "1",
+            "-m",
+            "empirical.train",
+            "--output-dir",
+            str(crash),
+            "--crash-at-step",
+            "12",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "injected failure after step 12" in proc.stderr
     summary = json.loads((crash / "summary.json").read_text())
@@ -398,9 +515,25 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
 @pytest.mark.distributed
 def test_palsgd_train_nproc_launches_torchrun(tmp_path):
     out = tmp_path / "np"
-    cmd = [sys.executable, "-m", "theory.cli", "train", "--nproc", "2", "--output-dir",
-           str(out), "--T", "6", "--seq-len", "32", "--batch-size", "4", "--eval-interval", "0",
-           "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "theory.cli",
+        "train",
+        "--nproc",
+        "2",
+        "--output-dir",
+        str(out),
+        "--T",
+        "6",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--eval-interval",
+        "0",
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     launched = json.loads((out / "launch_config.json").read_text())

@@ -234,24 +234,35 @@ from theory.bound import Bound  # noqa: E402
 
 def _isotropic_quadratic(K: int = 2, d: int = 4):
     """f_k = |x - b|^2 / 2 (all eigenvalues L = 1), i.i.d., Gaussian noise sigma = 1."""
-    return problems.make_problem("quadratic", K=K, d=d, noise="gaussian", sigma=1.0, zeta=0.0,
-                                 seed=3, spectrum=[1.0] * d)
+    return problems.make_problem(
+        "quadratic", K=K, d=d, noise="gaussian", sigma=1.0, zeta=0.0, seed=3, spectrum=[1.0] * d
+    )
 
 
 def _sgd_configs(bound_name: str, K: int = 2, seeds=range(3)):
-    return [V.Config(bound=bound_name, problem="quadratic", algorithm="sgd", K=K, T=200,
-                     alpha=0.5, seed=s) for s in seeds]
+    return [
+        V.Config(
+            bound=bound_name, problem="quadratic", algorithm="sgd", K=K, T=200, alpha=0.5, seed=s
+        )
+        for s in seeds
+    ]
 
 
 def test_deliberately_wrong_bound_is_detected_and_true_bound_holds():
     """SGD bound / 10 is violated on an isotropic quadratic (its noise floor alone is
     alpha L sigma^2 / (K (2 - alpha L)) > alpha L sigma^2 / (10 K)); the true bound holds."""
-    wrong = Bound.from_strings("sgd_div10", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
-                               ["alpha*L <= 1"], algorithms=("sgd",), provenance="wrong on purpose")
+    wrong = Bound.from_strings(
+        "sgd_div10",
+        "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
+        ["alpha*L <= 1"],
+        algorithms=("sgd",),
+        provenance="wrong on purpose",
+    )
     prob = _isotropic_quadratic()
     rows_wrong = V.verify_configs(wrong, {"quadratic": prob}, _sgd_configs("sgd_div10"), R=32)
-    rows_true = V.verify_configs(registry.get("sgd"), {"quadratic": prob}, _sgd_configs("sgd"),
-                                 R=32)
+    rows_true = V.verify_configs(
+        registry.get("sgd"), {"quadratic": prob}, _sgd_configs("sgd"), R=32
+    )
     assert [r["verdict"] for r in rows_wrong] == [V.VIOLATED] * 3
     assert [r["verdict"] for r in rows_true] == [V.HOLDS] * 3
     for r in rows_wrong:
@@ -270,11 +281,16 @@ def test_deliberately_wrong_bound_is_detected_and_true_bound_holds():
 def test_halved_bound_is_inconclusive_or_violated_but_never_holds():
     """Halving the SGD bound puts it near the measured floor: it must not be declared to hold
     where it is violated (noise floor alpha/(K(2 - alpha)) vs bound/2 = alpha/(2K) + transient)."""
-    half = Bound.from_strings("sgd_half", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/2",
-                              ["alpha*L <= 1"], algorithms=("sgd",))
+    half = Bound.from_strings(
+        "sgd_half", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/2", ["alpha*L <= 1"], algorithms=("sgd",)
+    )
     prob = _isotropic_quadratic()
-    cfgs = [V.Config(bound="sgd_half", problem="quadratic", algorithm="sgd", K=2, T=2000,
-                     alpha=0.9, seed=s) for s in range(2)]
+    cfgs = [
+        V.Config(
+            bound="sgd_half", problem="quadratic", algorithm="sgd", K=2, T=2000, alpha=0.9, seed=s
+        )
+        for s in range(2)
+    ]
     rows = V.verify_configs(half, {"quadratic": prob}, cfgs, R=48)
     # floor 0.9/(2*1.1) = 0.409 > 0.9/4 + F0/(0.9*2000) ~ 0.225 + small
     assert all(r["verdict"] == V.VIOLATED for r in rows)
@@ -282,8 +298,9 @@ def test_halved_bound_is_inconclusive_or_violated_but_never_holds():
 
 def test_outside_conditions_not_tested():
     prob = _isotropic_quadratic()
-    cfgs = [V.Config(bound="sgd", problem="quadratic", algorithm="sgd", K=2, T=50, alpha=1.5,
-                     seed=0)] + _sgd_configs("sgd", seeds=[1])
+    cfgs = [
+        V.Config(bound="sgd", problem="quadratic", algorithm="sgd", K=2, T=50, alpha=1.5, seed=0)
+    ] + _sgd_configs("sgd", seeds=[1])
     rows = V.verify_configs(registry.get("sgd"), {"quadratic": prob}, cfgs, R=16)
     assert rows[0]["verdict"] == V.OUTSIDE and not rows[0]["conditions_hold"]
     assert rows[0]["failed_conditions"] == "step"
@@ -329,14 +346,29 @@ def test_algorithm_mapping():
 
 def test_not_verifiable_bound_is_reported_not_dropped(monkeypatch):
     """A bound for an algorithm the simulator lacks is listed as not verifiable."""
-    other = Bound.from_strings("scaffold_user", "2*F0/(alpha*T)", ["alpha*L <= 1"],
-                               algorithms=("scaffold",), provenance="test")
+    other = Bound.from_strings(
+        "scaffold_user",
+        "2*F0/(alpha*T)",
+        ["alpha*L <= 1"],
+        algorithms=("scaffold",),
+        provenance="test",
+    )
     registry.names()  # load the built-in bounds first
     monkeypatch.setitem(registry._REGISTRY, other.name, other)  # registered for this test only
     assert "scaffold" not in sim.KINDS
-    settings = V.VerifySettings(bounds=("scaffold_user", "sgd"), problems=("quadratic",),
-                                replicas=8, configs=1, outside=0, T=(32,), K=(2,), rates=False,
-                                speedup=False, exact=False, consensus=False)
+    settings = V.VerifySettings(
+        bounds=("scaffold_user", "sgd"),
+        problems=("quadratic",),
+        replicas=8,
+        configs=1,
+        outside=0,
+        T=(32,),
+        K=(2,),
+        rates=False,
+        speedup=False,
+        exact=False,
+        consensus=False,
+    )
     rep = V.run_verification(settings, progress=False)
     rows = [r for r in rep["results"] if r["bound"] == "scaffold_user"]
     assert len(rows) == 1 and rows[0]["verdict"] == V.NOT_VERIFIABLE
@@ -412,7 +444,20 @@ def test_numeric_leading_exponent_matches_bound_rate_every_bound(name):
     b = registry.get(name)
     if b.recommended_step is None:
         pytest.skip("no recommended step")
-    vals = {"L": 2.0, "sigma": 1.0, "zeta": 0.5, "F0": 3.0, "K": 4, "H": 4, "T": 100,
-            "alpha": 0.1, "p": 0.2, "eta": 0.5, "gamma": 1.0, "mu": 0.0, "beta": 0.0}
+    vals = {
+        "L": 2.0,
+        "sigma": 1.0,
+        "zeta": 0.5,
+        "F0": 3.0,
+        "K": 4,
+        "H": 4,
+        "T": 100,
+        "alpha": 0.1,
+        "p": 0.2,
+        "eta": 0.5,
+        "gamma": 1.0,
+        "mu": 0.0,
+        "beta": 0.0,
+    }
     vals = {k: v for k, v in vals.items() if k in b.parameters}
     assert V.leading_exponent(b, vals, "recommended") == float(b.rate()[0].t_exponent)

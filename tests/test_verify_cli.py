@@ -17,10 +17,18 @@ from theory.cli import main  # noqa: E402
 from theory.validation import UserInputError  # noqa: E402
 
 REPORT_FILES = [
-    "results.json", "results.csv", "rates.csv", "exact_vs_mc.csv", "speedup.csv",
-    "consensus.csv", "summary.txt",
-    *[f"{n}.{ext}" for n in ("measured_vs_bound", "rates", "consensus_vs_H", "exact_vs_mc")
-      for ext in ("png", "pdf")],
+    "results.json",
+    "results.csv",
+    "rates.csv",
+    "exact_vs_mc.csv",
+    "speedup.csv",
+    "consensus.csv",
+    "summary.txt",
+    *[
+        f"{n}.{ext}"
+        for n in ("measured_vs_bound", "rates", "consensus_vs_H", "exact_vs_mc")
+        for ext in ("png", "pdf")
+    ],
 ]
 
 
@@ -45,11 +53,16 @@ def test_quick_run_writes_every_file_and_exits_0(quick_report):
     assert _leftovers(out.parent, out.name) == []
 
 
-@pytest.mark.parametrize("name,columns", [
-    ("results.csv", V.RESULTS_COLUMNS), ("rates.csv", V.RATES_COLUMNS),
-    ("exact_vs_mc.csv", V.EXACT_COLUMNS), ("speedup.csv", V.SPEEDUP_COLUMNS),
-    ("consensus.csv", V.CONSENSUS_COLUMNS),
-])
+@pytest.mark.parametrize(
+    "name,columns",
+    [
+        ("results.csv", V.RESULTS_COLUMNS),
+        ("rates.csv", V.RATES_COLUMNS),
+        ("exact_vs_mc.csv", V.EXACT_COLUMNS),
+        ("speedup.csv", V.SPEEDUP_COLUMNS),
+        ("consensus.csv", V.CONSENSUS_COLUMNS),
+    ],
+)
 def test_csv_columns_as_documented(quick_report, name, columns):
     _, out = quick_report
     with open(out / name) as fh:
@@ -83,8 +96,18 @@ def test_results_json_contents(quick_report):
 
 def test_rerun_replaces_previous_report(tmp_path):
     out = tmp_path / "rep"
-    args = ["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out", str(out),
-            "--no-progress", "--no-plots"]
+    args = [
+        "verify",
+        "--quick",
+        "--bounds",
+        "sgd",
+        "--problems",
+        "quadratic",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-plots",
+    ]
     assert main(args) == 0
     (out / "stale.txt").write_text("old")
     assert main(args + ["--seed", "1"]) == 0
@@ -95,9 +118,25 @@ def test_rerun_replaces_previous_report(tmp_path):
 
 def test_json_flag_prints_summary(tmp_path, capsys):
     out = tmp_path / "j"
-    code = main(["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out",
-                 str(out), "--no-progress", "--no-plots", "--json", "--level", "0.1",
-                 "--correction", "bonferroni"])
+    code = main(
+        [
+            "verify",
+            "--quick",
+            "--bounds",
+            "sgd",
+            "--problems",
+            "quadratic",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plots",
+            "--json",
+            "--level",
+            "0.1",
+            "--correction",
+            "bonferroni",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["correction"] == "bonferroni" and summary["family_wise_level"] == 0.1
@@ -105,13 +144,33 @@ def test_json_flag_prints_summary(tmp_path, capsys):
 
 
 def test_violated_user_bound_exits_1(tmp_path, capsys, monkeypatch):
-    wrong = Bound.from_strings("sgd_div10_cli", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
-                               ["alpha*L <= 1"], algorithms=("sgd",), provenance="wrong on purpose")
+    wrong = Bound.from_strings(
+        "sgd_div10_cli",
+        "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
+        ["alpha*L <= 1"],
+        algorithms=("sgd",),
+        provenance="wrong on purpose",
+    )
     registry.names()  # load the built-in bounds first
     monkeypatch.setitem(registry._REGISTRY, wrong.name, wrong)  # registered for this test only
     out = tmp_path / "v"
-    code = main(["verify", "--quick", "--bounds", "sgd_div10_cli", "sgd", "--problems",
-                 "quadratic", "--out", str(out), "--no-progress", "--no-plots", "--replicas", "24"])
+    code = main(
+        [
+            "verify",
+            "--quick",
+            "--bounds",
+            "sgd_div10_cli",
+            "sgd",
+            "--problems",
+            "quadratic",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plots",
+            "--replicas",
+            "24",
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 1
     assert "BOUND VIOLATED" in text and "!! VIOLATED !!" in text
@@ -121,21 +180,34 @@ def test_violated_user_bound_exits_1(tmp_path, capsys, monkeypatch):
     assert all(r["verdict"] != V.VIOLATED for r in rep["results"] if r["bound"] == "sgd")
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--problems", "nonesuch"], "known problems"),
-    (["--bounds", "nonesuch"], "known bounds"),
-    (["--declare", "L=0.01"], "L: measured smoothness"),
-    (["--declare", "quadratic.sigma2=0.25"], "measured/declared = 4"),
-    (["--declare", "quadratic.kappa=1"], "declarable"),
-    (["--declare", "cosine.L=5"], "not selected"),
-    (["--level", "1.5"], "level"),
-    (["--sigma", "-1"], "sigma"),
-    (["--noise", "pink"], "noise model"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--problems", "nonesuch"], "known problems"),
+        (["--bounds", "nonesuch"], "known bounds"),
+        (["--declare", "L=0.01"], "L: measured smoothness"),
+        (["--declare", "quadratic.sigma2=0.25"], "measured/declared = 4"),
+        (["--declare", "quadratic.kappa=1"], "declarable"),
+        (["--declare", "cosine.L=5"], "not selected"),
+        (["--level", "1.5"], "level"),
+        (["--sigma", "-1"], "sigma"),
+        (["--noise", "pink"], "noise model"),
+    ],
+)
 def test_bad_input_exits_2_and_leaves_nothing(tmp_path, capsys, extra, message):
     out = tmp_path / "bad"
-    args = ["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out", str(out),
-            "--no-progress", "--no-plots"]
+    args = [
+        "verify",
+        "--quick",
+        "--bounds",
+        "sgd",
+        "--problems",
+        "quadratic",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-plots",
+    ]
     code = main(args + extra)
     err = capsys.readouterr().err
     assert code == 2
@@ -144,10 +216,15 @@ def test_bad_input_exits_2_and_leaves_nothing(tmp_path, capsys, extra, message):
     assert not out.exists() and _leftovers(tmp_path, "bad") == []
 
 
-@pytest.mark.parametrize("flag,value", [
-    (f, v) for f in ("--replicas", "--K", "--T", "--configs", "--d") for v in ("0", "-3", "x")
-    if (f, v) != ("--configs", "0")  # zero configurations per pair is allowed
-])
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        (f, v)
+        for f in ("--replicas", "--K", "--T", "--configs", "--d")
+        for v in ("0", "-3", "x")
+        if (f, v) != ("--configs", "0")  # zero configurations per pair is allowed
+    ],
+)
 def test_nonpositive_sizes_exit_2(tmp_path, capsys, flag, value):
     out = tmp_path / "bad"
     code = main(["verify", "--quick", flag, value, "--out", str(out), "--no-progress"])
@@ -159,8 +236,19 @@ def test_nonpositive_sizes_exit_2(tmp_path, capsys, flag, value):
 def test_unwritable_output_exits_2(tmp_path, capsys):
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
-    code = main(["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out",
-                 str(blocker / "sub" / "rep"), "--no-progress"])
+    code = main(
+        [
+            "verify",
+            "--quick",
+            "--bounds",
+            "sgd",
+            "--problems",
+            "quadratic",
+            "--out",
+            str(blocker / "sub" / "rep"),
+            "--no-progress",
+        ]
+    )
     assert code == 2
     assert "cannot write the report" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
@@ -170,8 +258,19 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path, capsys):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "thesis.tex").write_text("precious")
-    code = main(["verify", "--quick", "--bounds", "sgd", "--problems", "quadratic", "--out",
-                 str(out), "--no-progress"])
+    code = main(
+        [
+            "verify",
+            "--quick",
+            "--bounds",
+            "sgd",
+            "--problems",
+            "quadratic",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 2 and "refusing" in capsys.readouterr().err
     assert (out / "thesis.tex").read_text() == "precious"
 
@@ -197,8 +296,23 @@ def test_failure_midway_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
 
 def test_single_worker_runs(tmp_path):
     out = tmp_path / "k1"
-    code = main(["verify", "--quick", "--K", "1", "--bounds", "sgd", "local_sgd_noniid",
-                 "--problems", "quadratic", "--out", str(out), "--no-progress", "--no-plots"])
+    code = main(
+        [
+            "verify",
+            "--quick",
+            "--K",
+            "1",
+            "--bounds",
+            "sgd",
+            "local_sgd_noniid",
+            "--problems",
+            "quadratic",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plots",
+        ]
+    )
     assert code == 0
     rep = json.loads((out / "results.json").read_text())
     assert {r["K"] for r in rep["results"] if r["verdict"] != V.NOT_VERIFIABLE} == {1}
@@ -207,9 +321,23 @@ def test_single_worker_runs(tmp_path):
 @pytest.mark.parametrize("noise", ["none", "finite_sum", "rademacher"])
 def test_noise_models(tmp_path, noise):
     out = tmp_path / noise
-    code = main(["verify", "--quick", "--noise", noise, "--bounds", "sgd", "--problems",
-                 "quadratic", "robust_regression", "--out", str(out), "--no-progress",
-                 "--no-plots"])
+    code = main(
+        [
+            "verify",
+            "--quick",
+            "--noise",
+            noise,
+            "--bounds",
+            "sgd",
+            "--problems",
+            "quadratic",
+            "robust_regression",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plots",
+        ]
+    )
     assert code == 0
     rep = json.loads((out / "results.json").read_text())
     assert {r["noise"] for r in rep["results"]} == {noise}

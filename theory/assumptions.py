@@ -33,7 +33,10 @@ class Assumption:
 
 
 A1_SMOOTH = Assumption(
-    "A1", "smoothness", "every f_k is L-smooth: ||grad f_k(x) - grad f_k(y)|| <= L ||x - y||", ("L",)
+    "A1",
+    "smoothness",
+    "every f_k is L-smooth: ||grad f_k(x) - grad f_k(y)|| <= L ||x - y||",
+    ("L",),
 )
 A2_NOISE = Assumption(
     "A2",
@@ -55,9 +58,7 @@ A3_HETEROGENEITY = Assumption(
     ("zeta",),
 )
 A3_IID = Assumption("A3iid", "i.i.d. data", "every worker samples the same distribution (zeta = 0)")
-A4_LOWER_BOUND = Assumption(
-    "A4", "lower bound", "f >= f_star and F0 = f(x0) - f_star", ("F0",)
-)
+A4_LOWER_BOUND = Assumption("A4", "lower bound", "f >= f_star and F0 = f(x0) - f_star", ("F0",))
 INNER_SGD = Assumption(
     "S1", "inner SGD", "the inner optimizer is plain SGD (no momentum, no adaptive scaling)"
 )

@@ -22,12 +22,24 @@ __all__ = ["main", "SUBCOMMANDS"]
 #: name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "check": ("theory.check", "check a configuration against every applicable bound"),
-    "bounds": ("theory.check_bounds_cmd", "list the encoded bounds (assumptions, conditions, LaTeX)"),
+    "bounds": (
+        "theory.check_bounds_cmd",
+        "list the encoded bounds (assumptions, conditions, LaTeX)",
+    ),
     "verify": ("theory.verify_cmd", "Monte-Carlo verification of every bound (the main job)"),
-    "train": ("empirical.train", "distributed training: DDP, Local SGD, Post-Local SGD, DiLoCo, PALSGD"),
-    "probe": ("empirical.probe", "estimate L, sigma^2, zeta^2, F0 on a real model and check the run"),
+    "train": (
+        "empirical.train",
+        "distributed training: DDP, Local SGD, Post-Local SGD, DiLoCo, PALSGD",
+    ),
+    "probe": (
+        "empirical.probe",
+        "estimate L, sigma^2, zeta^2, F0 on a real model and check the run",
+    ),
     "figures": ("paper_figures.cli", "regenerate the paper's figures"),
-    "cost": ("empirical.costmodel", "cost model: calibrate links, predict wall-clock and gains over DDP"),
+    "cost": (
+        "empirical.costmodel",
+        "cost model: calibrate links, predict wall-clock and gains over DDP",
+    ),
 }
 
 

@@ -25,8 +25,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-__all__ = ["plot_report", "plot_measured_vs_bound", "plot_rates", "plot_consensus",
-           "plot_exact_vs_mc", "PLOT_NAMES"]
+__all__ = [
+    "plot_report",
+    "plot_measured_vs_bound",
+    "plot_rates",
+    "plot_consensus",
+    "plot_exact_vs_mc",
+    "PLOT_NAMES",
+]
 
 PLOT_NAMES = ("measured_vs_bound", "rates", "consensus_vs_H", "exact_vs_mc")
 
@@ -63,8 +69,14 @@ def _grid(nrows: int, cols: int, w: float, h: float, left: float = 0.65) -> tupl
     W = left + right + cols * w + (cols - 1) * gap_w
     Hh = bottom + top + nrows * h + (nrows - 1) * gap_h
     fig, axes = plt.subplots(nrows, cols, figsize=(W, Hh), squeeze=False)
-    fig.subplots_adjust(left=left / W, right=1 - right / W, bottom=bottom / Hh, top=1 - top / Hh,
-                        wspace=gap_w / w, hspace=gap_h / h)
+    fig.subplots_adjust(
+        left=left / W,
+        right=1 - right / W,
+        bottom=bottom / Hh,
+        top=1 - top / Hh,
+        wspace=gap_w / w,
+        hspace=gap_h / h,
+    )
     return fig, axes
 
 
@@ -97,7 +109,9 @@ def plot_measured_vs_bound(rows: Sequence[Mapping[str, Any]], directory: Path) -
         lcb, ucb = _num(r.get("lcb")), _num(r.get("ucb"))
         down = m - lcb if lcb > 0 and math.isfinite(lcb) else 0.0
         up = ucb - m if math.isfinite(ucb) else 0.0
-        groups.setdefault((r["verdict"], r["bound"]), []).append((b, m, max(down, 0.0), max(up, 0.0)))
+        groups.setdefault((r["verdict"], r["bound"]), []).append(
+            (b, m, max(down, 0.0), max(up, 0.0))
+        )
         lo, hi = min(lo, b, m), max(hi, b, m)
     seen: set[str] = set()
     for (verdict, bname), vals in sorted(groups.items()):
@@ -105,9 +119,19 @@ def plot_measured_vs_bound(rows: Sequence[Mapping[str, Any]], directory: Path) -
         color = _VERDICT_STYLE[verdict]["color"]
         marker = _MARKERS[bounds.index(bname) % len(_MARKERS)]
         face = "none" if verdict == "outside conditions" else color
-        ax.errorbar(arr[:, 0], arr[:, 1], yerr=arr[:, 2:].T, fmt=marker, mfc=face, mec=color,
-                    ecolor=color, ms=5, lw=0.8, alpha=0.85,
-                    label=verdict if verdict not in seen else None)
+        ax.errorbar(
+            arr[:, 0],
+            arr[:, 1],
+            yerr=arr[:, 2:].T,
+            fmt=marker,
+            mfc=face,
+            mec=color,
+            ecolor=color,
+            ms=5,
+            lw=0.8,
+            alpha=0.85,
+            label=verdict if verdict not in seen else None,
+        )
         seen.add(verdict)
     if hi > 0:
         span = np.array([lo / 2, hi * 2])
@@ -132,7 +156,7 @@ def plot_rates(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
     cols = min(3, n)
     nrows = math.ceil(n / cols)
     fig, axes = _grid(nrows, cols, 3.6, 2.6, left=0.75)
-    for ax in axes.ravel()[len(names):]:
+    for ax in axes.ravel()[len(names) :]:
         ax.set_visible(False)
     if not names:
         axes[0, 0].set_visible(True)
@@ -175,17 +199,27 @@ def plot_consensus(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[s
         H = np.array([_num(r["H"]) for r in rs])
         m = np.array([_num(r["consensus_mean"]) for r in rs])
         se = np.array([_num(r["consensus_se"]) for r in rs])
-        extra = f" (p={_num(rs[0]['p']):.2g}, eta={_num(rs[0]['eta']):.2g})" if a == "palsgd" else ""
+        extra = (
+            f" (p={_num(rs[0]['p']):.2g}, eta={_num(rs[0]['eta']):.2g})" if a == "palsgd" else ""
+        )
         pos = m > 1e-12 * max(1.0, float(np.nanmax(m)))  # H = 1: no consensus error at all
-        ax.errorbar(H[pos], m[pos], yerr=np.minimum(2 * se[pos], 0.99 * m[pos]), fmt="o-", ms=4,
-                    label=a + extra)
+        ax.errorbar(
+            H[pos],
+            m[pos],
+            yerr=np.minimum(2 * se[pos], 0.99 * m[pos]),
+            fmt="o-",
+            ms=4,
+            label=a + extra,
+        )
     if algos:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.legend(fontsize=8)
         r0 = rows[0]
-        ax.set_title(f"consensus error vs H ({r0['problem']}, K={r0['K']}, "
-                     f"alpha={_num(r0['alpha']):.3g})", fontsize=9)
+        ax.set_title(
+            f"consensus error vs H ({r0['problem']}, K={r0['K']}, alpha={_num(r0['alpha']):.3g})",
+            fontsize=9,
+        )
     else:
         _empty(ax, "no consensus runs")
     ax.set_xlabel("H (local steps between syncs; H = 1 has zero consensus error)")
@@ -193,15 +227,16 @@ def plot_consensus(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[s
     return _save(fig, directory, "consensus_vs_H")
 
 
-def plot_exact_vs_mc(rows: Sequence[Mapping[str, Any]], directory: Path,
-                     metric: str = "grad_norm_sq") -> list[str]:
+def plot_exact_vs_mc(
+    rows: Sequence[Mapping[str, Any]], directory: Path, metric: str = "grad_norm_sq"
+) -> list[str]:
     """Exact expected curve vs Monte-Carlo mean (+- 2 se) of ``metric``, per algorithm."""
     labels = list(dict.fromkeys(r["label"] for r in rows))
     n = max(1, len(labels))
     cols = min(4, n)
     nrows = math.ceil(n / cols)
     fig, axes = _grid(nrows, cols, 3.0, 2.1)
-    for ax in axes.ravel()[len(labels):]:
+    for ax in axes.ravel()[len(labels) :]:
         ax.set_visible(False)
     if not labels:
         axes[0, 0].set_visible(True)
@@ -212,8 +247,9 @@ def plot_exact_vs_mc(rows: Sequence[Mapping[str, Any]], directory: Path,
         e = np.array([_num(r["exact"]) for r in rs])
         m = np.array([_num(r["mc_mean"]) for r in rs])
         se = np.array([_num(r["mc_se"]) for r in rs])
-        ax.fill_between(t, m - 2 * se, m + 2 * se, alpha=0.3, color="tab:orange",
-                        label="MC mean +- 2 se")
+        ax.fill_between(
+            t, m - 2 * se, m + 2 * se, alpha=0.3, color="tab:orange", label="MC mean +- 2 se"
+        )
         ax.plot(t, m, color="tab:orange", lw=0.8)
         ax.plot(t, e, "k-", lw=1.2, label="exact")
         ax.set_yscale("log")

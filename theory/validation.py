@@ -91,7 +91,9 @@ _INF = math.inf
 PARAMS: dict[str, ParamSpec] = {
     s.name: s
     for s in [
-        ParamSpec("L", "smoothness constant of every f_k", 0, _INF, low_open=True, unit="1/length^2"),
+        ParamSpec(
+            "L", "smoothness constant of every f_k", 0, _INF, low_open=True, unit="1/length^2"
+        ),
         ParamSpec("sigma", "std of the stochastic-gradient noise per worker", 0, _INF),
         ParamSpec("zeta", "heterogeneity: sqrt of mean ||grad f_k - grad f||^2", 0, _INF),
         ParamSpec("F0", "initial gap f(x0) - f_star", 0, _INF),

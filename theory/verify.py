@@ -126,33 +126,128 @@ DIVERGENCE_LEVEL = 1e300
 
 #: columns of ``results.csv`` (one row per configuration)
 RESULTS_COLUMNS = (
-    "index", "bound", "problem", "algorithm", "outer", "coins", "K", "d", "noise", "H", "p", "eta",
-    "gamma", "alpha", "alpha_role", "alpha_max", "T", "R", "seed", "L", "sigma2", "zeta2",
-    "F0", "conditions_hold", "failed_conditions", "measured_mean", "measured_sd", "measured_se",
-    "skewness", "diverged", "ci_level_one_sided", "t_lcb", "t_ucb", "boot_lcb", "boot_ucb", "lcb", "ucb",
-    "bound_value", "ratio", "ratio_ucb", "p_holds", "p_violated", "p_value", "p_adjusted",
-    "verdict", "consensus_mean", "note",
+    "index",
+    "bound",
+    "problem",
+    "algorithm",
+    "outer",
+    "coins",
+    "K",
+    "d",
+    "noise",
+    "H",
+    "p",
+    "eta",
+    "gamma",
+    "alpha",
+    "alpha_role",
+    "alpha_max",
+    "T",
+    "R",
+    "seed",
+    "L",
+    "sigma2",
+    "zeta2",
+    "F0",
+    "conditions_hold",
+    "failed_conditions",
+    "measured_mean",
+    "measured_sd",
+    "measured_se",
+    "skewness",
+    "diverged",
+    "ci_level_one_sided",
+    "t_lcb",
+    "t_ucb",
+    "boot_lcb",
+    "boot_ucb",
+    "lcb",
+    "ucb",
+    "bound_value",
+    "ratio",
+    "ratio_ucb",
+    "p_holds",
+    "p_violated",
+    "p_value",
+    "p_adjusted",
+    "verdict",
+    "consensus_mean",
+    "note",
 )
 #: columns of ``rates.csv`` (one row per (bound, T) point; the fit is repeated on each row)
 RATES_COLUMNS = (
-    "bound", "problem", "algorithm", "K", "H", "p", "eta", "step_rule", "T", "alpha", "R",
-    "measured_mean", "measured_se", "bound_value", "fitted_slope", "slope_ci_low",
-    "slope_ci_high", "bound_slope", "bound_leading_exponent", "rate_verdict", "conditions_hold",
+    "bound",
+    "problem",
+    "algorithm",
+    "K",
+    "H",
+    "p",
+    "eta",
+    "step_rule",
+    "T",
+    "alpha",
+    "R",
+    "measured_mean",
+    "measured_se",
+    "bound_value",
+    "fitted_slope",
+    "slope_ci_low",
+    "slope_ci_high",
+    "bound_slope",
+    "bound_leading_exponent",
+    "rate_verdict",
+    "conditions_hold",
 )
 #: columns of ``exact_vs_mc.csv`` (one row per algorithm, metric and step)
 EXACT_COLUMNS = (
-    "algorithm", "label", "metric", "step", "exact", "mc_mean", "mc_se", "z",
+    "algorithm",
+    "label",
+    "metric",
+    "step",
+    "exact",
+    "mc_mean",
+    "mc_se",
+    "z",
 )
 #: columns of ``speedup.csv`` (one row per bound)
 SPEEDUP_COLUMNS = (
-    "bound", "problem", "algorithm", "K1", "K", "H", "p", "eta", "alpha", "T", "R",
-    "measured_K1", "measured_K", "measured_speedup", "speedup_ci_low", "speedup_ci_high",
-    "bound_K1", "bound_K", "predicted_speedup", "linear_speedup", "conditions_hold",
+    "bound",
+    "problem",
+    "algorithm",
+    "K1",
+    "K",
+    "H",
+    "p",
+    "eta",
+    "alpha",
+    "T",
+    "R",
+    "measured_K1",
+    "measured_K",
+    "measured_speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "bound_K1",
+    "bound_K",
+    "predicted_speedup",
+    "linear_speedup",
+    "conditions_hold",
 )
 #: columns of ``consensus.csv`` (one row per algorithm and H)
 CONSENSUS_COLUMNS = (
-    "problem", "algorithm", "K", "H", "p", "eta", "alpha", "T", "R", "consensus_mean",
-    "consensus_se", "grad_norm_sq_mean", "grad_norm_sq_se",
+    "problem",
+    "algorithm",
+    "K",
+    "H",
+    "p",
+    "eta",
+    "alpha",
+    "T",
+    "R",
+    "consensus_mean",
+    "consensus_se",
+    "grad_norm_sq_mean",
+    "grad_norm_sq_se",
 )
 
 
@@ -240,15 +335,27 @@ class MeanTest:
         if not 0 < level < 0.5:
             raise UserInputError(f"one-sided confidence level must be in (0, 0.5), got {level}")
         if self.n_diverged:
-            return {"t_lcb": math.inf, "t_ucb": math.inf, "boot_lcb": math.inf,
-                    "boot_ucb": math.inf, "lcb": math.inf, "ucb": math.inf}
+            return {
+                "t_lcb": math.inf,
+                "t_ucb": math.inf,
+                "boot_lcb": math.inf,
+                "boot_ucb": math.inf,
+                "lcb": math.inf,
+                "ucb": math.inf,
+            }
         m, se, n = self.mean, self.se, self.n
         if se == 0.0:
             return {k: m for k in ("t_lcb", "t_ucb", "boot_lcb", "boot_ucb", "lcb", "ucb")}
         if n < 2:
             inf = math.inf
-            return {"t_lcb": -inf, "t_ucb": inf, "boot_lcb": -inf, "boot_ucb": inf,
-                    "lcb": -inf, "ucb": inf}
+            return {
+                "t_lcb": -inf,
+                "t_ucb": inf,
+                "boot_lcb": -inf,
+                "boot_ucb": inf,
+                "lcb": -inf,
+                "ucb": inf,
+            }
         q = float(stats.t.ppf(1.0 - level, n - 1))
         t_lcb, t_ucb = m - q * se, m + q * se
         ts = self._t_star
@@ -263,13 +370,18 @@ class MeanTest:
             boot_ucb = m - part[k] * se
             boot_lcb = m - part[B - 1 - k] * se
         return {
-            "t_lcb": t_lcb, "t_ucb": t_ucb, "boot_lcb": float(boot_lcb), "boot_ucb": float(boot_ucb),
-            "lcb": float(min(t_lcb, boot_lcb)), "ucb": float(max(t_ucb, boot_ucb)),
+            "t_lcb": t_lcb,
+            "t_ucb": t_ucb,
+            "boot_lcb": float(boot_lcb),
+            "boot_ucb": float(boot_ucb),
+            "lcb": float(min(t_lcb, boot_lcb)),
+            "ucb": float(max(t_ucb, boot_ucb)),
         }
 
 
-def mean_test(values: Sequence[float] | np.ndarray, threshold: float,
-              plan: BootstrapPlan | None = None) -> MeanTest:
+def mean_test(
+    values: Sequence[float] | np.ndarray, threshold: float, plan: BootstrapPlan | None = None
+) -> MeanTest:
     """Test the mean of i.i.d. nonnegative draws ``values`` against ``threshold``.
 
     Student's t (``n - 1`` degrees of freedom) and the bootstrap-t with the resampling
@@ -310,8 +422,9 @@ def mean_test(values: Sequence[float] | np.ndarray, threshold: float,
     var = np.maximum(mom[1] - mc * mc, 0.0) * (n / (n - 1))
     se_star = np.sqrt(var / n)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t_star = np.where(se_star > 0, mc / np.where(se_star > 0, se_star, 1.0),
-                          np.sign(mc) * np.inf)
+        t_star = np.where(
+            se_star > 0, mc / np.where(se_star > 0, se_star, 1.0), np.sign(mc) * np.inf
+        )
     B = t_star.size
     ph_b = (1 + int(np.count_nonzero(t_star <= t_obs))) / (B + 1)
     pv_b = (1 + int(np.count_nonzero(t_star >= t_obs))) / (B + 1)
@@ -330,8 +443,9 @@ class Correction:
     test_level: np.ndarray
 
 
-def correct(pvalues: Sequence[float] | np.ndarray, level: float = 0.05,
-            method: str = "holm") -> Correction:
+def correct(
+    pvalues: Sequence[float] | np.ndarray, level: float = 0.05, method: str = "holm"
+) -> Correction:
     """Family-wise error control over ``len(pvalues)`` tests.
 
     ``bonferroni``: reject ``p_i <= level/m``. ``holm`` (Holm, Scand. J. Statist. 6, 1979):
@@ -365,8 +479,9 @@ def correct(pvalues: Sequence[float] | np.ndarray, level: float = 0.05,
     return Correction(method, level, reject, adj, tl)
 
 
-def decide(tests: Sequence[MeanTest], level: float = 0.05,
-           method: str = "holm") -> tuple[list[str], Correction]:
+def decide(
+    tests: Sequence[MeanTest], level: float = 0.05, method: str = "holm"
+) -> tuple[list[str], Correction]:
     """Verdicts of a family of tests: "holds", "violated" or "inconclusive"."""
     corr = correct([t.p_value for t in tests], level, method)
     verdicts = [t.direction if r else INCONCLUSIVE for t, r in zip(tests, corr.reject, strict=True)]
@@ -390,8 +505,12 @@ class RateFit:
         return dataclasses.asdict(self)
 
 
-def fit_power_law(T: Sequence[float], mean: Sequence[float], se: Sequence[float] | None = None,
-                  level: float = 0.05) -> RateFit:
+def fit_power_law(
+    T: Sequence[float],
+    mean: Sequence[float],
+    se: Sequence[float] | None = None,
+    level: float = 0.05,
+) -> RateFit:
     """Fit ``mean ~ c T^slope`` on log-log axes with a two-sided ``1 - level`` CI on the slope.
 
     Weights ``1/var(log mean)`` with the delta-method ``var(log mean) = (se/mean)^2``; the
@@ -423,8 +542,16 @@ def fit_power_law(T: Sequence[float], mean: Sequence[float], se: Sequence[float]
     scale = max(1.0, chi2 / dof) if known else chi2 / dof
     slope_se = float(math.sqrt(cov[1, 1] * scale))
     q = float(stats.t.ppf(1 - level / 2, dof))
-    return RateFit(float(beta[1]), float(beta[0]), slope_se, float(beta[1] - q * slope_se),
-                   float(beta[1] + q * slope_se), level, dof, chi2)
+    return RateFit(
+        float(beta[1]),
+        float(beta[0]),
+        slope_se,
+        float(beta[1] - q * slope_se),
+        float(beta[1] + q * slope_se),
+        level,
+        dof,
+        chi2,
+    )
 
 
 # =====================================================================================
@@ -432,9 +559,16 @@ def fit_power_law(T: Sequence[float], mean: Sequence[float], se: Sequence[float]
 # =====================================================================================
 
 #: bound algorithm name -> simulator kind, in order of preference
-_KIND_OF = {"palsgd": "palsgd", "local_sgd": "local_sgd", "sgd": "sgd", "ddp": "sgd",
-            "minibatch_sgd": "sgd", "easgd": "easgd", "diloco": "diloco",
-            "post_local_sgd": "post_local_sgd"}
+_KIND_OF = {
+    "palsgd": "palsgd",
+    "local_sgd": "local_sgd",
+    "sgd": "sgd",
+    "ddp": "sgd",
+    "minibatch_sgd": "sgd",
+    "easgd": "easgd",
+    "diloco": "diloco",
+    "post_local_sgd": "post_local_sgd",
+}
 
 
 def algorithm_for(bound: Bound) -> str:
@@ -506,8 +640,17 @@ class Config:
     problem_kwargs: tuple[tuple[str, Any], ...] = ()
 
     def spec_kwargs(self) -> dict[str, Any]:
-        return dict(kind=self.algorithm, alpha=self.alpha, H=self.H, p=self.p, eta=self.eta,
-                    outer=self.outer, gamma=self.gamma, coins=self.coins, seed=self.seed)
+        return dict(
+            kind=self.algorithm,
+            alpha=self.alpha,
+            H=self.H,
+            p=self.p,
+            eta=self.eta,
+            outer=self.outer,
+            gamma=self.gamma,
+            coins=self.coins,
+            seed=self.seed,
+        )
 
     def summary(self) -> str:
         parts = [f"K={self.K}"]
@@ -591,7 +734,9 @@ class VerifySettings:
         if not 0 < self.level < 1:
             raise UserInputError(f"'level' must be in (0, 1), got {self.level}")
         if self.correction not in CORRECTIONS:
-            raise UserInputError(f"unknown correction {self.correction!r}; known: {list(CORRECTIONS)}")
+            raise UserInputError(
+                f"unknown correction {self.correction!r}; known: {list(CORRECTIONS)}"
+            )
         if self.n_boot is not None and self.n_boot < 99:
             raise UserInputError(f"'n_boot' must be >= 99, got {self.n_boot}")
         if int(self.seed) < 0:
@@ -626,20 +771,34 @@ class ProblemCache:
         key = (name, int(K), zeta)
         if key not in self._cache:
             problems = importlib.import_module("theory.problems")
-            prob = problems.make_problem(name, K=int(K), d=s.d, noise=s.noise, sigma=s.sigma,
-                                         zeta=zeta, seed=_child_seed(s.seed, 1, _stable_key(name)))
+            prob = problems.make_problem(
+                name,
+                K=int(K),
+                d=s.d,
+                noise=s.noise,
+                sigma=s.sigma,
+                zeta=zeta,
+                seed=_child_seed(s.seed, 1, _stable_key(name)),
+            )
             declared = {**s.declared.get("*", {}), **s.declared.get(name, {})}
             if declared:
                 prob = apply_declared_constants(prob, declared, seed=s.seed)
-                self.checks.append({"problem": name, "K": int(K), "declared": declared,
-                                    "result": "consistent with sampling",
-                                    "check": getattr(prob, "_declared_check", None)})
+                self.checks.append(
+                    {
+                        "problem": name,
+                        "K": int(K),
+                        "declared": declared,
+                        "result": "consistent with sampling",
+                        "check": getattr(prob, "_declared_check", None),
+                    }
+                )
             self._cache[key] = prob
         return self._cache[key]
 
 
-def apply_declared_constants(problem: Any, declared: Mapping[str, float], *, seed: int = 0,
-                             n: int = 256) -> Any:
+def apply_declared_constants(
+    problem: Any, declared: Mapping[str, float], *, seed: int = 0, n: int = 256
+) -> Any:
     """A copy of ``problem`` whose constants are replaced by the user's ``declared`` ones.
 
     The declared values are checked by :func:`theory.problems.check_constants` (sampling);
@@ -653,12 +812,15 @@ def apply_declared_constants(problem: Any, declared: Mapping[str, float], *, see
     for k, v in declared.items():
         v = float(v)
         if not math.isfinite(v) or (k != "f_star" and v < 0) or (k == "L" and v <= 0):
-            raise UserInputError(f"declared constant {k} = {v} is invalid for problem "
-                                 f"{getattr(problem, 'name', '?')!r}")
+            raise UserInputError(
+                f"declared constant {k} = {v} is invalid for problem "
+                f"{getattr(problem, 'name', '?')!r}"
+            )
     problems = importlib.import_module("theory.problems")
     prob = problems.with_declared(problem, **{k: float(v) for k, v in declared.items()})
-    rep = problems.check_constants(prob, n=n, rng=np.random.default_rng(_child_seed(seed, 2)),
-                                   raise_on_violation=False)
+    rep = problems.check_constants(
+        prob, n=n, rng=np.random.default_rng(_child_seed(seed, 2)), raise_on_violation=False
+    )
     if rep.violations:
         ratios = rep.ratios()
         parts = []
@@ -671,7 +833,8 @@ def apply_declared_constants(problem: Any, declared: Mapping[str, float], *, see
             parts.append(v)
         raise UserInputError(
             f"problem {prob.name!r} (K={prob.K}, d={prob.d}): declared constants contradicted "
-            "by sampling: " + "; ".join(parts))
+            "by sampling: " + "; ".join(parts)
+        )
     prob._declared_check = rep.to_dict()
     return prob
 
@@ -685,9 +848,15 @@ def problem_constants(problem: Any) -> dict[str, float]:
             f"problem {problem.name!r}: f(x0) - f_star = {F0:.3g} < 0, so f_star is not a lower "
             "bound of f"
         )
-    return {"L": float(problem.L), "sigma2": float(problem.sigma2), "zeta2": float(problem.zeta2),
-            "f_star": float(problem.f_star), "F0": F0, "sigma": math.sqrt(float(problem.sigma2)),
-            "zeta": math.sqrt(float(problem.zeta2))}
+    return {
+        "L": float(problem.L),
+        "sigma2": float(problem.sigma2),
+        "zeta2": float(problem.zeta2),
+        "f_star": float(problem.f_star),
+        "F0": F0,
+        "sigma": math.sqrt(float(problem.sigma2)),
+        "zeta": math.sqrt(float(problem.zeta2)),
+    }
 
 
 # ------------------------------------------------------------------ bound values
@@ -695,21 +864,29 @@ def problem_constants(problem: Any) -> dict[str, float]:
 _FIXED_PARAMS = {"beta": 0.0, "mu": 0.0}
 
 
-def bound_values(bound: Bound, consts: Mapping[str, float], cfg: Mapping[str, Any]) -> dict[str, Any]:
+def bound_values(
+    bound: Bound, consts: Mapping[str, float], cfg: Mapping[str, Any]
+) -> dict[str, Any]:
     """The parameter values a bound needs, from the problem's constants and a configuration.
 
     ``beta`` (relative noise) is 0 for the additive noise models here; ``R`` (rounds) is
     ``T/H``. Raises :class:`UserInputError` for a parameter no configuration supplies.
     """
-    pool = {"L": consts["L"], "sigma": consts["sigma"], "zeta": consts["zeta"], "F0": consts["F0"],
-            **_FIXED_PARAMS}
+    pool = {
+        "L": consts["L"],
+        "sigma": consts["sigma"],
+        "zeta": consts["zeta"],
+        "F0": consts["F0"],
+        **_FIXED_PARAMS,
+    }
     pool.update({k: cfg[k] for k in ("K", "H", "T", "p", "eta", "gamma", "alpha") if k in cfg})
     if "T" in cfg and "H" in cfg:
         pool["R"] = np.asarray(cfg["T"]) / np.asarray(cfg["H"])
     missing = [n for n in bound.parameters if n not in pool]
     if missing:
-        raise UserInputError(f"bound {bound.name!r} depends on {missing}, which a simulation "
-                             "does not determine")
+        raise UserInputError(
+            f"bound {bound.name!r} depends on {missing}, which a simulation does not determine"
+        )
     return {n: pool[n] for n in bound.parameters}
 
 
@@ -723,8 +900,10 @@ def _recommended(bound: Bound, vals: Mapping[str, Any]) -> np.ndarray | None:
     key = (id(bound), str(bound.recommended_step))
     if key not in _REC_CACHE:
         syms = sorted(bound.recommended_step.free_symbols, key=lambda s: s.name)
-        _REC_CACHE[key] = ([param_name(s) for s in syms],
-                           sp.lambdify(syms, bound.recommended_step, modules="numpy"))
+        _REC_CACHE[key] = (
+            [param_name(s) for s in syms],
+            sp.lambdify(syms, bound.recommended_step, modules="numpy"),
+        )
     names, fn = _REC_CACHE[key]
     if any(n not in vals for n in names):
         return None
@@ -746,8 +925,9 @@ def _needs_iid(bound: Bound) -> bool:
     return any(a.key == "A3iid" for a in bound.assumptions)
 
 
-def sample_configs(bound: Bound, problem_name: str, problems: ProblemCache,
-                   settings: VerifySettings, seed: int) -> list[Config]:
+def sample_configs(
+    bound: Bound, problem_name: str, problems: ProblemCache, settings: VerifySettings, seed: int
+) -> list[Config]:
     """Seeded random configurations of ``bound`` on one problem.
 
     ``K`` and ``T`` come from the settings' lists; ``H`` from {2, 4, 8, 16} (1 for SGD; ``T``
@@ -784,8 +964,14 @@ def sample_configs(bound: Bound, problem_name: str, problems: ProblemCache,
         prob = problems.get(problem_name, K, iid=iid)
         c = problem_constants(prob)
         eta = float(c["L"] * eta_u[i]) if algo == "palsgd" else 0.0
-        cfg = {"K": K, "H": int(Hs[i]), "T": int(Ts[i]), "p": float(ps[i]), "eta": eta,
-               "gamma": float(gammas[i])}
+        cfg = {
+            "K": K,
+            "H": int(Hs[i]),
+            "T": int(Ts[i]),
+            "p": float(ps[i]),
+            "eta": eta,
+            "gamma": float(gammas[i]),
+        }
         vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
         amax = float(_max_step(bound, vals))
         for _ in range(20 if algo == "palsgd" and i < n_in else 0):
@@ -811,12 +997,26 @@ def sample_configs(bound: Bound, problem_name: str, problems: ProblemCache,
                 alpha, role = top * float(frac_in[i]), "fraction"
             if math.isnan(amax):  # no step satisfies the conditions here
                 role = "outside"
-        out.append(Config(
-            bound=bound.name, problem=problem_name, algorithm=algo, K=K, T=int(Ts[i]), alpha=alpha,
-            H=int(Hs[i]), p=float(ps[i]), eta=eta, gamma=float(gammas[i]), outer=outer,
-            coins=coins_for(bound), alpha_role=role, alpha_max=amax, seed=_child_seed(seed, 3, i),
-            problem_kwargs=(("zeta", 0.0 if iid or K == 1 else settings.zeta),),
-        ))
+        out.append(
+            Config(
+                bound=bound.name,
+                problem=problem_name,
+                algorithm=algo,
+                K=K,
+                T=int(Ts[i]),
+                alpha=alpha,
+                H=int(Hs[i]),
+                p=float(ps[i]),
+                eta=eta,
+                gamma=float(gammas[i]),
+                outer=outer,
+                coins=coins_for(bound),
+                alpha_role=role,
+                alpha_max=amax,
+                seed=_child_seed(seed, 3, i),
+                problem_kwargs=(("zeta", 0.0 if iid or K == 1 else settings.zeta),),
+            )
+        )
     return out
 
 
@@ -829,8 +1029,10 @@ def simulate_config(problem: Any, cfg: Config, R: int, **extra: Any) -> Any:
     """Run the simulator on one configuration; returns its ``Trace``."""
     sim = importlib.import_module("theory.simulate")
     if int(problem.K) != int(cfg.K):
-        raise UserInputError(f"inconsistent dimensions: problem {cfg.problem!r} has K = "
-                             f"{problem.K} workers but the configuration has K = {cfg.K}")
+        raise UserInputError(
+            f"inconsistent dimensions: problem {cfg.problem!r} has K = "
+            f"{problem.K} workers but the configuration has K = {cfg.K}"
+        )
     spec = sim.AlgorithmSpec(**{**cfg.spec_kwargs(), **extra})
     with np.errstate(all="ignore"):
         return sim.simulate(problem, spec, T=cfg.T, R=R, seed=cfg.seed)
@@ -843,8 +1045,9 @@ def _finite_or_none(x: Any) -> Any:
     return x
 
 
-def _evaluate_config(bound: Bound, problem: Any, cfg: Config, R: int,
-                     plan: BootstrapPlan) -> dict[str, Any]:
+def _evaluate_config(
+    bound: Bound, problem: Any, cfg: Config, R: int, plan: BootstrapPlan
+) -> dict[str, Any]:
     consts = problem_constants(problem)
     vals = bound_values(bound, consts, dataclasses.asdict(cfg))
     value = float(bound.evaluate(**vals))
@@ -856,28 +1059,58 @@ def _evaluate_config(bound: Bound, problem: Any, cfg: Config, R: int,
     test = mean_test(y, value, plan)
     cons = np.asarray(trace.consensus, dtype=float)
     row = {
-        "bound": bound.name, "problem": cfg.problem, "algorithm": cfg.algorithm,
-        "outer": cfg.outer, "coins": cfg.coins, "K": cfg.K, "d": int(getattr(problem, "d", 0)),
+        "bound": bound.name,
+        "problem": cfg.problem,
+        "algorithm": cfg.algorithm,
+        "outer": cfg.outer,
+        "coins": cfg.coins,
+        "K": cfg.K,
+        "d": int(getattr(problem, "d", 0)),
         "noise": getattr(problem, "noise_model", getattr(problem, "noise", "")),
-        "H": cfg.H, "p": cfg.p, "eta": cfg.eta, "gamma": cfg.gamma, "alpha": cfg.alpha,
-        "alpha_role": cfg.alpha_role, "alpha_max": cfg.alpha_max, "T": cfg.T, "R": R,
-        "seed": cfg.seed, "L": consts["L"], "sigma2": consts["sigma2"], "zeta2": consts["zeta2"],
-        "F0": consts["F0"], "conditions_hold": inside, "failed_conditions": ";".join(failed),
-        "measured_mean": test.mean, "measured_sd": test.sd, "measured_se": test.se,
-        "skewness": test.skew, "diverged": test.n_diverged, "bound_value": value,
+        "H": cfg.H,
+        "p": cfg.p,
+        "eta": cfg.eta,
+        "gamma": cfg.gamma,
+        "alpha": cfg.alpha,
+        "alpha_role": cfg.alpha_role,
+        "alpha_max": cfg.alpha_max,
+        "T": cfg.T,
+        "R": R,
+        "seed": cfg.seed,
+        "L": consts["L"],
+        "sigma2": consts["sigma2"],
+        "zeta2": consts["zeta2"],
+        "F0": consts["F0"],
+        "conditions_hold": inside,
+        "failed_conditions": ";".join(failed),
+        "measured_mean": test.mean,
+        "measured_sd": test.sd,
+        "measured_se": test.se,
+        "skewness": test.skew,
+        "diverged": test.n_diverged,
+        "bound_value": value,
         "ratio": test.mean / value if value > 0 else math.inf,
         "consensus_mean": float(np.nanmean(cons.mean(axis=-1))) if cons.size else math.nan,
-        "summary": cfg.summary(), "note": "",
+        "summary": cfg.summary(),
+        "note": "",
     }
     if not isinstance(row["noise"], str):
         row["noise"] = str(row["noise"])
     return {"row": row, "test": test, "inside": inside, "values": y}
 
 
-def verify_configs(bound: Bound, problems: Mapping[str, Any] | Callable[[Config], Any],
-                   configs: Iterable[Config], *, R: int, level: float = 0.05,
-                   correction: str = "holm", n_boot: int | None = None, seed: int = 0,
-                   progress: Any = None) -> list[dict[str, Any]]:
+def verify_configs(
+    bound: Bound,
+    problems: Mapping[str, Any] | Callable[[Config], Any],
+    configs: Iterable[Config],
+    *,
+    R: int,
+    level: float = 0.05,
+    correction: str = "holm",
+    n_boot: int | None = None,
+    seed: int = 0,
+    progress: Any = None,
+) -> list[dict[str, Any]]:
     """Simulate and test ``configs`` of one bound; returns one result row per configuration.
 
     ``problems`` maps a problem name to a :class:`theory.problems.Problem` (or is a function
@@ -889,18 +1122,33 @@ def verify_configs(bound: Bound, problems: Mapping[str, Any] | Callable[[Config]
     for cfg in configs:
         prob = problems(cfg) if callable(problems) else problems[cfg.problem]
         entries.append((cfg, prob))
-    return _test_family([(bound, prob, cfg) for cfg, prob in entries], R=R, level=level,
-                        correction=correction, n_boot=n_boot, seed=seed, progress=progress)
+    return _test_family(
+        [(bound, prob, cfg) for cfg, prob in entries],
+        R=R,
+        level=level,
+        correction=correction,
+        n_boot=n_boot,
+        seed=seed,
+        progress=progress,
+    )
 
 
-def _test_family(items: Sequence[tuple[Bound, Any, Config]], *, R: int, level: float,
-                 correction: str, n_boot: int | None, seed: int,
-                 progress: Any = None, not_verifiable: Sequence[dict[str, Any]] = ()
-                 ) -> list[dict[str, Any]]:
+def _test_family(
+    items: Sequence[tuple[Bound, Any, Config]],
+    *,
+    R: int,
+    level: float,
+    correction: str,
+    n_boot: int | None,
+    seed: int,
+    progress: Any = None,
+    not_verifiable: Sequence[dict[str, Any]] = (),
+) -> list[dict[str, Any]]:
     n_inside_est = max(1, len(items))
     # resamples sized for the smallest per-test level (Bonferroni's), two-sided
-    plan = BootstrapPlan(n_boot or BootstrapPlan.resamples_for(level / (2 * n_inside_est)),
-                         seed=_child_seed(seed, 4))
+    plan = BootstrapPlan(
+        n_boot or BootstrapPlan.resamples_for(level / (2 * n_inside_est)), seed=_child_seed(seed, 4)
+    )
     evaluated = []
     for bound, prob, cfg in items:
         evaluated.append(_evaluate_config(bound, prob, cfg, R, plan))
@@ -916,12 +1164,17 @@ def _test_family(items: Sequence[tuple[Bound, Any, Config]], *, R: int, level: f
         e["row"].update(p_holds=t.p_holds, p_violated=t.p_violated, p_value=t.p_value)
         if not e["inside"]:
             ci = t.confidence_bounds(level / 2) if t.n > 1 else {}
-            e["row"].update(verdict=OUTSIDE, p_adjusted=math.nan, ci_level_one_sided=level / 2,
-                            note=f"not tested: condition(s) {e['row']['failed_conditions']} fail",
-                            **ci)
+            e["row"].update(
+                verdict=OUTSIDE,
+                p_adjusted=math.nan,
+                ci_level_one_sided=level / 2,
+                note=f"not tested: condition(s) {e['row']['failed_conditions']} fail",
+                **ci,
+            )
         if t.n_diverged:
-            e["row"]["note"] = (e["row"]["note"] + "; " if e["row"]["note"] else "") + \
-                f"{t.n_diverged}/{t.n} replicas diverged"
+            e["row"]["note"] = (
+                e["row"]["note"] + "; " if e["row"]["note"] else ""
+            ) + f"{t.n_diverged}/{t.n} replicas diverged"
         bv = e["row"]["bound_value"]
         ucb = e["row"].get("ucb", math.nan)
         e["row"]["ratio_ucb"] = ucb / bv if bv > 0 else math.inf
@@ -936,8 +1189,12 @@ def _test_family(items: Sequence[tuple[Bound, Any, Config]], *, R: int, level: f
 # =====================================================================================
 
 
-def leading_exponent(bound: Bound, vals: Mapping[str, Any], step: str | float = "recommended",
-                     t_far: tuple[float, float] = (1e10, 1e12)) -> float:
+def leading_exponent(
+    bound: Bound,
+    vals: Mapping[str, Any],
+    step: str | float = "recommended",
+    t_far: tuple[float, float] = (1e10, 1e12),
+) -> float:
     """Exponent of ``T`` of the bound's dominant term as ``T -> infinity``.
 
     The bound is evaluated under the step rule (``"recommended"``: the bound's
@@ -969,8 +1226,9 @@ def leading_exponent(bound: Bound, vals: Mapping[str, Any], step: str | float = 
     return snapped if abs(slope - snapped) < 1e-3 else slope
 
 
-def _base_config(bound: Bound, problem: Any, settings: VerifySettings, *, K: int, T: int,
-                 seed: int) -> tuple[Config, dict[str, float]]:
+def _base_config(
+    bound: Bound, problem: Any, settings: VerifySettings, *, K: int, T: int, seed: int
+) -> tuple[Config, dict[str, float]]:
     algo = algorithm_for(bound)
     c = problem_constants(problem)
     H = 4 if algo != "sgd" else 1
@@ -978,13 +1236,27 @@ def _base_config(bound: Bound, problem: Any, settings: VerifySettings, *, K: int
     p = 0.2 if algo == "palsgd" else 0.0
     eta = 0.5 * c["L"] if algo == "palsgd" else 0.0
     outer = "sgd" if "gamma" in bound.parameters else "average"
-    cfg = Config(bound=bound.name, problem=problem.name, algorithm=algo, K=K, T=T, alpha=1.0,
-                 H=H, p=p, eta=eta, gamma=1.0, outer=outer, coins=coins_for(bound), seed=seed)
+    cfg = Config(
+        bound=bound.name,
+        problem=problem.name,
+        algorithm=algo,
+        K=K,
+        T=T,
+        alpha=1.0,
+        H=H,
+        p=p,
+        eta=eta,
+        gamma=1.0,
+        outer=outer,
+        coins=coins_for(bound),
+        seed=seed,
+    )
     return cfg, c
 
 
-def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: int,
-               progress: Any = None) -> list[dict[str, Any]]:
+def rate_check(
+    bound: Bound, problem: Any, settings: VerifySettings, *, seed: int, progress: Any = None
+) -> list[dict[str, Any]]:
     """Measured exponent of ``T`` vs the bound's.
 
     Smallest ``K`` of the settings, ``H = 2`` for local methods. The step is the bound's
@@ -1001,8 +1273,10 @@ def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: in
     vals = [bound_values(bound, c, {**dataclasses.asdict(base), "T": t, "alpha": 1.0}) for t in Ts]
     amax = np.array([float(_max_step(bound, v)) for v in vals])
     recs = [_recommended(bound, v) for v in vals]
-    ok = [r is not None and bool(np.isfinite(r)) and float(r) > 0
-          and (float(r) <= a or math.isinf(a)) for r, a in zip(recs, amax, strict=True)]
+    ok = [
+        r is not None and bool(np.isfinite(r)) and float(r) > 0 and (float(r) <= a or math.isinf(a))
+        for r, a in zip(recs, amax, strict=True)
+    ]
     if sum(ok) >= 3:
         keep = [i for i, o in enumerate(ok) if o]
         Ts = [Ts[i] for i in keep]
@@ -1026,8 +1300,16 @@ def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: in
         if progress is not None:
             progress.update(1)
     finite = np.isfinite(means) & (np.asarray(means) > 0)
-    fit = fit_power_law(np.asarray(Ts)[finite], np.asarray(means)[finite],
-                        np.asarray(ses)[finite], settings.level) if finite.sum() >= 3 else None
+    fit = (
+        fit_power_law(
+            np.asarray(Ts)[finite],
+            np.asarray(means)[finite],
+            np.asarray(ses)[finite],
+            settings.level,
+        )
+        if finite.sum() >= 3
+        else None
+    )
     bfit = fit_power_law(Ts, bvals) if all(v > 0 and math.isfinite(v) for v in bvals) else None
     lead = leading_exponent(bound, vals[-1], step_rule)
     if fit is None:
@@ -1040,21 +1322,43 @@ def rate_check(bound: Bound, problem: Any, settings: VerifySettings, *, seed: in
         verdict = "consistent with the bound's leading exponent"
     rows = []
     for t, a, m, s, bv, ok in zip(Ts, alphas, means, ses, bvals, inside, strict=True):
-        rows.append({
-            "bound": bound.name, "problem": problem.name, "algorithm": base.algorithm, "K": K,
-            "H": H, "p": base.p, "eta": base.eta, "step_rule": rule, "T": t, "alpha": a,
-            "R": settings.rate_replicas, "measured_mean": m, "measured_se": s, "bound_value": bv,
-            "fitted_slope": fit.slope if fit else math.nan,
-            "slope_ci_low": fit.ci_low if fit else math.nan,
-            "slope_ci_high": fit.ci_high if fit else math.nan,
-            "bound_slope": bfit.slope if bfit else math.nan,
-            "bound_leading_exponent": lead, "rate_verdict": verdict, "conditions_hold": ok,
-        })
+        rows.append(
+            {
+                "bound": bound.name,
+                "problem": problem.name,
+                "algorithm": base.algorithm,
+                "K": K,
+                "H": H,
+                "p": base.p,
+                "eta": base.eta,
+                "step_rule": rule,
+                "T": t,
+                "alpha": a,
+                "R": settings.rate_replicas,
+                "measured_mean": m,
+                "measured_se": s,
+                "bound_value": bv,
+                "fitted_slope": fit.slope if fit else math.nan,
+                "slope_ci_low": fit.ci_low if fit else math.nan,
+                "slope_ci_high": fit.ci_high if fit else math.nan,
+                "bound_slope": bfit.slope if bfit else math.nan,
+                "bound_leading_exponent": lead,
+                "rate_verdict": verdict,
+                "conditions_hold": ok,
+            }
+        )
     return rows
 
 
-def speedup_check(bound: Bound, problem_name: str, problems: ProblemCache,
-                  settings: VerifySettings, *, seed: int, progress: Any = None) -> dict[str, Any]:
+def speedup_check(
+    bound: Bound,
+    problem_name: str,
+    problems: ProblemCache,
+    settings: VerifySettings,
+    *,
+    seed: int,
+    progress: Any = None,
+) -> dict[str, Any]:
     """Measured ``Y(K=1)/Y(K)`` (delta-method CI on the log) vs the bound's ``B(1)/B(K)``,
     on the i.i.d. version of the problem (``zeta = 0``, so that ``f`` is the same for every
     ``K``) at a common fixed step (half the smaller ``alpha_max``), ``K`` the largest of the
@@ -1087,15 +1391,31 @@ def speedup_check(bound: Bound, problem_name: str, problems: ProblemCache,
     ratio = ms[0] / ms[1] if ms[1] > 0 else math.inf
     lse = math.sqrt((ses[0] / ms[0]) ** 2 + (ses[1] / ms[1]) ** 2) if min(ms) > 0 else math.inf
     z = float(stats.norm.ppf(1 - settings.level / 2))
-    res.update({
-        "bound": bound.name, "problem": problem_name, "algorithm": cfgs[0].algorithm, "K1": 1,
-        "K": Kbig, "H": cfgs[0].H, "p": cfgs[0].p, "eta": cfgs[0].eta, "alpha": alpha, "T": T,
-        "R": settings.rate_replicas, "measured_K1": ms[0], "measured_K": ms[1],
-        "measured_speedup": ratio, "speedup_ci_low": ratio * math.exp(-z * lse),
-        "speedup_ci_high": ratio * math.exp(z * lse), "bound_K1": bs[0], "bound_K": bs[1],
-        "predicted_speedup": bs[0] / bs[1] if bs[1] > 0 else math.inf, "linear_speedup": Kbig,
-        "conditions_hold": all(inside),
-    })
+    res.update(
+        {
+            "bound": bound.name,
+            "problem": problem_name,
+            "algorithm": cfgs[0].algorithm,
+            "K1": 1,
+            "K": Kbig,
+            "H": cfgs[0].H,
+            "p": cfgs[0].p,
+            "eta": cfgs[0].eta,
+            "alpha": alpha,
+            "T": T,
+            "R": settings.rate_replicas,
+            "measured_K1": ms[0],
+            "measured_K": ms[1],
+            "measured_speedup": ratio,
+            "speedup_ci_low": ratio * math.exp(-z * lse),
+            "speedup_ci_high": ratio * math.exp(z * lse),
+            "bound_K1": bs[0],
+            "bound_K": bs[1],
+            "predicted_speedup": bs[0] / bs[1] if bs[1] > 0 else math.inf,
+            "linear_speedup": Kbig,
+            "conditions_hold": all(inside),
+        }
+    )
     return res
 
 
@@ -1107,17 +1427,26 @@ def exact_specs(H: int = 4) -> list[tuple[str, dict[str, Any]]]:
         ("post_local_sgd", dict(kind="post_local_sgd", alpha=0.2, H=H, T0=8)),
         ("diloco", dict(kind="diloco", alpha=0.2, H=H, outer="nesterov", gamma=0.7, mu=0.9)),
         ("palsgd", dict(kind="palsgd", alpha=0.2, H=H, p=0.3, eta=0.5)),
-        ("palsgd_shared_coins", dict(kind="palsgd", alpha=0.2, H=H, p=0.3, eta=0.5,
-                                     coins="shared")),
-        ("palsgd_outer_sgd", dict(kind="palsgd", alpha=0.2, H=H, p=0.3, eta=0.5, outer="sgd",
-                                  gamma=0.8)),
-        ("palsgd_nesterov", dict(kind="palsgd", alpha=0.2, H=H, p=0.3, eta=0.5,
-                                 outer="nesterov", gamma=0.7, mu=0.9)),
+        (
+            "palsgd_shared_coins",
+            dict(kind="palsgd", alpha=0.2, H=H, p=0.3, eta=0.5, coins="shared"),
+        ),
+        (
+            "palsgd_outer_sgd",
+            dict(kind="palsgd", alpha=0.2, H=H, p=0.3, eta=0.5, outer="sgd", gamma=0.8),
+        ),
+        (
+            "palsgd_nesterov",
+            dict(
+                kind="palsgd", alpha=0.2, H=H, p=0.3, eta=0.5, outer="nesterov", gamma=0.7, mu=0.9
+            ),
+        ),
     ]
 
 
-def exact_vs_mc(settings: VerifySettings, *, seed: int, progress: Any = None
-                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def exact_vs_mc(
+    settings: VerifySettings, *, seed: int, progress: Any = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Exact expected curves (:func:`theory.quadratic.exact_moments`) vs the simulator's mean.
 
     On the heterogeneous quadratic; for every algorithm of :func:`exact_specs`, the
@@ -1128,8 +1457,15 @@ def exact_vs_mc(settings: VerifySettings, *, seed: int, progress: Any = None
     quad = importlib.import_module("theory.quadratic")
     sim = importlib.import_module("theory.simulate")
     problems = importlib.import_module("theory.problems")
-    prob = problems.make_problem("quadratic", K=4, d=4, noise="gaussian", sigma=settings.sigma
-                                 if settings.sigma is not None else 1.0, zeta=settings.zeta, seed=_child_seed(seed, 7))
+    prob = problems.make_problem(
+        "quadratic",
+        K=4,
+        d=4,
+        noise="gaussian",
+        sigma=settings.sigma if settings.sigma is not None else 1.0,
+        zeta=settings.zeta,
+        seed=_child_seed(seed, 7),
+    )
     L = float(prob.L)
     specs = exact_specs()
     metrics = ("grad_norm_sq", "loss_gap", "consensus")
@@ -1160,20 +1496,42 @@ def exact_vs_mc(settings: VerifySettings, *, seed: int, progress: Any = None
             zmax = max(zmax, float(np.max(np.abs(z))))
             steps = np.asarray(getattr(tr, "steps", np.arange(T)))
             for t in range(T):
-                rows.append({"algorithm": spec.kind, "label": label, "metric": metric,
-                             "step": int(steps[t]), "exact": float(e[t]), "mc_mean": float(mean[t]),
-                             "mc_se": float(se[t]), "z": float(z[t])})
-        summaries.append({"algorithm": label, "spec": {k: _finite_or_none(v) for k, v in
-                                                        dataclasses.asdict(spec).items()},
-                          "T": T, "R": R, "max_abs_z": zmax, "threshold": thr,
-                          "status": "agrees" if zmax <= thr else "DISAGREES"})
+                rows.append(
+                    {
+                        "algorithm": spec.kind,
+                        "label": label,
+                        "metric": metric,
+                        "step": int(steps[t]),
+                        "exact": float(e[t]),
+                        "mc_mean": float(mean[t]),
+                        "mc_se": float(se[t]),
+                        "z": float(z[t]),
+                    }
+                )
+        summaries.append(
+            {
+                "algorithm": label,
+                "spec": {k: _finite_or_none(v) for k, v in dataclasses.asdict(spec).items()},
+                "T": T,
+                "R": R,
+                "max_abs_z": zmax,
+                "threshold": thr,
+                "status": "agrees" if zmax <= thr else "DISAGREES",
+            }
+        )
         if progress is not None:
             progress.update(1)
     return rows, summaries
 
 
-def consensus_vs_H(settings: VerifySettings, problem_name: str, problems: ProblemCache, *,
-                   seed: int, progress: Any = None) -> list[dict[str, Any]]:
+def consensus_vs_H(
+    settings: VerifySettings,
+    problem_name: str,
+    problems: ProblemCache,
+    *,
+    seed: int,
+    progress: Any = None,
+) -> list[dict[str, Any]]:
     """Time-averaged consensus error ``(1/K) sum_k ||x_k - xbar||^2`` vs ``H`` for Local SGD
     and PALSGD (``p = 0.2``, ``eta = 0.5 L``) with common random numbers (same seed)."""
     K = int(max(settings.K))
@@ -1184,20 +1542,39 @@ def consensus_vs_H(settings: VerifySettings, problem_name: str, problems: Proble
     for j, H in enumerate(settings.consensus_H):
         T = int(math.ceil(settings.consensus_T / H) * H)
         for algo, p, eta in (("local_sgd", 0.0, 0.0), ("palsgd", 0.2, 0.5 * c["L"])):
-            cfg = Config(bound="", problem=problem_name, algorithm=algo, K=K, T=T, alpha=alpha,
-                         H=int(H), p=p, eta=eta, seed=_child_seed(seed, 10, j))
+            cfg = Config(
+                bound="",
+                problem=problem_name,
+                algorithm=algo,
+                K=K,
+                T=T,
+                alpha=alpha,
+                H=int(H),
+                p=p,
+                eta=eta,
+                seed=_child_seed(seed, 10, j),
+            )
             tr = simulate_config(prob, cfg, settings.rate_replicas)
             cons = np.asarray(tr.consensus, dtype=float).mean(axis=1)
             g = np.asarray(tr.mean_grad_norm_sq(), dtype=float)
             n = cons.size
-            rows.append({
-                "problem": problem_name, "algorithm": algo, "K": K, "H": int(H), "p": p,
-                "eta": eta, "alpha": alpha, "T": T, "R": settings.rate_replicas,
-                "consensus_mean": float(cons.mean()),
-                "consensus_se": float(cons.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
-                "grad_norm_sq_mean": float(g.mean()),
-                "grad_norm_sq_se": float(g.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
-            })
+            rows.append(
+                {
+                    "problem": problem_name,
+                    "algorithm": algo,
+                    "K": K,
+                    "H": int(H),
+                    "p": p,
+                    "eta": eta,
+                    "alpha": alpha,
+                    "T": T,
+                    "R": settings.rate_replicas,
+                    "consensus_mean": float(cons.mean()),
+                    "consensus_se": float(cons.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
+                    "grad_norm_sq_mean": float(g.mean()),
+                    "grad_norm_sq_se": float(g.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
+                }
+            )
             if progress is not None:
                 progress.update(1)
     return rows
@@ -1214,13 +1591,20 @@ def _versions() -> dict[str, Any]:
 
     import theory
 
-    out = {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-           "sympy": sp.__version__, "matplotlib": matplotlib.__version__,
-           "theory": getattr(theory, "__version__", "?"), "platform": platform.platform()}
+    out = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "sympy": sp.__version__,
+        "matplotlib": matplotlib.__version__,
+        "theory": getattr(theory, "__version__", "?"),
+        "platform": platform.platform(),
+    }
     try:
         root = Path(__file__).resolve().parent.parent
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, timeout=5)
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        )
         if commit.returncode == 0:
             out["git_commit"] = commit.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -1271,21 +1655,35 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
         if algo not in kinds:
             reason = f"{NOT_VERIFIABLE}: simulator lacks {algo}"
         else:
-            consts = [problem_constants(cache.get(pn, min(settings.K), iid=_needs_iid(bound)))
-                      for pn in pnames]  # a problem that cannot be built is bad input
+            consts = [
+                problem_constants(cache.get(pn, min(settings.K), iid=_needs_iid(bound)))
+                for pn in pnames
+            ]  # a problem that cannot be built is bad input
             try:
                 for c in consts:
-                    bound_values(bound, c, {"K": 1, "H": 1, "T": 1, "p": 0.1, "eta": 0.0,
-                                            "gamma": 1.0, "alpha": 1.0})
+                    bound_values(
+                        bound,
+                        c,
+                        {"K": 1, "H": 1, "T": 1, "p": 0.1, "eta": 0.0, "gamma": 1.0, "alpha": 1.0},
+                    )
             except UserInputError as exc:
                 reason = f"{NOT_VERIFIABLE}: {exc}"
         if reason:
-            skipped.append({"bound": bound.name, "problem": "", "algorithm": algo,
-                            "verdict": NOT_VERIFIABLE, "note": reason})
+            skipped.append(
+                {
+                    "bound": bound.name,
+                    "problem": "",
+                    "algorithm": algo,
+                    "verdict": NOT_VERIFIABLE,
+                    "note": reason,
+                }
+            )
             continue
         verifiable.append(bound)
         for pi, pn in enumerate(pnames):
-            cfgs = sample_configs(bound, pn, cache, settings, seed=_child_seed(settings.seed, 0, bi, pi))
+            cfgs = sample_configs(
+                bound, pn, cache, settings, seed=_child_seed(settings.seed, 0, bi, pi)
+            )
             for cfg in cfgs:
                 items.append((bound, cache.get(pn, cfg.K, iid=_needs_iid(bound)), cfg))
 
@@ -1296,31 +1694,49 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
     total = len(items) + n_rate + n_speed + n_exact + n_cons
     bar = _progress_bar(total, progress)
     try:
-        rows = _test_family(items, R=settings.replicas, level=settings.level,
-                            correction=settings.correction, n_boot=settings.n_boot,
-                            seed=settings.seed, progress=bar, not_verifiable=skipped)
+        rows = _test_family(
+            items,
+            R=settings.replicas,
+            level=settings.level,
+            correction=settings.correction,
+            n_boot=settings.n_boot,
+            seed=settings.seed,
+            progress=bar,
+            not_verifiable=skipped,
+        )
         rates: list[dict[str, Any]] = []
         speed: list[dict[str, Any]] = []
         if settings.rates:
             for bi, bound in enumerate(verifiable):
                 prob = cache.get(pnames[0], int(min(settings.K)), iid=_needs_iid(bound))
-                rates += rate_check(bound, prob, settings, seed=_child_seed(settings.seed, 11, bi),
-                                    progress=bar)
+                rates += rate_check(
+                    bound, prob, settings, seed=_child_seed(settings.seed, 11, bi), progress=bar
+                )
         if settings.speedup:
             for bi, bound in enumerate(verifiable):
-                speed.append(speedup_check(bound, pnames[0], cache, settings,
-                                           seed=_child_seed(settings.seed, 12, bi), progress=bar))
+                speed.append(
+                    speedup_check(
+                        bound,
+                        pnames[0],
+                        cache,
+                        settings,
+                        seed=_child_seed(settings.seed, 12, bi),
+                        progress=bar,
+                    )
+                )
         exact_rows, exact_sum = ([], [])
         if settings.exact:
             try:
-                exact_rows, exact_sum = exact_vs_mc(settings, seed=_child_seed(settings.seed, 13),
-                                                    progress=bar)
+                exact_rows, exact_sum = exact_vs_mc(
+                    settings, seed=_child_seed(settings.seed, 13), progress=bar
+                )
             except ModuleNotFoundError as exc:
                 exact_sum = [{"algorithm": "*", "status": f"skipped: {exc}"}]
         cons = []
         if settings.consensus:
-            cons = consensus_vs_H(settings, pnames[0], cache,
-                                  seed=_child_seed(settings.seed, 14), progress=bar)
+            cons = consensus_vs_H(
+                settings, pnames[0], cache, seed=_child_seed(settings.seed, 14), progress=bar
+            )
     finally:
         if bar is not None:
             bar.close()
@@ -1332,16 +1748,16 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
         "statistics": {
             "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
             "tests": "one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
-                     "verdicts use the larger p-value (the wider confidence bound); diverged "
-                     "replicas by a Markov-inequality binomial test",
+            "verdicts use the larger p-value (the wider confidence bound); diverged "
+            "replicas by a Markov-inequality binomial test",
             "p_value": "two-sided 2*min(p_holds, p_violated)",
             "correction": settings.correction,
             "family_wise_level": settings.level,
             "family_size": n_tested,
-            "bootstrap_resamples": settings.n_boot or BootstrapPlan.resamples_for(
-                settings.level / (2 * max(1, len(items)))),
+            "bootstrap_resamples": settings.n_boot
+            or BootstrapPlan.resamples_for(settings.level / (2 * max(1, len(items)))),
             "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
-                                 "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
+            "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
         },
         "constant_checks": cache.checks,
         "results": _jsonable(rows),
@@ -1389,20 +1805,41 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
     for r in rows:
         counts[r.get("verdict", INCONCLUSIVE)] = counts.get(r.get("verdict", INCONCLUSIVE), 0) + 1
     violated = [
-        {k: r.get(k) for k in ("index", "bound", "problem", "summary", "measured_mean", "lcb",
-                               "bound_value", "ratio", "p_adjusted")}
-        for r in rows if r.get("verdict") == VIOLATED
+        {
+            k: r.get(k)
+            for k in (
+                "index",
+                "bound",
+                "problem",
+                "summary",
+                "measured_mean",
+                "lcb",
+                "bound_value",
+                "ratio",
+                "p_adjusted",
+            )
+        }
+        for r in rows
+        if r.get("verdict") == VIOLATED
     ]
     per_bound: dict[str, dict[str, int]] = {}
     for r in rows:
         d = per_bound.setdefault(r["bound"], {v: 0 for v in VERDICTS})
         d[r.get("verdict", INCONCLUSIVE)] += 1
-    ratios = [r["ratio"] for r in rows if r.get("verdict") in (HOLDS, INCONCLUSIVE, VIOLATED)
-              and isinstance(r.get("ratio"), float)]
-    disagree = [s["algorithm"] for s in report.get("exact_vs_mc_summary", [])
-                if s.get("status") == "DISAGREES"]
+    ratios = [
+        r["ratio"]
+        for r in rows
+        if r.get("verdict") in (HOLDS, INCONCLUSIVE, VIOLATED) and isinstance(r.get("ratio"), float)
+    ]
+    disagree = [
+        s["algorithm"]
+        for s in report.get("exact_vs_mc_summary", [])
+        if s.get("status") == "DISAGREES"
+    ]
     return {
-        "counts": counts, "per_bound": per_bound, "violated": violated,
+        "counts": counts,
+        "per_bound": per_bound,
+        "violated": violated,
         "max_tightness_ratio": max(ratios) if ratios else None,
         "median_tightness_ratio": float(np.median(ratios)) if ratios else None,
         "exact_vs_mc_disagreements": disagree,
@@ -1447,10 +1884,20 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
         verdict = r.get("verdict", "")
         if verdict == VIOLATED:
             verdict = "!! VIOLATED !!"
-        body.append((r["bound"], r["problem"], r.get("summary", ""), meas,
-                     _fmt(r.get("bound_value")), _fmt(r.get("ratio"), ".2f"), verdict))
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
-              for i, h in enumerate(head)]
+        body.append(
+            (
+                r["bound"],
+                r["problem"],
+                r.get("summary", ""),
+                meas,
+                _fmt(r.get("bound_value")),
+                _fmt(r.get("ratio"), ".2f"),
+                verdict,
+            )
+        )
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)
+    ]
     line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))
     out = [line, "-" * len(line)]
     out += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
@@ -1468,8 +1915,10 @@ def format_summary(report: Mapping[str, Any]) -> str:
         f"{c[OUTSIDE]} outside conditions; {c[NOT_VERIFIABLE]} not verifiable",
     ]
     if s["median_tightness_ratio"] is not None:
-        lines.append(f"tightness measured/bound: median {s['median_tightness_ratio']:.3g}, "
-                     f"max {s['max_tightness_ratio']:.3g}")
+        lines.append(
+            f"tightness measured/bound: median {s['median_tightness_ratio']:.3g}, "
+            f"max {s['max_tightness_ratio']:.3g}"
+        )
     for note in s["not_verifiable"]:
         lines.append(f"note: {note}")
     for a in s["exact_vs_mc_disagreements"]:
@@ -1479,9 +1928,11 @@ def format_summary(report: Mapping[str, Any]) -> str:
         lines.append("!" * 78)
         lines.append(f"BOUND VIOLATED in {len(s['violated'])} configuration(s):")
         for v in s["violated"]:
-            lines.append(f"  [{v['index']}] {v['bound']} on {v['problem']} ({v['summary']}): "
-                         f"measured {_fmt(v['measured_mean'])} (lcb {_fmt(v['lcb'])}) > bound "
-                         f"{_fmt(v['bound_value'])}, ratio {_fmt(v['ratio'], '.2f')}")
+            lines.append(
+                f"  [{v['index']}] {v['bound']} on {v['problem']} ({v['summary']}): "
+                f"measured {_fmt(v['measured_mean'])} (lcb {_fmt(v['lcb'])}) > bound "
+                f"{_fmt(v['bound_value'])}, ratio {_fmt(v['ratio'], '.2f')}"
+            )
         lines.append("!" * 78)
     return "\n".join(lines)
 
@@ -1513,16 +1964,19 @@ class AtomicDirectory:
         if t.exists() and not t.is_dir():
             raise UserInputError(f"output path {str(t)!r} exists and is not a directory")
         if t.is_dir() and any(t.iterdir()) and not (t / "results.json").exists():
-            raise UserInputError(f"output directory {str(t)!r} is not empty and holds no "
-                                 "previous report (results.json); refusing to replace it")
+            raise UserInputError(
+                f"output directory {str(t)!r} is not empty and holds no "
+                "previous report (results.json); refusing to replace it"
+            )
         missing = []
         p = t.parent
         while not p.exists():
             missing.append(p)
             p = p.parent
         if not p.is_dir():
-            raise UserInputError(f"cannot write the report to {str(t)!r}: {str(p)!r} is not a "
-                                 "directory")
+            raise UserInputError(
+                f"cannot write the report to {str(t)!r}: {str(p)!r} is not a directory"
+            )
         try:
             for d in reversed(missing):
                 d.mkdir()
@@ -1565,23 +2019,30 @@ class AtomicDirectory:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def write_report_files(report: Mapping[str, Any], directory: Path, *, plots: bool = True) -> list[str]:
+def write_report_files(
+    report: Mapping[str, Any], directory: Path, *, plots: bool = True
+) -> list[str]:
     """Write every report file into an existing ``directory``; returns the file names."""
     directory = Path(directory)
     files = []
     payload = dict(report)
-    payload["columns"] = {"results.csv": list(RESULTS_COLUMNS), "rates.csv": list(RATES_COLUMNS),
-                          "exact_vs_mc.csv": list(EXACT_COLUMNS),
-                          "speedup.csv": list(SPEEDUP_COLUMNS),
-                          "consensus.csv": list(CONSENSUS_COLUMNS)}
+    payload["columns"] = {
+        "results.csv": list(RESULTS_COLUMNS),
+        "rates.csv": list(RATES_COLUMNS),
+        "exact_vs_mc.csv": list(EXACT_COLUMNS),
+        "speedup.csv": list(SPEEDUP_COLUMNS),
+        "consensus.csv": list(CONSENSUS_COLUMNS),
+    }
     with open(directory / "results.json", "w") as fh:
         json.dump(_jsonable(payload), fh, indent=1, allow_nan=False)
     files.append("results.json")
-    for name, key, cols in (("results.csv", "results", RESULTS_COLUMNS),
-                            ("rates.csv", "rates", RATES_COLUMNS),
-                            ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
-                            ("speedup.csv", "speedup", SPEEDUP_COLUMNS),
-                            ("consensus.csv", "consensus", CONSENSUS_COLUMNS)):
+    for name, key, cols in (
+        ("results.csv", "results", RESULTS_COLUMNS),
+        ("rates.csv", "rates", RATES_COLUMNS),
+        ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
+        ("speedup.csv", "speedup", SPEEDUP_COLUMNS),
+        ("consensus.csv", "consensus", CONSENSUS_COLUMNS),
+    ):
         _write_csv(directory / name, report.get(key, []), cols)
         files.append(name)
     with open(directory / "summary.txt", "w") as fh:
@@ -1594,8 +2055,9 @@ def write_report_files(report: Mapping[str, Any], directory: Path, *, plots: boo
     return files
 
 
-def write_report(report: Mapping[str, Any], out: str | os.PathLike[str], *,
-                 plots: bool = True) -> list[str]:
+def write_report(
+    report: Mapping[str, Any], out: str | os.PathLike[str], *, plots: bool = True
+) -> list[str]:
     """Write the report directory ``out`` atomically; returns the file names written."""
     with AtomicDirectory(out) as tmp:
         return write_report_files(report, tmp, plots=plots)

@@ -41,8 +41,17 @@ __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
 
 #: settings of ``--quick`` (a smoke run: every file is written, little statistical power)
 QUICK: dict[str, Any] = dict(
-    replicas=12, configs=2, outside=1, T=(48,), K=(2,), rate_T=(16, 32, 64), rate_replicas=8,
-    exact_T=12, exact_replicas=300, consensus_H=(1, 4, 16), consensus_T=32,
+    replicas=12,
+    configs=2,
+    outside=1,
+    T=(48,),
+    K=(2,),
+    rate_T=(16, 32, 64),
+    rate_replicas=8,
+    exact_T=12,
+    exact_replicas=300,
+    consensus_H=(1, 4, 16),
+    consensus_T=32,
 )
 
 
@@ -69,45 +78,97 @@ def _nonneg_int(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd verify``."""
     d = V.VerifySettings()
-    parser.epilog = ("exit codes: 0 no bound violated, 1 some bound violated, 2 bad input. "
-                     f"Default problems: {' '.join(V.DEFAULT_PROBLEMS)}.")
-    parser.add_argument("--bounds", nargs="+", metavar="NAME",
-                        help="bounds to verify (default: every registered bound)")
-    parser.add_argument("--problems", nargs="+", metavar="NAME",
-                        help=f"problems (default: {' '.join(V.DEFAULT_PROBLEMS)})")
-    parser.add_argument("--replicas", "-R", type=_positive_int, metavar="R",
-                        help=f"Monte-Carlo replicas per configuration (default {d.replicas})")
-    parser.add_argument("--configs", type=_nonneg_int, metavar="N",
-                        help=f"configurations inside the conditions per (bound, problem) "
-                             f"(default {d.configs})")
-    parser.add_argument("--outside", type=_nonneg_int, metavar="N",
-                        help=f"configurations outside the conditions per (bound, problem) "
-                             f"(default {d.outside})")
+    parser.epilog = (
+        "exit codes: 0 no bound violated, 1 some bound violated, 2 bad input. "
+        f"Default problems: {' '.join(V.DEFAULT_PROBLEMS)}."
+    )
+    parser.add_argument(
+        "--bounds",
+        nargs="+",
+        metavar="NAME",
+        help="bounds to verify (default: every registered bound)",
+    )
+    parser.add_argument(
+        "--problems",
+        nargs="+",
+        metavar="NAME",
+        help=f"problems (default: {' '.join(V.DEFAULT_PROBLEMS)})",
+    )
+    parser.add_argument(
+        "--replicas",
+        "-R",
+        type=_positive_int,
+        metavar="R",
+        help=f"Monte-Carlo replicas per configuration (default {d.replicas})",
+    )
+    parser.add_argument(
+        "--configs",
+        type=_nonneg_int,
+        metavar="N",
+        help=f"configurations inside the conditions per (bound, problem) (default {d.configs})",
+    )
+    parser.add_argument(
+        "--outside",
+        type=_nonneg_int,
+        metavar="N",
+        help=f"configurations outside the conditions per (bound, problem) (default {d.outside})",
+    )
     parser.add_argument("--seed", type=_nonneg_int, default=0, help="master seed (default 0)")
-    parser.add_argument("--T", type=_positive_int, nargs="+", metavar="T",
-                        help=f"horizons to sample from (default {' '.join(map(str, d.T))})")
-    parser.add_argument("--K", type=_positive_int, nargs="+", metavar="K",
-                        help=f"worker counts to sample from (default {' '.join(map(str, d.K))})")
-    parser.add_argument("--d", type=_positive_int, metavar="D",
-                        help=f"problem dimension (default {d.d})")
+    parser.add_argument(
+        "--T",
+        type=_positive_int,
+        nargs="+",
+        metavar="T",
+        help=f"horizons to sample from (default {' '.join(map(str, d.T))})",
+    )
+    parser.add_argument(
+        "--K",
+        type=_positive_int,
+        nargs="+",
+        metavar="K",
+        help=f"worker counts to sample from (default {' '.join(map(str, d.K))})",
+    )
+    parser.add_argument(
+        "--d", type=_positive_int, metavar="D", help=f"problem dimension (default {d.d})"
+    )
     parser.add_argument("--noise", help=f"noise model of the problems (default {d.noise})")
-    parser.add_argument("--sigma", type=float,
-                        help="noise level sigma (default: the problem's, 1 for additive noise)")
-    parser.add_argument("--zeta", type=float,
-                        help=f"heterogeneity zeta of the problems (default {d.zeta})")
-    parser.add_argument("--declare", nargs="+", metavar="[PROBLEM.]NAME=VALUE", default=[],
-                        help="declare a constant (L, sigma2, zeta2, f_star) for every problem or "
-                             "for one; it is checked by sampling and used in the bounds")
-    parser.add_argument("--level", type=float, default=0.05,
-                        help="family-wise error level of the verdicts (default 0.05)")
-    parser.add_argument("--correction", choices=V.CORRECTIONS, default="holm",
-                        help="multiple-testing correction (default holm)")
-    parser.add_argument("--out", default="reports/verify",
-                        help="report directory (default reports/verify)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a small smoke run (few replicas and configurations)")
-    parser.add_argument("--json", action="store_true",
-                        help="print the summary as JSON on stdout (no table)")
+    parser.add_argument(
+        "--sigma",
+        type=float,
+        help="noise level sigma (default: the problem's, 1 for additive noise)",
+    )
+    parser.add_argument(
+        "--zeta", type=float, help=f"heterogeneity zeta of the problems (default {d.zeta})"
+    )
+    parser.add_argument(
+        "--declare",
+        nargs="+",
+        metavar="[PROBLEM.]NAME=VALUE",
+        default=[],
+        help="declare a constant (L, sigma2, zeta2, f_star) for every problem or "
+        "for one; it is checked by sampling and used in the bounds",
+    )
+    parser.add_argument(
+        "--level",
+        type=float,
+        default=0.05,
+        help="family-wise error level of the verdicts (default 0.05)",
+    )
+    parser.add_argument(
+        "--correction",
+        choices=V.CORRECTIONS,
+        default="holm",
+        help="multiple-testing correction (default holm)",
+    )
+    parser.add_argument(
+        "--out", default="reports/verify", help="report directory (default reports/verify)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a small smoke run (few replicas and configurations)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the summary as JSON on stdout (no table)"
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the plots")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -117,7 +178,9 @@ def _parse_declared(items: list[str]) -> dict[str, dict[str, float]]:
     for item in items:
         key, sep, val = item.partition("=")
         if not sep:
-            raise UserInputError(f"--declare expects NAME=VALUE or PROBLEM.NAME=VALUE, got {item!r}")
+            raise UserInputError(
+                f"--declare expects NAME=VALUE or PROBLEM.NAME=VALUE, got {item!r}"
+            )
         prob, dot, name = key.rpartition(".")
         try:
             value = float(val)
@@ -140,15 +203,22 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
         kw["K"] = tuple(args.K)
     if args.problems:
         kw["problems"] = tuple(args.problems)
-    kw.update(bounds=tuple(args.bounds) if args.bounds else None, seed=args.seed,
-              level=args.level, correction=args.correction, quick=args.quick,
-              declared=_parse_declared(args.declare))
+    kw.update(
+        bounds=tuple(args.bounds) if args.bounds else None,
+        seed=args.seed,
+        level=args.level,
+        correction=args.correction,
+        quick=args.quick,
+        declared=_parse_declared(args.declare),
+    )
     settings = V.VerifySettings(**kw).validated()
     declared_problems = set(settings.declared) - {"*"}
     unknown = sorted(declared_problems - set(settings.problems))
     if unknown:
-        raise UserInputError(f"--declare names problem(s) {unknown} that are not selected "
-                             f"(selected: {list(settings.problems)})")
+        raise UserInputError(
+            f"--declare names problem(s) {unknown} that are not selected "
+            f"(selected: {list(settings.problems)})"
+        )
     return settings
 
 
@@ -163,15 +233,23 @@ def run(args: argparse.Namespace) -> int:
         V.write_report_files(report, tmp, plots=not args.no_plots)
     summary = report["summary"]
     if args.json:
-        print(json.dumps(V._jsonable({"out": str(args.out), **summary,
-                                      "elapsed_s": time.perf_counter() - t0}), indent=1))
+        print(
+            json.dumps(
+                V._jsonable(
+                    {"out": str(args.out), **summary, "elapsed_s": time.perf_counter() - t0}
+                ),
+                indent=1,
+            )
+        )
     else:
         print(V.format_table(report["results"]))
         print()
         for s in report["exact_vs_mc_summary"]:
             if "max_abs_z" in s:
-                print(f"exact vs MC {s['algorithm']:<22} max|z| = {s['max_abs_z']:.2f} "
-                      f"(threshold {s['threshold']:.2f}): {s['status']}")
+                print(
+                    f"exact vs MC {s['algorithm']:<22} max|z| = {s['max_abs_z']:.2f} "
+                    f"(threshold {s['threshold']:.2f}): {s['status']}"
+                )
             else:
                 print(f"exact vs MC {s['algorithm']:<22} {s['status']}")
         seen = set()
@@ -179,25 +257,33 @@ def run(args: argparse.Namespace) -> int:
             if r["bound"] in seen:
                 continue
             seen.add(r["bound"])
-            print(f"rate {r['bound']:<22} slope {V._fmt(r['fitted_slope'])} "
-                  f"[{V._fmt(r['slope_ci_low'])}, {V._fmt(r['slope_ci_high'])}] vs bound "
-                  f"{V._fmt(r['bound_slope'])} (leading {V._fmt(r['bound_leading_exponent'])}, "
-                  f"{r['step_rule']}): {r['rate_verdict']}")
+            print(
+                f"rate {r['bound']:<22} slope {V._fmt(r['fitted_slope'])} "
+                f"[{V._fmt(r['slope_ci_low'])}, {V._fmt(r['slope_ci_high'])}] vs bound "
+                f"{V._fmt(r['bound_slope'])} (leading {V._fmt(r['bound_leading_exponent'])}, "
+                f"{r['step_rule']}): {r['rate_verdict']}"
+            )
         for s in report["speedup"]:
-            print(f"speed-up {s['bound']:<18} K=1 -> K={s['K']}: measured "
-                  f"{V._fmt(s['measured_speedup'])} [{V._fmt(s['speedup_ci_low'])}, "
-                  f"{V._fmt(s['speedup_ci_high'])}], bound predicts "
-                  f"{V._fmt(s['predicted_speedup'])}")
+            print(
+                f"speed-up {s['bound']:<18} K=1 -> K={s['K']}: measured "
+                f"{V._fmt(s['measured_speedup'])} [{V._fmt(s['speedup_ci_low'])}, "
+                f"{V._fmt(s['speedup_ci_high'])}], bound predicts "
+                f"{V._fmt(s['predicted_speedup'])}"
+            )
         cons = report["consensus"]
         if cons:
             hs = sorted({r["H"] for r in cons})
             by = {(r["algorithm"], r["H"]): r["consensus_mean"] for r in cons}
-            cells = [f"H={h}: {V._fmt(by.get(('local_sgd', h)))} vs {V._fmt(by.get(('palsgd', h)))}"
-                     for h in hs]
+            cells = [
+                f"H={h}: {V._fmt(by.get(('local_sgd', h)))} vs {V._fmt(by.get(('palsgd', h)))}"
+                for h in hs
+            ]
             print("consensus error, Local SGD vs PALSGD: " + "; ".join(cells))
         print()
         print(V.format_summary(report))
-        print(f"report written to {args.out} (simulation and tests {report['elapsed_s']:.1f} s, "
-              f"total {time.perf_counter() - t0:.1f} s)")
+        print(
+            f"report written to {args.out} (simulation and tests {report['elapsed_s']:.1f} s, "
+            f"total {time.perf_counter() - t0:.1f} s)"
+        )
     sys.stdout.flush()
     return int(summary["exit_code"])

@@ -110,7 +110,9 @@ class AlgorithmConfig:
             gamma = 1.0 if self.gamma is None else self.gamma
             mu = 0.0 if self.mu is None else self.mu
         else:
-            gamma = self.gamma if self.gamma is not None else (DILOCO_DEFAULT_GAMMA if diloco else 1.0)
+            gamma = (
+                self.gamma if self.gamma is not None else (DILOCO_DEFAULT_GAMMA if diloco else 1.0)
+            )
             mu = self.mu if self.mu is not None else (DILOCO_DEFAULT_MU if diloco else 0.0)
         object.__setattr__(self, "outer", outer)
         object.__setattr__(self, "gamma", gamma)
@@ -202,14 +204,18 @@ class AlgorithmConfig:
         _int_at_least("seed", self.seed, 0)
         for name in ("comm_delay_s", "comm_delay_per_byte_s"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not (
-                math.isfinite(v) and v >= 0
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or not (math.isfinite(v) and v >= 0)
             ):
                 raise ParameterError(name, v, "[0, inf) seconds")
         if self.clip_grad_norm is not None:
             c = self.clip_grad_norm
-            if isinstance(c, bool) or not isinstance(c, int | float) or not (
-                math.isfinite(c) and c > 0
+            if (
+                isinstance(c, bool)
+                or not isinstance(c, int | float)
+                or not (math.isfinite(c) and c > 0)
             ):
                 raise ParameterError("clip_grad_norm", c, "(0, inf) or None")
         if self.outer == "average" and (self.gamma != 1.0 or self.mu != 0.0):
@@ -218,15 +224,21 @@ class AlgorithmConfig:
                 f"mu={self.mu!r} were given: use outer='sgd' or 'nesterov' for other values"
             )
         if self.outer == "nesterov" and self.mu == 0:
-            raise ParameterError("mu", self.mu, "(0, 1)", "outer='nesterov' needs a momentum mu > 0")
+            raise ParameterError(
+                "mu", self.mu, "(0, 1)", "outer='nesterov' needs a momentum mu > 0"
+            )
         if self.name != "palsgd" and self.p > 0:
             raise ParameterError(
-                "p", self.p, "[0, 0] for " + repr(self.name),
+                "p",
+                self.p,
+                "[0, 0] for " + repr(self.name),
                 "pull steps exist only in 'palsgd'; use name='palsgd'",
             )
         if self.name == "local_sgd" and self.T0 != 0:
             raise ParameterError(
-                "T0", self.T0, "[0, 0] for 'local_sgd'",
+                "T0",
+                self.T0,
+                "[0, 0] for 'local_sgd'",
                 "Local SGD has no warm-up; use name='post_local_sgd' for a DDP warm-up",
             )
 
@@ -255,7 +267,9 @@ class StabilityReport:
         return self.status == "ok"
 
 
-def check_stability(config: AlgorithmConfig, alpha: float, *, strict: bool = False) -> StabilityReport:
+def check_stability(
+    config: AlgorithmConfig, alpha: float, *, strict: bool = False
+) -> StabilityReport:
     """Check the pull coefficient ``c = alpha*eta/p`` of a PALSGD configuration.
 
     A pull maps ``x - z`` to ``(1 - c)(x - z)`` (Algorithm 1 of Naganuma et al. 2025), so a

@@ -142,9 +142,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         nb = self.buf_layout.numel if self.avg_buffers else 0
         self.n_sync = n + nb + 1  # params (or Delta), averaged buffers, consensus scalar
         self.n_warm = n + len(self.params)  # gradients, presence flags
-        self.work = torch.zeros(
-            max(self.n_sync, self.n_warm), dtype=self.dtype, device=self.device
-        )
+        self.work = torch.zeros(max(self.n_sync, self.n_warm), dtype=self.dtype, device=self.device)
 
         self.z: torch.Tensor | None = None
         self.outer: OuterOptimizer | None = None
@@ -152,7 +150,10 @@ class LocalAlgorithm(DistributedAlgorithm):
             self.z = torch.zeros(n, dtype=self.dtype, device=self.device)
             if config.outer != "average":
                 self.outer = OuterOptimizer(
-                    self.z, config.outer, float(config.gamma), float(config.mu),
+                    self.z,
+                    config.outer,
+                    float(config.gamma),
+                    float(config.mu),
                     config.outer_steps_per_sync,
                 )
             self.z_views = self.layout.views(self.z)
@@ -194,7 +195,11 @@ class LocalAlgorithm(DistributedAlgorithm):
             cfg = self.config
             block = np.arange(t, t + _COIN_BLOCK)
             coins = pull_coins(
-                cfg.seed, cfg.p, step=block, worker=self.rank, replica=0,
+                cfg.seed,
+                cfg.p,
+                step=block,
+                worker=self.rank,
+                replica=0,
                 shared=cfg.coins == "shared",
             ).tolist()
             self._coins = (t, coins)
@@ -449,6 +454,7 @@ class LocalAlgorithm(DistributedAlgorithm):
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes held by the algorithm: work buffer, anchor, outer state, buffer snapshot."""
+
         def size(t: torch.Tensor | None) -> int:
             return 0 if t is None else t.numel() * t.element_size()
 
