@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from empirical.config import README_8M_RUN
 from theory.validation import UserInputError
 
 __all__ = [
@@ -271,29 +272,13 @@ def _quick_tasks(seed: int) -> dict[str, TaskSpec]:
 
 
 def _paper_tasks(seed: int, data: Mapping[str, str]) -> dict[str, TaskSpec]:
-    # GPT-Neo: the authors' README run (algorithm.md; reference-implementation.md §7):
-    # micro-batch 32 x 16 accumulation, AdamW lr 0.01 wd 0.01, clip 1.0, outer Nesterov
-    # 0.1/0.9, H = 32, T0 = 32, p = 0.2, eta = 1, context 300.
-    readme = dict(
-        dataset="tinystories",
-        data_path=data.get("tinystories"),
-        seq_len=300,
-        batch_size=32,
-        A=16,
-        T=20000,
-        optimizer="adamw",
-        alpha=0.01,
-        weight_decay=0.01,
-        clip_grad_norm=1.0,
-        eval_interval=500,
-        eval_batches=50,
-        log_interval=50,
-        checkpoint_interval=1000,
-        seed=seed,
-        device="auto",
-    )
-    lm_local = dict(H=32, p=0.2, eta=1.0, T0=32)
-    lm_outer = dict(outer="nesterov", gamma=0.1, mu=0.9)
+    # GPT-Neo: the authors' README run (empirical.config.README_8M_RUN; algorithm.md,
+    # reference-implementation.md §7), its algorithm fields split off per method.
+    algorithm_keys = ("algorithm", "outer", "gamma", "mu", "H", "T0", "p", "eta")
+    readme = {k: v for k, v in README_8M_RUN.items() if k not in algorithm_keys}
+    readme.update(data_path=data.get("tinystories"), seed=seed, device="auto")
+    lm_local = {k: README_8M_RUN[k] for k in ("H", "p", "eta", "T0")}
+    lm_outer = {k: README_8M_RUN[k] for k in ("outer", "gamma", "mu")}
     # ResNet: the authors' repository has no ResNet command; these are the argparse
     # defaults of resnet_imagenet / resnet_cifar10 (B 128, H 100, T0 100, p 0.1 ImageNet,
     # 0.2 CIFAR, eta 0.5) with inner SGD-momentum 0.875 and wd 3.05e-5 (ImageNet; NVIDIA
