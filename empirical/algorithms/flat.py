@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["FlatLayout", "flat_dtype"]
+__all__ = ["FlatLayout", "flat_dtype", "foreach_copy"]
 
 
 def flat_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
@@ -23,7 +23,9 @@ def flat_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
-def _foreach_copy(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+def foreach_copy(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+    """``dst[i].copy_(src[i])`` for every pair, with one ``torch._foreach_copy_`` where torch
+    allows it (casting to each destination's dtype); nothing for empty lists."""
     if not dst:
         return
     try:
@@ -70,9 +72,9 @@ class FlatLayout:
     def gather(self, tensors: Sequence[torch.Tensor], buf: torch.Tensor) -> None:
         """Copy ``tensors`` into their slots of ``buf`` (casting to the buffer dtype)."""
         with torch.no_grad():
-            _foreach_copy(self.views(buf), [t.detach() for t in tensors])
+            foreach_copy(self.views(buf), [t.detach() for t in tensors])
 
     def scatter(self, buf: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
         """Copy the slots of ``buf`` back into ``tensors`` (casting to each tensor's dtype)."""
         with torch.no_grad():
-            _foreach_copy([t.detach() for t in tensors], self.views(buf))
+            foreach_copy([t.detach() for t in tensors], self.views(buf))

@@ -55,8 +55,9 @@ from empirical.algorithms.base import (
     timed,
 )
 from empirical.algorithms.config import AlgorithmConfig
-from empirical.algorithms.flat import FlatLayout, flat_dtype
+from empirical.algorithms.flat import FlatLayout, flat_dtype, foreach_copy
 from empirical.algorithms.outer import OuterOptimizer
+from empirical.algorithms.slowlink import link_delay_fn
 from theory.coins import pull_coins
 from theory.validation import UserInputError
 
@@ -88,18 +89,6 @@ def _sq_norm(v: torch.Tensor, ref: torch.Tensor | None = None) -> float:
     return float(partial.sum())
 
 
-def _link_delay(config: AlgorithmConfig) -> Any:
-    """The emulated slow link's delay function (:mod:`empirical.algorithms.slowlink`), or
-    ``None`` when the configuration injects no delay (the default)."""
-    delay_s = float(getattr(config, "comm_delay_s", 0.0))
-    per_byte_s = float(getattr(config, "comm_delay_per_byte_s", 0.0))
-    if delay_s == 0 and per_byte_s == 0:
-        return None
-    from empirical.algorithms.slowlink import link_delay_fn
-
-    return link_delay_fn(delay_s, per_byte_s)
-
-
 class LocalAlgorithm(DistributedAlgorithm):
     """``local_sgd``, ``post_local_sgd``, ``diloco`` and ``palsgd`` (see the module docstring).
 
@@ -123,7 +112,8 @@ class LocalAlgorithm(DistributedAlgorithm):
         self.inner_optimizer = inner_optimizer
         self.t = 0
         self.stats = new_stats()
-        self.comm = Communicator(process_group, self.stats, delay=_link_delay(config))
+        delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
+        self.comm = Communicator(process_group, self.stats, delay=delay)
         self.rank, self.world_size = self.comm.rank, self.comm.size
         self.T0 = config.warmup_steps
 
@@ -307,12 +297,7 @@ class LocalAlgorithm(DistributedAlgorithm):
                 p.grad = torch.zeros_like(p)
         dst = [p.grad for p, h in zip(self.params, have, strict=True) if h]
         src = [v for v, h in zip(views, have, strict=True) if h]
-        if dst:
-            try:
-                torch._foreach_copy_(dst, src)
-            except (RuntimeError, TypeError):
-                for d, s in zip(dst, src, strict=True):
-                    d.copy_(s)
+        foreach_copy(dst, src)
 
     @torch.no_grad()
     def _broadcast_initial_state(self) -> None:
