@@ -605,12 +605,8 @@ def coins_for(bound: Bound) -> str:
 
 
 def _simulator_kinds() -> tuple[str, ...]:
-    sim = importlib.import_module("theory.simulate")
-    for attr in ("KINDS", "ALGORITHMS", "ALGORITHM_KINDS"):
-        kinds = getattr(sim, attr, None)
-        if kinds:
-            return tuple(kinds)
-    return ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd")
+    """The algorithm kinds :mod:`theory.simulate` implements (its ``KINDS``)."""
+    return tuple(importlib.import_module("theory.simulate").KINDS)
 
 
 @dataclass(frozen=True)
