@@ -982,7 +982,7 @@ def sample_configs(
         top = amax if math.isfinite(amax) else 1.0 / c["L"]
         if i >= n_in:
             role = "outside"
-            alpha = (top if math.isfinite(amax) else 1.0 / c["L"]) * float(frac_out[i])
+            alpha = top * float(frac_out[i])
             if not math.isfinite(amax):
                 role = "outside" if math.isnan(amax) else "fraction"
         else:
