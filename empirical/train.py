@@ -176,6 +176,14 @@ def _optional(base: type):
     return parse
 
 
+def _arg_type(typ: str) -> Any:
+    """argparse ``type`` for a TrainConfig field annotated ``typ`` (a string such as
+    ``"int"`` or ``"float | None"``): int, float or str, accepting 'none'/'null' when the
+    field is optional."""
+    base = int if typ.startswith("int") else float if typ.startswith("float") else str
+    return _optional(base) if "None" in typ else base
+
+
 def _flag_names(name: str) -> list[str]:
     dashed = "--" + name.replace("_", "-")
     under = "--" + name
@@ -218,17 +226,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kw["action"] = argparse.BooleanOptionalAction
             names = names[:1]
         else:
-            base = int if typ.startswith("int") else float if typ.startswith("float") else str
-            kw["type"] = _optional(base) if "None" in typ else base
+            kw["type"] = _arg_type(typ)
             kw["metavar"] = f.name.upper() if len(f.name) > 2 else f.name
         parser.add_argument(*names, **kw)
     for alias, target in _CLI_ALIASES.items():
-        typ = str(_FIELD_TYPES[target])
-        base = int if typ.startswith("int") else float if typ.startswith("float") else str
         parser.add_argument(
             *_flag_names(alias),
             dest=f"opt:{alias}",
-            type=_optional(base) if "None" in typ else base,
+            type=_arg_type(str(_FIELD_TYPES[target])),
             default=argparse.SUPPRESS,
             metavar=target.upper() if len(target) > 2 else target,
             help=f"alias of --{target.replace('_', '-')} (authors' code)",
