@@ -11,8 +11,10 @@ from theory.problems import (
     PROBLEMS,
     CosineProblem,
     FunctionProblem,
+    LogisticProblem,
     Problem,
     QuadraticProblem,
+    RobustRegressionProblem,
     check_constants,
     make_problem,
     minimize_1d_global,
@@ -169,6 +171,26 @@ def test_cosine_f_star_matches_brute_force_and_L():
         assert prob.f_star / 3 <= brute + 1e-15
         assert prob.L == pytest.approx(1 + abs(c) * w * w)
         assert prob.info["nonconvex"] == (c * w * w > 1)
+
+
+def test_linear_terms_must_have_zero_mean_over_workers():
+    # f, grad and f_star of these classes drop <mean_k s_k, x>: shifts with a nonzero mean
+    # would make f differ from mean_k f_k (and f_star = 0 no lower bound for the data problems)
+    shifts = np.array([[1.0, 0.0, 0.0], [0.5, 0.0, 0.0]])
+    with pytest.raises(UserInputError, match="shifts"):
+        CosineProblem(K=2, d=3, c=0.5, w=2.0, shifts=shifts, noise="none", sigma2=0)
+    data, labels = np.eye(3), np.ones(3)
+    common = dict(K=2, data=data, labels=labels, shifts=shifts, noise="none", sigma2=None)
+    common.update(batch=1, f_star=0.0, exactness={})
+    with pytest.raises(UserInputError, match="shifts"):
+        RobustRegressionProblem(name="robust_regression", **common)
+    with pytest.raises(UserInputError, match="shifts"):
+        LogisticProblem(name="logistic", **common)
+    # centred shifts are accepted and f is the mean of the local functions
+    centred = shifts - shifts.mean(axis=0)
+    prob = CosineProblem(K=2, d=3, c=0.5, w=2.0, shifts=centred, noise="none", sigma2=0)
+    x = np.array([[0.3, -1.0, 2.0]])
+    assert prob.f(x)[0] == pytest.approx(prob.local_fs(prob._broadcast(x)).mean(), rel=1e-14)
 
 
 def test_minimize_1d_global_finds_the_global_not_a_local_minimum():

@@ -101,6 +101,23 @@ def _center_and_scale(u: Array, target_sq: float, what: str) -> Array:
     return u * math.sqrt(target_sq / cur)
 
 
+def _centred_shifts(shifts: Any, K: int, d: int) -> Array:
+    """The per-worker linear terms ``s`` (K, d) as an array, checked to have ``mean_k s_k = 0``.
+
+    The problems with linear terms evaluate ``f`` and ``grad f`` (and declare ``f_star``)
+    without ``<mean_k s_k, x>``, which is exact only for zero-mean terms.
+    """
+    s = np.asarray(shifts, dtype=float)
+    if s.shape != (K, d):
+        raise UserInputError(f"shifts must have shape ({K}, {d}), got {s.shape}")
+    scale = max(1.0, float(np.abs(s).max()))
+    if float(np.abs(s.mean(axis=0)).max()) > 1e-9 * scale:
+        raise UserInputError(
+            "shifts (the per-worker linear terms) must have zero mean over the workers"
+        )
+    return s
+
+
 # --------------------------------------------------------------------------------------
 # base class
 # --------------------------------------------------------------------------------------
@@ -598,9 +615,7 @@ class CosineProblem(Problem):
         if not (math.isfinite(c) and math.isfinite(w) and w > 0):
             raise UserInputError(f"cosine needs finite c and w > 0, got c={c}, w={w}")
         self.c, self.w = float(c), float(w)
-        self.shifts = np.asarray(shifts, dtype=float)
-        if self.shifts.shape != (K, d):
-            raise UserInputError(f"shifts must have shape ({K}, {d})")
+        self.shifts = _centred_shifts(shifts, K, d)
         L = 1.0 + abs(self.c) * self.w**2
         hi = 2.0 * math.sqrt(max(self.c, 0.0))
         t_min, phi_min = minimize_1d_global(self.phi, 0.0, hi, L) if hi > 0 else (0.0, self.c)
@@ -747,8 +762,8 @@ class _DataProblem(Problem):
             labels = np.broadcast_to(labels, (K, labels.shape[0]))
         self.data, self.labels = data, labels
         self.shared_data = bool(data.strides[0] == 0)
-        self.shifts = np.asarray(shifts, dtype=float)
         Kd, n, d = data.shape
+        self.shifts = _centred_shifts(shifts, K, d)
         self.n = n
         # per-worker smoothness: G2 ||A_k||_2^2 / n + sup |r''|
         norms = np.array([np.linalg.norm(data[k], 2) for k in range(1 if self.shared_data else K)])
