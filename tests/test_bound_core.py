@@ -160,6 +160,14 @@ def test_rounds_to_eps_divides_steps_by_H():
     assert b.evaluate(H=8, T=(R - 1) * 8, alpha=a_prev, **vals) > 0.05
 
 
+def test_rounds_to_eps_is_inf_when_one_round_exceeds_t_max():
+    # eps is met after one round, but one round is H = 10 steps and t_max allows only 5
+    b = get("local_sgd_iid")
+    vals = dict(F0=1.0, L=1.0, sigma=1.0, K=2, H=10)
+    assert b.rounds_to_eps(1e6, t_max=10, **vals) == 1
+    assert np.isinf(b.rounds_to_eps(1e6, t_max=5, **vals))
+
+
 def test_compiled_functions_are_cached():
     b = get("local_sgd_noniid")
     assert b._f_expression is b._f_expression

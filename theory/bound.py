@@ -614,7 +614,7 @@ class Bound:
         r_max = np.floor(t_max / hv) * np.ones(shape)
         lo = np.zeros(shape)  # infeasible by convention
         hi = np.ones(shape)
-        ok_hi = ok(hi)
+        ok_hi = ok(hi) & (hi <= r_max)  # one round may already exceed t_max
         while True:
             grow = ~ok_hi & (hi < r_max)
             if not grow.any():
