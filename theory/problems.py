@@ -765,7 +765,8 @@ class _DataProblem(Problem):
         Kd, n, d = data.shape
         self.shifts = _centred_shifts(shifts, K, d)
         self.n = n
-        # per-worker smoothness: G2 ||A_k||_2^2 / n + sup |r''|
+        # spectral norms ||A_k||_2 (one for shared data); per-worker smoothness:
+        # G2 ||A_k||_2^2 / n + sup |r''|
         norms = np.array([np.linalg.norm(data[k], 2) for k in range(1 if self.shared_data else K)])
         L = float(self.G2 * np.max(norms) ** 2 / n + reg_curv)
         row_sq = np.sum(data * data, axis=-1)  # (K, n)
@@ -785,7 +786,7 @@ class _DataProblem(Problem):
             # which are zero for shards), ||grad of data part_k|| <= G min(mean_i ||a_i||,
             # ||A_k||_2 / sqrt(n))
             mean_norm = np.mean(np.sqrt(row_sq), axis=1)
-            spec = np.array([np.linalg.norm(data[k], 2) for k in range(K)]) / math.sqrt(n)
+            spec = norms / math.sqrt(n)
             zeta2 = float(np.mean((self.G * np.minimum(mean_norm, spec)) ** 2))
             exactness = {**exactness, "zeta2": "upper bound"}
         super().__init__(
