@@ -1380,15 +1380,16 @@ def check_constants(
     u = rng.standard_normal((n, d))
     u /= np.linalg.norm(u, axis=-1, keepdims=True)
     hh = 1e-5 * scale_x
+    fv, gv = problem.f(P), problem.grad(P)
     fd = (problem.f(P + hh * u) - problem.f(P - hh * u)) / (2 * hh[:, 0])
-    gd = np.sum(problem.grad(P) * u, axis=-1)
-    g_scale = 1.0 + np.linalg.norm(problem.grad(P), axis=-1)
+    gd = np.sum(gv * u, axis=-1)
+    g_scale = 1.0 + np.linalg.norm(gv, axis=-1)
     grad_err = float(np.max(np.abs(fd - gd) / g_scale))
     if grad_err > 1e-5:
         viol.append(f"grad is not the gradient of f (relative error {grad_err:.3g})")
+    local_g = problem.local_grads(Xp)
     lf = problem.local_fs(Xp).mean(axis=-1)
-    lg = problem.local_grads(Xp).mean(axis=-2)
-    fv, gv = problem.f(P), problem.grad(P)
+    lg = local_g.mean(axis=-2)
     mean_err = float(
         max(
             np.max(np.abs(lf - fv) / (1 + np.abs(fv))),
@@ -1399,7 +1400,7 @@ def check_constants(
         viol.append(f"f/grad differ from the means of local_fs/local_grads ({mean_err:.3g})")
 
     # ---- zeta2 -------------------------------------------------------------------------
-    dev = problem.local_grads(Xp) - problem.grad(P)[:, None, :]
+    dev = local_g - gv[:, None, :]
     zeta_meas = float(np.max(np.mean(np.sum(dev * dev, axis=-1), axis=-1)))
     if zeta_meas > problem.zeta2 * (1 + tol) + 1e-12 * (1 + float(np.max(g_scale)) ** 2):
         viol.append(
@@ -1446,7 +1447,7 @@ def check_constants(
             )
 
     # ---- f_star ------------------------------------------------------------------------
-    f_min = float(np.min(problem.f(P)))
+    f_min = float(np.min(fv))
     x = P.copy()
     lr = 1.0 / problem.L
     with np.errstate(all="ignore"):
