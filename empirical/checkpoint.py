@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from empirical.metrics import atomic_write_bytes
 from theory.validation import UserInputError
 
 __all__ = [
@@ -75,19 +76,6 @@ def step_dir(root: str | os.PathLike, step: int) -> Path:
 def rank_file(directory: str | os.PathLike, rank: int) -> Path:
     """Per-rank state file inside a checkpoint directory."""
     return Path(directory) / f"rank_{int(rank):05d}.pt"
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to a temp file next to ``path``, fsync, then ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
 
 
 def save_rank_state(

@@ -39,6 +39,7 @@ __all__ = [
     "TIMING_FIELDS",
     "MetricsWriter",
     "read_jsonl",
+    "atomic_write_bytes",
     "atomic_write_json",
     "json_safe",
 ]
@@ -93,18 +94,25 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` as JSON to a temp file in the same directory, then ``os.replace``."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to a temp file next to ``path``, fsync, then ``os.replace`` (a crash
+    leaves either the old or the new file, never a partial one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as fh:
-        json.dump(json_safe(obj), fh, indent=2, sort_keys=True, allow_nan=False)
-        fh.write("\n")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return path
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as JSON (:func:`json_safe`, sorted keys, indent 2, final newline) with
+    :func:`atomic_write_bytes`."""
+    text = json.dumps(json_safe(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return atomic_write_bytes(path, text.encode())
 
 
 def read_jsonl(path: str | os.PathLike, kind: str | None = None) -> list[dict[str, Any]]:
