@@ -235,3 +235,13 @@ def test_benchmark_script_runs_with_tiny_n(tmp_path):
     assert res["compiled_evals_per_s"] > 0 and res["subs_evals_per_s"] > 0
     assert res["max_rel_diff"] < 1e-9
     assert "ratio" in proc.stdout
+
+
+def test_recommended_step_value():
+    b = get("local_sgd_iid")  # alpha = sqrt(K/T)/L (Wang-Joshi Cor. 2)
+    T = np.array([100.0, 10**4])
+    got = b.recommended_step_value(K=4, T=T, L=2.0, sigma=1.0, lr=0.3)
+    np.testing.assert_allclose(got, np.sqrt(4 / T) / 2.0)
+    assert b.recommended_step_value(K=4, L=2.0) is None  # T missing
+    no_step = Bound.from_strings("no_step_test", "F0/(alpha*T) + alpha")
+    assert no_step.recommended_step_value(F0=1.0, T=10) is None

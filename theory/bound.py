@@ -459,6 +459,20 @@ class Bound:
         arr, shape = self._arrays(values)
         return self._holds(arr, shape)
 
+    def recommended_step_value(self, **values: Any) -> np.ndarray | None:
+        """:attr:`recommended_step` at ``values`` (vectorised, aliases accepted).
+
+        ``None`` if the bound has no recommended step or ``values`` lack one of its
+        parameters.
+        """
+        f = self._f_recommended
+        if f is None:
+            return None
+        arr, shape = self._arrays(values)
+        if any(n not in arr for n in f.names):
+            return None
+        return f(arr, shape)
+
     def max_step(self, *, iters: int = 80, **values: Any) -> np.ndarray:
         """Largest step ``alpha`` for which every condition holds (margins >= 0 in floating point).
 

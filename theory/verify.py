@@ -886,29 +886,6 @@ def bound_values(
     return {n: pool[n] for n in bound.parameters}
 
 
-_REC_CACHE: dict[tuple[int, str], tuple[list[str], Callable[..., Any]]] = {}
-
-
-def _recommended(bound: Bound, vals: Mapping[str, Any]) -> np.ndarray | None:
-    """The bound's recommended step at ``vals`` (None if it has none or lacks a parameter)."""
-    if bound.recommended_step is None:
-        return None
-    key = (id(bound), str(bound.recommended_step))
-    if key not in _REC_CACHE:
-        syms = sorted(bound.recommended_step.free_symbols, key=lambda s: s.name)
-        _REC_CACHE[key] = (
-            [param_name(s) for s in syms],
-            sp.lambdify(syms, bound.recommended_step, modules="numpy"),
-        )
-    names, fn = _REC_CACHE[key]
-    if any(n not in vals for n in names):
-        return None
-    with np.errstate(all="ignore"):
-        out = np.asarray(fn(*(np.asarray(vals[n], dtype=float) for n in names)), dtype=float)
-    shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
-    return np.broadcast_to(out, shape).copy()
-
-
 def _max_step(bound: Bound, vals: Mapping[str, Any]) -> np.ndarray:
     vals = {k: v for k, v in vals.items() if k != param_name(bound.step_symbol)}
     if not bound.conditions:
@@ -986,7 +963,7 @@ def sample_configs(
             if not math.isfinite(amax):
                 role = "outside" if math.isnan(amax) else "fraction"
         else:
-            rec = _recommended(bound, vals)
+            rec = bound.recommended_step_value(**vals)
             if use_rec[i] and rec is not None and np.isfinite(rec).all() and float(rec) > 0:
                 alpha, role = min(float(rec), top), "recommended"
             else:
@@ -1206,7 +1183,7 @@ def leading_exponent(
         if "R" in v and "H" in v:
             v["R"] = t / float(v["H"])
         if step == "recommended":
-            rec = _recommended(bound, v)
+            rec = bound.recommended_step_value(**v)
             if rec is None:
                 return math.nan
             v[param_name(bound.step_symbol)] = float(rec)
@@ -1268,7 +1245,7 @@ def rate_check(
     Ts = sorted({int(math.ceil(t / H) * H) for t in settings.rate_T})
     vals = [bound_values(bound, c, {**dataclasses.asdict(base), "T": t, "alpha": 1.0}) for t in Ts]
     amax = np.array([float(_max_step(bound, v)) for v in vals])
-    recs = [_recommended(bound, v) for v in vals]
+    recs = [bound.recommended_step_value(**v) for v in vals]
     ok = [
         r is not None and bool(np.isfinite(r)) and float(r) > 0 and (float(r) <= a or math.isinf(a))
         for r, a in zip(recs, amax, strict=True)
