@@ -174,6 +174,17 @@ def test_presets_hold_the_documented_values():
         get_preset("nope")
 
 
+def test_readme_preset_agrees_with_the_trainer_run():
+    # theory.presets restates the README run's hyperparameters (theory does not import
+    # empirical); they must stay those of the trainer's one definition of that run
+    from empirical.config import README_8M_RUN
+
+    readme = get_preset("gptneo-8m-readme").values
+    shared = set(readme) & set(README_8M_RUN)
+    assert shared == set(readme) - {"K"}  # K is the trainer's process count (nproc)
+    assert {k: readme[k] for k in shared} == {k: README_8M_RUN[k] for k in shared}
+
+
 def test_preset_notes_flag_adamw_and_user_values_override():
     rep = check({"L": 1.0, "alpha": 0.02}, preset="gptneo-8m-readme")
     assert rep.inputs["alpha"] == 0.02 and rep.inputs["H"] == 32
