@@ -88,6 +88,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import default_collate
 
+from empirical.data import _fraction, _int_param
 from theory.validation import ParameterError, UserInputError, validate_one
 
 __all__ = [
@@ -132,31 +133,6 @@ _IGNORE_INDEX = -100
 
 
 # ----------------------------------------------------------------------------- settings
-def _int_at_least(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-        raise ParameterError(name, value, f"integer in [{low}, inf)")
-    return int(value)
-
-
-def _float_in(
-    name: str, value: Any, low: float, high: float, *, open_low: bool = True, open_high: bool = True
-) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = math.nan
-    ok = (
-        math.isfinite(v)
-        and (v > low if open_low else v >= low)
-        and (v < high if open_high else v <= high)
-    )
-    if not ok:
-        lo = "(" if open_low else "["
-        hi = ")" if open_high else "]"
-        raise ParameterError(name, value, f"{lo}{low:g}, {high:g}{hi}")
-    return v
-
-
 @dataclass(frozen=True)
 class ProbeSettings:
     """How much work the probe does at each point (all counts are samples, not batches).
@@ -185,17 +161,17 @@ class ProbeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _int_at_least("samples", self.samples, 2)
-        _int_at_least("max_samples", self.max_samples, 2)
-        _int_at_least("hvp_samples", self.hvp_samples, 1)
-        _int_at_least("hvp_iters", self.hvp_iters, 1)
-        _float_in("hvp_tol", self.hvp_tol, 0.0, 1.0)
-        _float_in("confidence", self.confidence, 0.0, 1.0)
-        _int_at_least("step_batch", self.step_batch, 1)
+        _int_param("samples", self.samples, 2)
+        _int_param("max_samples", self.max_samples, 2)
+        _int_param("hvp_samples", self.hvp_samples, 1)
+        _int_param("hvp_iters", self.hvp_iters, 1)
+        _fraction("hvp_tol", self.hvp_tol, allow_zero=False, allow_one=False)
+        _fraction("confidence", self.confidence, allow_zero=False, allow_one=False)
+        _int_param("step_batch", self.step_batch, 1)
         if not math.isfinite(float(self.f_lower)):
             raise ParameterError("f_lower", self.f_lower, "a finite number")
-        _int_at_least("chunk_size", self.chunk_size, 1)
-        _int_at_least("seed", self.seed, 0)
+        _int_param("chunk_size", self.chunk_size, 1)
+        _int_param("seed", self.seed, 0)
 
 
 # ----------------------------------------------------------------------------- losses
@@ -536,7 +512,7 @@ def power_iteration(
     ``H``) or after ``iters`` products. ``v0`` warm-starts (e.g. the previous point's
     vector); otherwise a standard normal draw from ``generator``.
     """
-    iters = _int_at_least("hvp_iters", iters, 1)
+    iters = _int_param("hvp_iters", iters, 1)
     if v0 is None:
         v = torch.randn(dim, generator=generator, dtype=torch.float64).to(device)
     else:
@@ -1250,7 +1226,7 @@ def run_points(
     (evenly spread, the last always included); ``xbar`` averages the ranks' models."""
     from empirical import checkpoint as ck
 
-    points = _int_at_least("points", points, 1)
+    points = _int_param("points", points, 1)
     out = [(0, "init", get_flat(problem.model).clone())]
     ck_list = [(s, p) for s, p in info.checkpoints if s > 0]
     if points > 1 and ck_list:
@@ -1644,7 +1620,7 @@ def run(args: argparse.Namespace) -> int:
         f_lower=args.f_lower,
         seed=args.seed,
     )
-    points = _int_at_least("points", args.points, 1)
+    points = _int_param("points", args.points, 1)
     device = _device(args.device)
     if args.run is not None:
         given = [
