@@ -1992,6 +1992,16 @@ class AtomicDirectory:
             shutil.rmtree(old, ignore_errors=True)
 
 
+#: (file name, report key, columns) of each CSV file of the report directory
+_CSV_FILES = (
+    ("results.csv", "results", RESULTS_COLUMNS),
+    ("rates.csv", "rates", RATES_COLUMNS),
+    ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
+    ("speedup.csv", "speedup", SPEEDUP_COLUMNS),
+    ("consensus.csv", "consensus", CONSENSUS_COLUMNS),
+)
+
+
 def write_report_files(
     report: Mapping[str, Any], directory: Path, *, plots: bool = True
 ) -> list[str]:
@@ -1999,23 +2009,11 @@ def write_report_files(
     directory = Path(directory)
     files = []
     payload = dict(report)
-    payload["columns"] = {
-        "results.csv": list(RESULTS_COLUMNS),
-        "rates.csv": list(RATES_COLUMNS),
-        "exact_vs_mc.csv": list(EXACT_COLUMNS),
-        "speedup.csv": list(SPEEDUP_COLUMNS),
-        "consensus.csv": list(CONSENSUS_COLUMNS),
-    }
+    payload["columns"] = {name: list(cols) for name, _, cols in _CSV_FILES}
     with open(directory / "results.json", "w") as fh:
         json.dump(_jsonable(payload), fh, indent=1, allow_nan=False)
     files.append("results.json")
-    for name, key, cols in (
-        ("results.csv", "results", RESULTS_COLUMNS),
-        ("rates.csv", "rates", RATES_COLUMNS),
-        ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
-        ("speedup.csv", "speedup", SPEEDUP_COLUMNS),
-        ("consensus.csv", "consensus", CONSENSUS_COLUMNS),
-    ):
+    for name, key, cols in _CSV_FILES:
         _write_csv(directory / name, report.get(key, []), cols)
         files.append(name)
     with open(directory / "summary.txt", "w") as fh:
