@@ -328,17 +328,25 @@ class Problem(ABC):
         )
 
 
-def _offset_finite_sum(raw: Array, sigma2: float, batch: int) -> Array:
+def _offset_finite_sum(
+    raw: Array, sigma2: float, batch: int, to_grad: Callable[[Array], Array] | None = None
+) -> Array:
     """Scale centred per-sample offsets (K, n, d) so that a batch mean has E||.||^2 = sigma2.
 
     With ``B`` indices drawn uniformly with replacement from ``n`` centred offsets ``e_i``,
     ``E||mean_j e_{i_j}||^2 = (1/B) (1/n) sum_i ||e_i||^2``; each worker's offsets are scaled
-    to make this exactly ``sigma2``.
+    to make this exactly ``sigma2``. With ``to_grad`` (a linear map) the gradient errors are
+    ``to_grad(e_i)`` and their norms are the ones scaled (the quadratics' sample centres,
+    whose gradient error is ``A e_i``).
     """
     raw = raw - raw.mean(axis=1, keepdims=True)
-    per = np.mean(np.sum(raw * raw, axis=-1), axis=1)  # (K,)
+    err = raw if to_grad is None else to_grad(raw)
+    per = np.mean(np.sum(err * err, axis=-1), axis=1)  # (K,)
     if sigma2 > 0 and np.any(per == 0):
-        raise UserInputError("finite_sum needs n_samples >= 2 with nonzero offsets")
+        raise UserInputError(
+            "finite_sum needs nonzero per-sample gradient errors (n_samples >= 2 and, for "
+            "quadratics, a nonzero spectrum)"
+        )
     scale = np.sqrt(batch * sigma2 / np.where(per > 0, per, 1.0))
     return raw * scale[:, None, None]
 
@@ -514,10 +522,15 @@ def make_quadratic(
             raise UserInputError("rotate=True builds a dense d x d matrix: use d <= 4000")
         Q, r = np.linalg.qr(rng.standard_normal((d, d)))
         Q = Q * np.sign(np.diag(r))
+    A = None if Q is None else (Q * lam) @ Q.T
+
+    def apply_A(V: Array) -> Array:
+        return V * lam if A is None else V @ A
+
     bbar = center_scale * rng.standard_normal(d)
     u = rng.standard_normal((K, d))
     u = u - u.mean(axis=0)
-    Au = u * lam if Q is None else u @ ((Q * lam) @ Q.T)
+    Au = apply_A(u)
     cur = float(np.mean(np.sum(Au * Au, axis=-1)))
     if zeta > 0 and cur == 0:
         raise UserInputError("zeta > 0 needs at least K = 2 workers (K = 1 has no heterogeneity)")
@@ -525,13 +538,7 @@ def make_quadratic(
     centres = None
     if noise == "finite_sum":
         raw = rng.standard_normal((K, n_s, d))
-        raw = raw - raw.mean(axis=1, keepdims=True)
-        Araw = raw * lam if Q is None else raw @ ((Q * lam) @ Q.T)
-        per = np.mean(np.sum(Araw * Araw, axis=-1), axis=1)
-        if sigma2 > 0 and np.any(per == 0):
-            raise UserInputError("finite_sum needs a nonzero spectrum")
-        raw = raw * np.sqrt(batch * sigma2 / per)[:, None, None]
-        centres = b[:, None, :] + raw
+        centres = b[:, None, :] + _offset_finite_sum(raw, sigma2, batch, apply_A)
     return QuadraticProblem(
         K=K,
         d=d,
