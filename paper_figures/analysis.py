@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from empirical import costmodel
 from theory.validation import UserInputError
 
 __all__ = [
@@ -47,17 +48,10 @@ __all__ = [
 ]
 
 #: the paper's headline time-to-target reductions against DDP (Naganuma et al., "Pseudo-
-#: Asynchronous Local SGD", TMLR 2025, arXiv 2504.18454, abstract), as fractions
-PAPER_REDUCTIONS: dict[str, float] = {
-    "resnet50-imagenet": 0.184,
-    "gptneo-125m-tinystories": 0.244,
-    "gptneo-8m-tinystories": 0.211,
-}
-PAPER_LABELS: dict[str, str] = {
-    "resnet50-imagenet": "ResNet-50 / ImageNet-1K",
-    "gptneo-125m-tinystories": "GPT-Neo-125M / TinyStories",
-    "gptneo-8m-tinystories": "GPT-Neo-8M / TinyStories",
-}
+#: Asynchronous Local SGD", TMLR 2025, arXiv 2504.18454, abstract), as fractions; the
+#: numbers and setting labels are those of :mod:`empirical.costmodel`
+PAPER_REDUCTIONS: dict[str, float] = dict(costmodel.PAPER_REPORTED)
+PAPER_LABELS: dict[str, str] = {k: s["label"] for k, s in costmodel.SETTINGS.items()}
 PAPER_SOURCE = (
     "Naganuma et al., Pseudo-Asynchronous Local SGD, TMLR 2025 (arXiv 2504.18454), abstract"
 )
@@ -132,8 +126,6 @@ def modelled_clock(run: Any, cost: CostSetup | None) -> np.ndarray:
     n = len(run.train)
     if cost is None or run.task not in cost.compute or n == 0:
         return np.full(n, math.nan)
-    from empirical import costmodel
-
     K = int(run.world_size)
     params = run.parameters
     if params is None:
@@ -220,8 +212,6 @@ def compute_from_runs(runs: Sequence[Any], source_note: str = "") -> Any:
     DDP runs are skipped: their gradient all-reduce runs inside the backward pass and is
     counted as compute by the trainer.
     """
-    from empirical import costmodel
-
     grad, pull, inner, sync = [], [], [], []
     used = []
     for run in runs:
