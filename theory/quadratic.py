@@ -482,7 +482,6 @@ def within_round_closed_form(lam: Any, alpha: Any, eta: Any, p: Any, s2: Any, H:
     ``C_H = alpha^2 s2/(1-p) (1 - rho2^H)/(1 - rho2)`` (noise accumulated in a round).
     A numeric ``p == 0`` never pulls (Local SGD): ``eta`` is then taken as 0."""
     if isinstance(p, int | float) and p == 0:
-        eta, p = 0 * eta, 0
         c = 1 - alpha * lam
         A = -(1 - c**H) + 0 * lam
         rho2 = c**2
