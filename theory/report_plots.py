@@ -80,6 +80,25 @@ def _grid(nrows: int, cols: int, w: float, h: float, left: float = 0.65) -> tupl
     return fig, axes
 
 
+def _panels(
+    n: int, max_cols: int, w: float, h: float, empty: str, left: float = 0.65
+) -> tuple[Any, np.ndarray]:
+    """A figure with one ``w x h`` panel per item, at most ``max_cols`` a row.
+
+    Returns the figure and its first ``n`` axes; the unused panels are hidden, and with
+    ``n = 0`` one panel shows the text ``empty``.
+    """
+    cols = min(max_cols, max(1, n))
+    fig, axes = _grid(math.ceil(max(1, n) / cols), cols, w, h, left=left)
+    flat = axes.ravel()
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    if n == 0:
+        flat[0].set_visible(True)
+        _empty(flat[0], empty)
+    return fig, flat[:n]
+
+
 def _save(fig: Any, directory: Path, name: str) -> list[str]:
     _quiet_minor_ticks(fig)
     fig.savefig(directory / f"{name}.png", dpi=110)
@@ -152,16 +171,8 @@ def plot_measured_vs_bound(rows: Sequence[Mapping[str, Any]], directory: Path) -
 def plot_rates(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
     """Measured value and bound vs ``T`` per bound, log-log, with the fitted slope."""
     names = list(dict.fromkeys(r["bound"] for r in rows))
-    n = max(1, len(names))
-    cols = min(3, n)
-    nrows = math.ceil(n / cols)
-    fig, axes = _grid(nrows, cols, 3.6, 2.6, left=0.75)
-    for ax in axes.ravel()[len(names) :]:
-        ax.set_visible(False)
-    if not names:
-        axes[0, 0].set_visible(True)
-        _empty(axes[0, 0], "no rate checks")
-    for ax, name in zip(axes.ravel(), names, strict=False):
+    fig, panels = _panels(len(names), 3, 3.6, 2.6, "no rate checks", left=0.75)
+    for ax, name in zip(panels, names, strict=True):
         rs = [r for r in rows if r["bound"] == name]
         T = np.array([_num(r["T"]) for r in rs])
         m = np.array([_num(r["measured_mean"]) for r in rs])
@@ -232,16 +243,8 @@ def plot_exact_vs_mc(
 ) -> list[str]:
     """Exact expected curve vs Monte-Carlo mean (+- 2 se) of ``metric``, per algorithm."""
     labels = list(dict.fromkeys(r["label"] for r in rows))
-    n = max(1, len(labels))
-    cols = min(4, n)
-    nrows = math.ceil(n / cols)
-    fig, axes = _grid(nrows, cols, 3.0, 2.1)
-    for ax in axes.ravel()[len(labels) :]:
-        ax.set_visible(False)
-    if not labels:
-        axes[0, 0].set_visible(True)
-        _empty(axes[0, 0], "no exact-vs-Monte-Carlo comparison")
-    for ax, lab in zip(axes.ravel(), labels, strict=False):
+    fig, panels = _panels(len(labels), 4, 3.0, 2.1, "no exact-vs-Monte-Carlo comparison")
+    for ax, lab in zip(panels, labels, strict=True):
         rs = [r for r in rows if r["label"] == lab and r["metric"] == metric]
         t = np.array([_num(r["step"]) for r in rs])
         e = np.array([_num(r["exact"]) for r in rs])
