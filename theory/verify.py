@@ -432,6 +432,13 @@ def mean_test(
     return MeanTest(n, m, sd, se, b, 0, ph_t, pv_t, float(ph_b), float(pv_b), t_star, skew)
 
 
+def _mean_se(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """Mean of i.i.d. replica values and its standard error (0 for a single value)."""
+    y = np.asarray(values, dtype=float).ravel()
+    se = float(y.std(ddof=1) / math.sqrt(y.size)) if y.size > 1 else 0.0
+    return float(y.mean()), se
+
+
 @dataclass(frozen=True)
 class Correction:
     """Result of a family-wise correction: rejections, adjusted p-values, per-test levels."""
@@ -1266,8 +1273,9 @@ def rate_check(
         cfg = dataclasses.replace(base, T=t, alpha=a, seed=_child_seed(seed, 5, i))
         tr = simulate_config(problem, cfg, settings.rate_replicas)
         y = np.asarray(tr.mean_grad_norm_sq(), dtype=float)
-        means.append(float(np.mean(y)))
-        ses.append(float(np.std(y, ddof=1) / math.sqrt(y.size)) if y.size > 1 else 0.0)
+        m, se = _mean_se(y)
+        means.append(m)
+        ses.append(se)
         bvals.append(float(bound.evaluate(**{**vals[i], "alpha": a})))
         inside.append(bool(bound.conditions_hold(**{**vals[i], "alpha": a})))
         if progress is not None:
@@ -1355,8 +1363,9 @@ def speedup_check(
     for cfg, prob, v in zip(cfgs, probs, vals, strict=True):
         cfg = dataclasses.replace(cfg, alpha=alpha)
         y = np.asarray(simulate_config(prob, cfg, settings.rate_replicas).mean_grad_norm_sq())
-        ms.append(float(np.mean(y)))
-        ses.append(float(np.std(y, ddof=1) / math.sqrt(y.size)) if y.size > 1 else 0.0)
+        m, se = _mean_se(y)
+        ms.append(m)
+        ses.append(se)
         bs.append(float(bound.evaluate(**{**v, "alpha": alpha})))
         inside.append(bool(bound.conditions_hold(**{**v, "alpha": alpha})))
         if progress is not None:
@@ -1529,8 +1538,8 @@ def consensus_vs_H(
             )
             tr = simulate_config(prob, cfg, settings.rate_replicas)
             cons = np.asarray(tr.consensus, dtype=float).mean(axis=1)
-            g = np.asarray(tr.mean_grad_norm_sq(), dtype=float)
-            n = cons.size
+            cons_mean, cons_se = _mean_se(cons)
+            g_mean, g_se = _mean_se(tr.mean_grad_norm_sq())
             rows.append(
                 {
                     "problem": problem_name,
@@ -1542,10 +1551,10 @@ def consensus_vs_H(
                     "alpha": alpha,
                     "T": T,
                     "R": settings.rate_replicas,
-                    "consensus_mean": float(cons.mean()),
-                    "consensus_se": float(cons.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
-                    "grad_norm_sq_mean": float(g.mean()),
-                    "grad_norm_sq_se": float(g.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
+                    "consensus_mean": cons_mean,
+                    "consensus_se": cons_se,
+                    "grad_norm_sq_mean": g_mean,
+                    "grad_norm_sq_se": g_se,
                 }
             )
             if progress is not None:
