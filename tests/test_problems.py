@@ -22,7 +22,7 @@ from theory.problems import (
     register_problem,
     with_declared,
 )
-from theory.validation import UserInputError
+from theory.validation import ParameterError, UserInputError
 
 BUILTIN = ["quadratic", "cosine", "robust_regression", "logistic"]
 
@@ -171,6 +171,13 @@ def test_cosine_f_star_matches_brute_force_and_L():
         assert prob.f_star / 3 <= brute + 1e-15
         assert prob.L == pytest.approx(1 + abs(c) * w * w)
         assert prob.info["nonconvex"] == (c * w * w > 1)
+
+
+@pytest.mark.parametrize("name", ["quadratic", "cosine", "robust_regression", "logistic"])
+@pytest.mark.parametrize("batch", [0, -2])
+def test_finite_sum_batch_below_one_is_named(name, batch):
+    with pytest.raises(ParameterError, match="batch"):
+        make_problem(name, K=2, d=3, noise="finite_sum", n_samples=8, batch=batch)
 
 
 def test_linear_terms_must_have_zero_mean_over_workers():

@@ -351,14 +351,20 @@ def _offset_finite_sum(
     return raw * scale[:, None, None]
 
 
-def _finite_sum_args(kw: dict[str, Any]) -> tuple[int, int]:
-    n = int(kw.pop("n_samples", 32))
-    B = int(kw.pop("batch", 1))
-    if n < 2:
-        raise ParameterError("n_samples", n, "integer in [2, inf)")
+def _batch_arg(batch: Any) -> int:
+    """The minibatch size ``B`` of a finite sum, an integer ``>= 1``."""
+    B = int(batch)
     if B < 1:
         raise ParameterError("batch", B, "integer in [1, inf)")
-    return n, B
+    return B
+
+
+def _finite_sum_args(kw: dict[str, Any]) -> tuple[int, int]:
+    n = int(kw.pop("n_samples", 32))
+    batch = kw.pop("batch", 1)
+    if n < 2:
+        raise ParameterError("n_samples", n, "integer in [2, inf)")
+    return n, _batch_arg(batch)
 
 
 # --------------------------------------------------------------------------------------
@@ -784,7 +790,7 @@ class _DataProblem(Problem):
                     "'batch'; do not pass sigma"
                 )
             # Var of a batch mean <= (1/B) (1/n) sum_i ||dell_i a_i||^2 <= G^2 mean ||a_i||^2 / B
-            sigma2 = float(self.G**2 * np.max(np.mean(row_sq, axis=1)) / batch)
+            sigma2 = float(self.G**2 * np.max(np.mean(row_sq, axis=1)) / _batch_arg(batch))
             exactness = {**exactness, "sigma2": "upper bound"}
         if self.shared_data or K == 1:
             zeta2 = float(np.mean(np.sum(self.shifts**2, axis=-1)))
