@@ -109,7 +109,12 @@ def _f(x: Any) -> float:
 
 def cost_kwargs(run: Any) -> dict[str, Any]:
     """Keyword arguments of :func:`empirical.costmodel.modelled_time` from a run's summary
-    (``algorithm``: the AlgorithmConfig dict the trainer recorded)."""
+    (``algorithm``: the AlgorithmConfig dict the trainer recorded).
+
+    The cost model's ``outer_steps_per_sync`` (all-reduces per sync) keeps its default 1
+    whatever the run's ``outer_steps_per_sync``: this project's algorithms take the extra
+    outer steps locally, so every sync of the run is one all-reduce (its train records'
+    ``allreduce_calls`` count warm-up steps plus syncs)."""
     alg = dict(run.summary.get("algorithm") or {})
     name = alg.get("name") or run.config.get("algorithm") or run.algorithm
     kw: dict[str, Any] = {"algorithm": name}
@@ -117,7 +122,6 @@ def cost_kwargs(run: Any) -> dict[str, Any]:
         kw["H"] = int(alg.get("H") or run.config.get("H") or 1)
         kw["p"] = float(alg.get("p") or 0.0)
         kw["coins"] = alg.get("coins") or "independent"
-        kw["outer_steps_per_sync"] = int(alg.get("outer_steps_per_sync") or 1)
     return kw
 
 
