@@ -51,6 +51,7 @@ __all__ = [
     "add_arguments",
     "check",
     "infer_algorithm",
+    "jsonable",
     "load_config",
     "run",
 ]
@@ -168,22 +169,31 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``inf`` becomes the string ``"inf"`` and NaN becomes ``None``."""
-        return _json_safe(asdict(self))
+        return jsonable(asdict(self))
 
     def to_text(self) -> str:
         return _render(self)
 
 
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
+def jsonable(obj: Any) -> Any:
+    """``obj`` with JSON-ready values, recursively: NaN -> ``None``, +-inf -> ``"inf"`` /
+    ``"-inf"``, numpy scalars and arrays -> Python numbers and lists, mapping keys -> str.
+
+    Used for the reports of ``palsgd check`` and ``palsgd verify``.
+    """
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return None
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        return x if math.isfinite(x) else (None if math.isnan(x) else ("inf" if x > 0 else "-inf"))
     return obj
 
 

@@ -65,6 +65,7 @@ from scipy import stats
 
 from theory import bounds as bound_registry
 from theory.bound import Bound, param_name
+from theory.check import jsonable
 from theory.validation import UserInputError, validate_one
 
 __all__ = [
@@ -1725,7 +1726,7 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
     n_tested = sum(1 for r in rows if r.get("verdict") in (HOLDS, VIOLATED, INCONCLUSIVE))
     report = {
         "tool": "palsgd verify",
-        "settings": _jsonable(dataclasses.asdict(settings)),
+        "settings": jsonable(dataclasses.asdict(settings)),
         "versions": _versions(),
         "statistics": {
             "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
@@ -1742,12 +1743,12 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
             "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
         },
         "constant_checks": cache.checks,
-        "results": _jsonable(rows),
-        "rates": _jsonable(rates),
-        "speedup": _jsonable(speed),
-        "exact_vs_mc": _jsonable(exact_rows),
-        "exact_vs_mc_summary": _jsonable(exact_sum),
-        "consensus": _jsonable(cons),
+        "results": jsonable(rows),
+        "rates": jsonable(rates),
+        "speedup": jsonable(speed),
+        "exact_vs_mc": jsonable(exact_rows),
+        "exact_vs_mc_summary": jsonable(exact_sum),
+        "consensus": jsonable(cons),
         "bounds": [b.describe() for b in bounds],
         "elapsed_s": time.perf_counter() - t_start,
     }
@@ -1761,23 +1762,6 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, desc="palsgd verify", unit="sim", leave=False, dynamic_ncols=True)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        x = float(obj)
-        return x if math.isfinite(x) else (None if math.isnan(x) else ("inf" if x > 0 else "-inf"))
-    return obj
 
 
 def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -2020,7 +2004,7 @@ def write_report_files(
     payload = dict(report)
     payload["columns"] = {name: list(cols) for name, _, cols in _CSV_FILES}
     with open(directory / "results.json", "w") as fh:
-        json.dump(_jsonable(payload), fh, indent=1, allow_nan=False)
+        json.dump(jsonable(payload), fh, indent=1, allow_nan=False)
     files.append("results.json")
     for name, key, cols in _CSV_FILES:
         _write_csv(directory / name, report.get(key, []), cols)

@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from theory import verify as V
+from theory.check import jsonable
 from theory.validation import UserInputError
 
 __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
@@ -235,9 +236,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                V._jsonable(
-                    {"out": str(args.out), **summary, "elapsed_s": time.perf_counter() - t0}
-                ),
+                jsonable({"out": str(args.out), **summary, "elapsed_s": time.perf_counter() - t0}),
                 indent=1,
             )
         )
