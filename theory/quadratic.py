@@ -591,7 +591,7 @@ def exact_moments(
 
     a, eta, p = algo.alpha, algo.eta, algo.p
     # branch noise for unit variance, scaled per worker by s2 (d, K)
-    branches = local_step_branches(lam, a, eta, p, 1.0)
+    step_map = _step_map(local_step_branches(lam, a, eta, p, 1.0), delta)
     warm_noise = a**2 * s2.sum(axis=1) / K**2  # Var of alpha * mean_k xi_k
     sync_J = _sync_matrix(K, algo)
     start_J = _start_matrix(K)
@@ -626,7 +626,7 @@ def exact_moments(
                 anch[t] = float(
                     np.sum(diag.sum(axis=1) / K - 2 * S[:, :K, iz].mean(axis=1) + S[:, iz, iz])
                 )
-                S = _local_step(S, K, branches, delta, s2, algo.shared)
+                S = _local_step(S, K, step_map, s2, algo.shared)
                 if (t - int(algo.T0) + 1 + algo.sync_offset) % algo.H == 0:
                     S = _apply_linear(sync_J, S)
                     record_round(t + 1)
@@ -697,9 +697,35 @@ def _assemble(S: np.ndarray, K: int, W_new: np.ndarray, C_new: np.ndarray) -> np
     return out
 
 
-def _local_step(
-    S: np.ndarray, K: int, branches, delta: np.ndarray, s2: np.ndarray, shared: bool
-) -> np.ndarray:
+@dataclass(frozen=True)
+class _StepMap:
+    """The per-direction maps of a local step, the same at every step: for each branch
+    ``(prob, scale (d,), B (d, K, 3))`` (see :func:`_branch_blocks`), their
+    probability-weighted means ``mean_scale``, ``mean_B`` and the mean unit-noise factor
+    ``noise`` (d,)."""
+
+    branches: tuple[tuple[float, np.ndarray, np.ndarray], ...]
+    mean_scale: np.ndarray
+    mean_B: np.ndarray
+    noise: np.ndarray
+
+
+def _step_map(branches: Sequence[Branch], delta: np.ndarray) -> _StepMap:
+    d, K = delta.shape
+    blocks = []
+    noise = np.zeros(d)
+    mean_scale = np.zeros(d)
+    mean_B = np.zeros((d, K, 3))
+    for br in branches:
+        scale, B = _branch_blocks(br, delta)
+        blocks.append((br.prob, scale, B))
+        noise += br.prob * np.broadcast_to(np.asarray(br.noise, dtype=float), (d,))
+        mean_scale += br.prob * scale
+        mean_B += br.prob * B
+    return _StepMap(tuple(blocks), mean_scale, mean_B, noise)
+
+
+def _local_step(S: np.ndarray, K: int, step: _StepMap, s2: np.ndarray, shared: bool) -> np.ndarray:
     """One local step of every worker: exact update of ``S = E[y y^T]`` per direction.
 
     Shared coins: every worker takes the same branch, so ``S'`` is the branch average of
@@ -709,27 +735,19 @@ def _local_step(
     (variance ``s2[:, k]`` times the branch's unit-noise factor) and enters the diagonal.
     """
     W, C, O = S[:, :K, :K], S[:, :K, K:], S[:, K:, K:]
-    d = S.shape[0]
     W_sh = np.zeros_like(W)
     C_new = np.zeros_like(C)
-    noise = np.zeros(d)
-    mean_scale = np.zeros(d)
-    mean_B = np.zeros((d, K, 3))
-    for br in branches:
-        scale, B = _branch_blocks(br, delta)
+    for prob, scale, B in step.branches:
         Wb, Cb = _map_blocks(W, C, O, scale, B)
-        W_sh += br.prob * Wb
-        C_new += br.prob * Cb
-        noise += br.prob * np.broadcast_to(np.asarray(br.noise, dtype=float), (d,))
-        mean_scale += br.prob * scale
-        mean_B += br.prob * B
+        W_sh += prob * Wb
+        C_new += prob * Cb
     idx = np.arange(K)
-    if shared or len(branches) == 1:
+    if shared or len(step.branches) == 1:
         W_new = W_sh
     else:
-        W_new, _ = _map_blocks(W, C, O, mean_scale, mean_B)
+        W_new, _ = _map_blocks(W, C, O, step.mean_scale, step.mean_B)
         W_new[:, idx, idx] = W_sh[:, idx, idx]
-    W_new[:, idx, idx] += noise[:, None] * s2
+    W_new[:, idx, idx] += step.noise[:, None] * s2
     return _assemble(S, K, W_new, C_new)
 
 
