@@ -1114,6 +1114,12 @@ def verify_configs(
     )
 
 
+def _family_resamples(n_boot: int | None, level: float, n_tests: int) -> int:
+    """Bootstrap resamples for a family of ``n_tests``: ``n_boot`` if given, else enough for
+    the smallest per-test level (Bonferroni's ``level / n_tests``), two-sided."""
+    return n_boot or BootstrapPlan.resamples_for(level / (2 * max(1, n_tests)))
+
+
 def _test_family(
     items: Sequence[tuple[Bound, Any, Config]],
     *,
@@ -1125,11 +1131,7 @@ def _test_family(
     progress: Any = None,
     not_verifiable: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    n_inside_est = max(1, len(items))
-    # resamples sized for the smallest per-test level (Bonferroni's), two-sided
-    plan = BootstrapPlan(
-        n_boot or BootstrapPlan.resamples_for(level / (2 * n_inside_est)), seed=_child_seed(seed, 4)
-    )
+    plan = BootstrapPlan(_family_resamples(n_boot, level, len(items)), seed=_child_seed(seed, 4))
     evaluated = []
     for bound, prob, cfg in items:
         evaluated.append(_evaluate_config(bound, prob, cfg, R, plan))
@@ -1737,8 +1739,7 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
             "correction": settings.correction,
             "family_wise_level": settings.level,
             "family_size": n_tested,
-            "bootstrap_resamples": settings.n_boot
-            or BootstrapPlan.resamples_for(settings.level / (2 * max(1, len(items)))),
+            "bootstrap_resamples": _family_resamples(settings.n_boot, settings.level, len(items)),
             "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
             "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
         },
