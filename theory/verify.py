@@ -1472,6 +1472,7 @@ def exact_vs_mc(
         with np.errstate(all="ignore"):
             tr = sim.simulate(prob, spec, T=T, R=R, seed=_child_seed(seed, 9, i))
         zmax = 0.0
+        steps = np.asarray(tr.steps)
         for metric in metrics:
             e = np.asarray(getattr(ex, metric), dtype=float)[:T]
             mc = np.asarray(getattr(tr, metric), dtype=float)
@@ -1479,7 +1480,6 @@ def exact_vs_mc(
             # floating-point rounding of deterministic steps (e.g. t = 0) is not Monte-Carlo error
             z = (mean - e) / np.sqrt(se**2 + (1e-10 * (1 + np.abs(e))) ** 2)
             zmax = max(zmax, float(np.max(np.abs(z))))
-            steps = np.asarray(getattr(tr, "steps", np.arange(T)))
             for t in range(T):
                 rows.append(
                     {
