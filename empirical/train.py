@@ -598,11 +598,10 @@ def _init_group_after_restart(backend: str) -> bool:
 
 
 def _per_rank_seed(seed: int, rank: int) -> int:
-    import numpy as np
+    """Seed of torch's default generator on ``rank`` (seeds are validated non-negative)."""
+    from empirical.data import _seed_of
 
-    return int(
-        np.random.SeedSequence([seed, rank, 0x7A1]).generate_state(1, np.uint64)[0] >> np.uint64(1)
-    )
+    return _seed_of(seed, rank, 0x7A1)
 
 
 def _stats_dict(stats: Any) -> dict[str, Any]:
