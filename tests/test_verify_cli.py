@@ -36,6 +36,20 @@ def _leftovers(parent: Path, name: str) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
 
 
+def _quick(
+    out: Path,
+    *extra: str,
+    bounds: tuple[str, ...] = ("sgd",),
+    problems: tuple[str, ...] = ("quadratic",),
+    plots: bool = False,
+) -> list[str]:
+    """Arguments of a quick ``palsgd verify`` of ``bounds`` on ``problems`` into ``out``
+    (no progress bar; no plots unless asked), followed by ``extra``."""
+    argv = ["verify", "--quick", "--bounds", *bounds, "--problems", *problems]
+    argv += ["--out", str(out), "--no-progress"] + ([] if plots else ["--no-plots"])
+    return argv + list(extra)
+
+
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("verify") / "report"
@@ -96,18 +110,7 @@ def test_results_json_contents(quick_report):
 
 def test_rerun_replaces_previous_report(tmp_path):
     out = tmp_path / "rep"
-    args = [
-        "verify",
-        "--quick",
-        "--bounds",
-        "sgd",
-        "--problems",
-        "quadratic",
-        "--out",
-        str(out),
-        "--no-progress",
-        "--no-plots",
-    ]
+    args = _quick(out)
     assert main(args) == 0
     (out / "stale.txt").write_text("old")
     assert main(args + ["--seed", "1"]) == 0
@@ -118,25 +121,7 @@ def test_rerun_replaces_previous_report(tmp_path):
 
 def test_json_flag_prints_summary(tmp_path, capsys):
     out = tmp_path / "j"
-    code = main(
-        [
-            "verify",
-            "--quick",
-            "--bounds",
-            "sgd",
-            "--problems",
-            "quadratic",
-            "--out",
-            str(out),
-            "--no-progress",
-            "--no-plots",
-            "--json",
-            "--level",
-            "0.1",
-            "--correction",
-            "bonferroni",
-        ]
-    )
+    code = main(_quick(out, "--json", "--level", "0.1", "--correction", "bonferroni"))
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["correction"] == "bonferroni" and summary["family_wise_level"] == 0.1
@@ -154,23 +139,7 @@ def test_violated_user_bound_exits_1(tmp_path, capsys, monkeypatch):
     registry.names()  # load the built-in bounds first
     monkeypatch.setitem(registry._REGISTRY, wrong.name, wrong)  # registered for this test only
     out = tmp_path / "v"
-    code = main(
-        [
-            "verify",
-            "--quick",
-            "--bounds",
-            "sgd_div10_cli",
-            "sgd",
-            "--problems",
-            "quadratic",
-            "--out",
-            str(out),
-            "--no-progress",
-            "--no-plots",
-            "--replicas",
-            "24",
-        ]
-    )
+    code = main(_quick(out, "--replicas", "24", bounds=("sgd_div10_cli", "sgd")))
     text = capsys.readouterr().out
     assert code == 1
     assert "BOUND VIOLATED" in text and "!! VIOLATED !!" in text
@@ -196,19 +165,7 @@ def test_violated_user_bound_exits_1(tmp_path, capsys, monkeypatch):
 )
 def test_bad_input_exits_2_and_leaves_nothing(tmp_path, capsys, extra, message):
     out = tmp_path / "bad"
-    args = [
-        "verify",
-        "--quick",
-        "--bounds",
-        "sgd",
-        "--problems",
-        "quadratic",
-        "--out",
-        str(out),
-        "--no-progress",
-        "--no-plots",
-    ]
-    code = main(args + extra)
+    code = main(_quick(out, *extra))
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and "Traceback" not in err
@@ -236,19 +193,7 @@ def test_nonpositive_sizes_exit_2(tmp_path, capsys, flag, value):
 def test_unwritable_output_exits_2(tmp_path, capsys):
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
-    code = main(
-        [
-            "verify",
-            "--quick",
-            "--bounds",
-            "sgd",
-            "--problems",
-            "quadratic",
-            "--out",
-            str(blocker / "sub" / "rep"),
-            "--no-progress",
-        ]
-    )
+    code = main(_quick(blocker / "sub" / "rep", plots=True))
     assert code == 2
     assert "cannot write the report" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
@@ -258,19 +203,7 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path, capsys):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "thesis.tex").write_text("precious")
-    code = main(
-        [
-            "verify",
-            "--quick",
-            "--bounds",
-            "sgd",
-            "--problems",
-            "quadratic",
-            "--out",
-            str(out),
-            "--no-progress",
-        ]
-    )
+    code = main(_quick(out, plots=True))
     assert code == 2 and "refusing" in capsys.readouterr().err
     assert (out / "thesis.tex").read_text() == "precious"
 
@@ -296,23 +229,7 @@ def test_failure_midway_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
 
 def test_single_worker_runs(tmp_path):
     out = tmp_path / "k1"
-    code = main(
-        [
-            "verify",
-            "--quick",
-            "--K",
-            "1",
-            "--bounds",
-            "sgd",
-            "local_sgd_noniid",
-            "--problems",
-            "quadratic",
-            "--out",
-            str(out),
-            "--no-progress",
-            "--no-plots",
-        ]
-    )
+    code = main(_quick(out, "--K", "1", bounds=("sgd", "local_sgd_noniid")))
     assert code == 0
     rep = json.loads((out / "results.json").read_text())
     assert {r["K"] for r in rep["results"] if r["verdict"] != V.NOT_VERIFIABLE} == {1}
@@ -321,23 +238,7 @@ def test_single_worker_runs(tmp_path):
 @pytest.mark.parametrize("noise", ["none", "finite_sum", "rademacher"])
 def test_noise_models(tmp_path, noise):
     out = tmp_path / noise
-    code = main(
-        [
-            "verify",
-            "--quick",
-            "--noise",
-            noise,
-            "--bounds",
-            "sgd",
-            "--problems",
-            "quadratic",
-            "robust_regression",
-            "--out",
-            str(out),
-            "--no-progress",
-            "--no-plots",
-        ]
-    )
+    code = main(_quick(out, "--noise", noise, problems=("quadratic", "robust_regression")))
     assert code == 0
     rep = json.loads((out / "results.json").read_text())
     assert {r["noise"] for r in rep["results"]} == {noise}
