@@ -213,7 +213,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         if s < self.T0:
             self._allreduce_grads()
             self._clip(self.params)
-            self._inner_step(1.0)
+            self._inner_step(0.0)
             self.stats["warmup_steps"] += 1
             self.stats["grad_steps"] += 1
         elif action == "pull":
@@ -222,8 +222,7 @@ class LocalAlgorithm(DistributedAlgorithm):
             self.stats["pull_steps"] += 1
         else:
             self._clip(self.params)
-            scale = 1.0 / (1.0 - self.config.p) if self.config.name == "palsgd" else 1.0
-            self._inner_step(scale)
+            self._inner_step(self.config.p)  # p > 0 only for PALSGD (AlgorithmConfig.validate)
             self.stats["grad_steps"] += 1
         self.inner_optimizer.zero_grad(set_to_none=True)
         self.t = s + 1
@@ -236,14 +235,15 @@ class LocalAlgorithm(DistributedAlgorithm):
             synced = True
         return StepInfo(action=action, synced=synced, t=self.t)
 
-    def _inner_step(self, scale: float) -> None:
+    def _inner_step(self, p: float) -> None:
+        """The inner optimizer's step with every group's learning rate divided by ``1 - p``
+        (restored afterwards); a plain step for ``p = 0``."""
         groups = self.inner_optimizer.param_groups
         with timed(self.stats, "time_inner_step_s"):
-            if scale == 1.0:
+            if p == 0:
                 self.inner_optimizer.step()
                 return
             saved = [g["lr"] for g in groups]
-            p = self.config.p
             try:
                 for g, lr in zip(groups, saved, strict=True):
                     g["lr"] = lr / (1.0 - p)
