@@ -24,12 +24,14 @@ appends, so the files equal those of an uninterrupted run except for the timing 
 from __future__ import annotations
 
 import csv
+import importlib.metadata
 import io
 import json
 import math
 import os
+import platform
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "json_safe",
+    "package_versions",
 ]
 
 #: columns of a train record (and of train.csv)
@@ -113,6 +116,18 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     :func:`atomic_write_bytes`."""
     text = json.dumps(json_safe(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
     return atomic_write_bytes(path, text.encode())
+
+
+def package_versions(names: Sequence[str]) -> dict[str, str]:
+    """``{"python": ..., name: installed version or "not installed"}`` for the
+    distributions ``names`` (provenance for summaries and manifests)."""
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
 
 
 def read_jsonl(path: str | os.PathLike, kind: str | None = None) -> list[dict[str, Any]]:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import importlib.metadata
 import math
 import os
 import platform
@@ -63,7 +62,7 @@ from empirical.config import (
     config_to_dict,
     resolve_config,
 )
-from empirical.metrics import atomic_write_json
+from empirical.metrics import atomic_write_json, package_versions
 from theory.validation import UserInputError
 
 __all__ = [
@@ -1071,7 +1070,7 @@ class _Trainer:
                 "parameters": sum(p.numel() for p in self.model.parameters()),
             },
             "final": {"train_loss": self.last_loss, "eval": self.last_eval},
-            "versions": _versions(),
+            "versions": package_versions(("torch", "transformers", "numpy", "palsgd-toolkit")),
             "hardware": {
                 "platform": platform.platform(),
                 "processor": platform.processor(),
@@ -1084,16 +1083,6 @@ class _Trainer:
             },
         }
         atomic_write_json(Path(self.cfg.output_dir) / "summary.json", summary)
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for dist_name in ("torch", "transformers", "numpy", "palsgd-toolkit"):
-        try:
-            out[dist_name] = importlib.metadata.version(dist_name)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist_name] = "not installed"
-    return out
 
 
 def _entry() -> None:  # pragma: no cover - exercised through torchrun in the tests

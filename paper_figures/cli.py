@@ -26,7 +26,6 @@ run on a machine without the GPUs or data it needs).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import platform
@@ -364,24 +363,6 @@ def calibrate(
 # ----------------------------------------------------------------------------- manifest
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in (
-        "palsgd-toolkit",
-        "torch",
-        "numpy",
-        "scipy",
-        "sympy",
-        "matplotlib",
-        "transformers",
-    ):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
 def _hardware() -> dict[str, Any]:
     hw: dict[str, Any] = {
         "platform": platform.platform(),
@@ -621,6 +602,8 @@ def run(args: argparse.Namespace) -> int:
                 "duration_s": round(time.perf_counter() - t0, 3),
             }
             print(f"palsgd figures: {name}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    from empirical.metrics import atomic_write_json, package_versions
+
     manifest = {
         "command": "palsgd figures "
         + " ".join(sys.argv[2:] if sys.argv[1:2] == ["figures"] else sys.argv[1:]),
@@ -630,7 +613,9 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "nproc": nproc,
         "figures_requested": figures,
-        "versions": _versions(),
+        "versions": package_versions(
+            ("palsgd-toolkit", "torch", "numpy", "scipy", "sympy", "matplotlib", "transformers")
+        ),
         "git_commit": _git_commit(),
         "hardware": {"start": hardware_start, "end": _hardware()},
         "plan": plan.to_dict(),
@@ -663,8 +648,6 @@ def run(args: argparse.Namespace) -> int:
         },
         "figures": fig_records,
     }
-    from empirical.metrics import atomic_write_json
-
     _carry_over(out / "manifest.json", manifest)
     atomic_write_json(out / "manifest.json", manifest)
     total = time.perf_counter() - started
