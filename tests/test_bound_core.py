@@ -245,3 +245,18 @@ def test_recommended_step_value():
     assert b.recommended_step_value(K=4, L=2.0) is None  # T missing
     no_step = Bound.from_strings("no_step_test", "F0/(alpha*T) + alpha")
     assert no_step.recommended_step_value(F0=1.0, T=10) is None
+
+
+@pytest.mark.parametrize("name", ["local_sgd_noniid", "easgd"])
+def test_max_H_speedup_agrees_with_the_simplified_rate(name):
+    # max_H compiles the rate groups without simplifying them; rate() simplifies for display
+    b = get(name)
+    vals = dict(L=1.3, sigma=0.8, F0=2.0, K=4, T=10**9, zeta=0.0 if name == "easgd" else 0.5)
+    lead, *rest = b.rate()
+    H = np.arange(1, 20001)
+    subs = {getattr(S, k): v for k, v in vals.items()}
+    f_lead = sp.lambdify(S.H, lead.expression.subs(subs), "numpy")
+    f_rest = sp.lambdify(S.H, sp.Add(*(r.expression for r in rest)).subs(subs), "numpy")
+    ok = f_rest(H) <= 0.5 * f_lead(H)
+    got = b.max_H(factor=0.5, h_max=20000, **vals)["speedup"]
+    assert got == H[ok].max() and H[ok].max() < 20000

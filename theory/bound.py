@@ -516,6 +516,14 @@ class Bound:
             raise UserInputError(f"bound {self.name!r} has no recommended step; pass one")
         if step in self._rate_cache:
             return list(self._rate_cache[step])
+        groups = self._rate_groups(step)
+        out = [RateTerm(sp.factor(sp.simplify(c)), e) for e, c in groups.items() if c != 0]
+        out.sort(key=lambda r: -float(r.t_exponent))
+        self._rate_cache[step] = out
+        return list(out)
+
+    def _rate_groups(self, step: sp.Expr) -> dict[sp.Expr, sp.Expr]:
+        """The bound at ``step`` as ``{exponent of T: T-free coefficient}``, expanded only."""
         expr = sp.expand(sp.powsimp(self.expression.subs(self.step_symbol, step), force=True))
         groups: dict[sp.Expr, sp.Expr] = {}
         for term in sp.Add.make_args(expr):
@@ -525,16 +533,17 @@ class Bound:
                     f"bound {self.name!r}: term {term} is not a power of T times a T-free factor"
                 )
             groups[expo] = groups.get(expo, 0) + coeff
-        out = [RateTerm(sp.factor(sp.simplify(c)), e) for e, c in groups.items() if c != 0]
-        out.sort(key=lambda r: -float(r.t_exponent))
-        self._rate_cache[step] = out
-        return list(out)
+        return groups
 
     def _speedup_fns(self, step: sp.Expr) -> tuple[_Compiled, _Compiled]:
+        """(leading, rest) of the rate at ``step``, compiled from the expanded groups of
+        :meth:`_rate_groups` (the simplification :meth:`rate` does for display costs seconds
+        for the PALSGD bounds and does not change the values)."""
         if step not in self._speedup_cache:
-            rate = self.rate(step)
-            lead = rate[0].expression
-            rest = sp.Add(*(r.expression for r in rate[1:]))
+            groups = {e: c for e, c in self._rate_groups(step).items() if c != 0}
+            e0 = max(groups, key=float)
+            lead = groups[e0] * S.T**e0
+            rest = sp.Add(*(c * S.T**e for e, c in groups.items() if e != e0))
             self._speedup_cache[step] = (_Compiled(lead, self.name), _Compiled(rest, self.name))
         return self._speedup_cache[step]
 
