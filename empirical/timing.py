@@ -8,8 +8,6 @@ when ``device`` is a CUDA device. Times are in seconds (``time.perf_counter``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
@@ -47,12 +45,3 @@ class StepTimer:
         if self.cuda:
             torch.cuda.synchronize()
         return time.perf_counter()
-
-    @contextmanager
-    def region(self, out: list[float]) -> Iterator[None]:
-        """Append the duration of the ``with`` body to ``out``."""
-        start = self.now()
-        try:
-            yield
-        finally:
-            out.append(self.now() - start)
