@@ -376,6 +376,8 @@ class Bound:
     def _max_step_arr(
         self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], iters: int = 80
     ) -> np.ndarray:
+        if self._f_conditions is None:  # nothing limits the step
+            return np.full(shape, np.inf)
         step = self._step_name()
 
         def ok(a: np.ndarray) -> np.ndarray:  # exact: the returned step has margin >= 0

@@ -895,10 +895,7 @@ def bound_values(
 
 
 def _max_step(bound: Bound, vals: Mapping[str, Any]) -> np.ndarray:
-    vals = {k: v for k, v in vals.items() if k != param_name(bound.step_symbol)}
-    if not bound.conditions:
-        shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
-        return np.full(shape, np.inf)
+    """The bound's largest feasible step at ``vals`` (a given step is ignored)."""
     return np.asarray(bound.max_step(**vals), dtype=float)
 
 
