@@ -1465,6 +1465,8 @@ def exact_vs_mc(
             ex = quad.exact_moments(prob, spec, T=T)
         except UserInputError as exc:
             summaries.append({"algorithm": label, "status": f"no exact recursion: {exc}"})
+            if progress is not None:
+                progress.update(1)
             continue
         with np.errstate(all="ignore"):
             tr = sim.simulate(prob, spec, T=T, R=R, seed=_child_seed(seed, 9, i))
