@@ -6,7 +6,7 @@ from theory.cli import main
 
 def test_no_subcommand_prints_usage(capsys):
     assert main([]) == 2
-    assert "subcommands" in capsys.readouterr().out
+    assert "subcommands" in capsys.readouterr().err
 
 
 def test_unknown_subcommand_exit_2(capsys):

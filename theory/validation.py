@@ -109,7 +109,13 @@ PARAMS: dict[str, ParamSpec] = {
         ParamSpec("mu", "outer momentum", 0, 1, high_open=True),
         ParamSpec("eps", "target accuracy for (1/T) sum E||grad f||^2", 0, _INF, low_open=True),
         ParamSpec("A", "gradient-accumulation micro-batches per step", 1, _INF, integer=True),
-        ParamSpec("R", "Monte-Carlo replicas", 1, _INF, integer=True),
+        ParamSpec(
+            "R",
+            "a count: rounds (T = R*H) in bounds, Monte-Carlo replicas in verify",
+            1,
+            _INF,
+            integer=True,
+        ),
         ParamSpec("d", "problem dimension", 1, _INF, integer=True),
     ]
 }
