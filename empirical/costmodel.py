@@ -67,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from empirical.config import README_8M_RUN
 from theory.validation import ParameterError, UserInputError, validate, validate_one
 
 __all__ = [
@@ -1372,6 +1373,21 @@ PAPER_REPORTED: dict[str, float] = {
     "gptneo-8m-tinystories": 0.211,
 }
 
+#: the authors' README run (one definition: :data:`empirical.config.README_8M_RUN`), shared
+#: by the two GPT-Neo settings: batch, accumulation, p, H, T0 and the steps assumption
+_README = README_8M_RUN
+_README_STEP: dict[str, Any] = {
+    "samples_per_step": _README["batch_size"] * _README["A"],
+    "A": _README["A"],
+    "samples_source": f"README run: bs_per_gpu {_README['batch_size']} x grad_accu_step "
+    f"{_README['A']} sequences of {_README['seq_len']} tokens",
+    "p": _README["p"],
+    "H": _README["H"],
+    "T0": _README["T0"],
+    "hyper_source": "README run (reference-implementation.md §7)",
+    "steps": 931,
+}
+
 #: The three settings. Numbers come from the authors' code (reference-implementation.md §7)
 #: unless marked; ``steps`` (the DDP steps to the target) is an assumption and matters
 #: only through the share of warm-up steps.
@@ -1405,19 +1421,12 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "params_source": "gptneo_125m.yaml, recomputed (reference-implementation.md §7)",
         "layers": 12,
         "d_model": 768,
-        "ctx": 300,
+        "ctx": _README["seq_len"],
         "flops_per_sample": None,
         "flops_source": "6 N per token (Kaplan et al. 2020, §2.1; N includes the tied output "
         "embedding) + 6 n_layer n_ctx d_model per token for attention scores "
         "(Kaplan et al. 2020, Table 1), x 300 tokens per sequence",
-        "samples_per_step": 32 * 16,
-        "A": 16,
-        "samples_source": "README run: bs_per_gpu 32 x grad_accu_step 16 sequences of 300 tokens",
-        "p": 0.2,
-        "H": 32,
-        "T0": 32,
-        "hyper_source": "README run (reference-implementation.md §7)",
-        "steps": 931,
+        **_README_STEP,
         "steps_source": "assumption: one epoch of TinyStories at the README batch "
         "(reference-implementation.md §7)",
         "utilisation": 0.40,
@@ -1429,17 +1438,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "params_source": "gptneo_8m.yaml, recomputed (reference-implementation.md §7)",
         "layers": 8,
         "d_model": 128,
-        "ctx": 300,
+        "ctx": _README["seq_len"],
         "flops_per_sample": None,
         "flops_source": "as for gptneo-125m-tinystories",
-        "samples_per_step": 32 * 16,
-        "A": 16,
-        "samples_source": "README run: bs_per_gpu 32 x grad_accu_step 16 sequences of 300 tokens",
-        "p": 0.2,
-        "H": 32,
-        "T0": 32,
-        "hyper_source": "README run (reference-implementation.md §7)",
-        "steps": 931,
+        **_README_STEP,
         "steps_source": "assumption: one epoch of TinyStories at the README batch",
         "utilisation": 0.10,
         "utilisation_source": "assumption: 10% of peak (hidden size 128: small matrix "
