@@ -53,7 +53,13 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from empirical.tokenizer import Tokenizer, load_tokenizer
-from theory.validation import ParameterError, UserInputError, validate_one
+from theory.validation import (
+    ParameterError,
+    UserInputError,
+    check_fraction,
+    check_int,
+    validate_one,
+)
 
 __all__ = [
     "DATASET_NAMES",
@@ -112,33 +118,6 @@ def _split(split: str) -> str:
     raise UserInputError(
         f"unknown split '{split}': use 'train' or 'val' (aliases: valid, validation, test)"
     )
-
-
-def _int_param(name: str, value: Any, low: int = 0, high: int | None = None) -> int:
-    ok = not isinstance(value, bool) and isinstance(value, int | np.integer)
-    if ok:
-        value = int(value)
-        ok = value >= low and (high is None or value <= high)
-    if not ok:
-        hi = "inf)" if high is None else f"{high}]"
-        raise ParameterError(name, value, f"integer in [{low}, {hi}")
-    return value
-
-
-def _fraction(name: str, value: Any, *, allow_zero: bool, allow_one: bool) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = math.nan
-    ok = (
-        math.isfinite(v)
-        and (v > 0 or (allow_zero and v == 0))
-        and (v < 1 or (allow_one and v == 1))
-    )
-    if not ok:
-        lo, hi = ("[" if allow_zero else "("), ("]" if allow_one else ")")
-        raise ParameterError(name, value, f"{lo}0, 1{hi}")
-    return v
 
 
 def _require_path(path: str | os.PathLike | None, what: str) -> str:
@@ -240,7 +219,7 @@ def _embedded_text(
     split: str, seq_len: int, tokenizer: Tokenizer, val_fraction: float = 0.1
 ) -> TokenChunkDataset:
     docs = embedded_corpus()
-    f = _fraction("val_fraction", val_fraction, allow_zero=False, allow_one=False)
+    f = check_fraction("val_fraction", val_fraction, allow_zero=False, allow_one=False)
     # Deterministic, seed-free split by document: walking the documents in order, a document
     # goes to validation whenever the validation share of the characters seen so far is below
     # val_fraction. Both splits are spread over the whole corpus and validation holds about
@@ -582,11 +561,11 @@ def _tinystories(
     if holdout is not None:
         # The authors' protocol: shuffle the train split with a seed, hold out a fraction as
         # validation (datasets' train_test_split(test_size=0.1)); kept in file order here.
-        h = _fraction("holdout", holdout, allow_zero=False, allow_one=False)
+        h = check_fraction("holdout", holdout, allow_zero=False, allow_one=False)
         perm = _rng(seed, 0x401D).permutation(n)
         n_val = max(1, round(h * n))
         idx = np.sort(perm[:n_val] if split == _VAL else perm[n_val:])
-    f = _fraction("fraction", fraction, allow_zero=False, allow_one=True)
+    f = check_fraction("fraction", fraction, allow_zero=False, allow_one=True)
     if f < 1:
         keep = max(1, round(f * len(idx)))
         idx = np.sort(_rng(seed, 0xF4AC).choice(idx, size=keep, replace=False))
@@ -762,7 +741,7 @@ def _embedded_images(
     noise: float = 0.1,
     augment: bool = False,
 ) -> TensorImageDataset:
-    n = _int_param("n", n if n is not None else (10000 if split == _TRAIN else 2000), low=1)
+    n = check_int("n", n if n is not None else (10000 if split == _TRAIN else 2000), low=1)
     try:
         noise_v = float(noise)
     except (TypeError, ValueError):
@@ -987,9 +966,9 @@ class ImageFolderDataset(Dataset):
         self.files = files
         self.labels = torch.tensor(labels, dtype=torch.long)
         self.num_classes = len(self.classes)
-        self.image_size = _int_param("image_size", image_size, low=1)
+        self.image_size = check_int("image_size", image_size, low=1)
         self.resize_size = (
-            _int_param("resize_size", resize_size, low=self.image_size)
+            check_int("resize_size", resize_size, low=self.image_size)
             if resize_size is not None
             else int(round(self.image_size * 256 / 224))
         )
@@ -1091,15 +1070,15 @@ def build_dataset(
             f"unknown option(s) {unknown} for dataset '{name}': allowed are {list(_KWARGS[name])}"
         )
     split = _split(split)
-    seed = _int_param("seed", seed, low=0)
+    seed = check_int("seed", seed, low=0)
     if name in ("embedded-text", "tinystories"):
-        seq_len = _int_param("seq_len", seq_len, low=2)
+        seq_len = check_int("seq_len", seq_len, low=2)
         tok = load_tokenizer(tokenizer)
         if name == "embedded-text":
             return _embedded_text(split, seq_len, tok, **kw)
         return _tinystories(path, split, seq_len, tok, seed, **kw)
     if image_size is not None:
-        image_size = _int_param("image_size", image_size, low=1)
+        image_size = check_int("image_size", image_size, low=1)
     if name == "embedded-images":
         return _embedded_images(split, seed, image_size, **kw)
     if name == "cifar10":
@@ -1143,11 +1122,11 @@ def shard_indices(
     of ``floor(N/K)`` (``drop_last``) or ``ceil(N/K)`` (wrapping around) indices, the same in
     every epoch, visited in an order reshuffled per epoch (``shuffle``).
     """
-    n = _int_param("num_samples", num_samples, low=0)
+    n = check_int("num_samples", num_samples, low=0)
     k = int(validate_one("world_size", world_size))
-    r = _int_param("rank", rank, low=0, high=k - 1)
-    epoch = _int_param("epoch", epoch, low=0)
-    seed = _int_param("seed", seed, low=0)
+    r = check_int("rank", rank, low=0, high=k - 1)
+    epoch = check_int("epoch", epoch, low=0)
+    seed = check_int("seed", seed, low=0)
     if n == 0:
         return []
     per = n // k if drop_last else -(-n // k)
@@ -1223,7 +1202,7 @@ def make_loader(
     Augmented datasets (with a ``sample(i, epoch, salt)`` method) receive ``epoch`` and
     ``seed``, so their random crops/flips are reproducible in any worker process.
     """
-    batch_size = _int_param("batch_size", batch_size, low=1)
+    batch_size = check_int("batch_size", batch_size, low=1)
     idx = shard_indices(
         len(dataset),
         rank=rank,
@@ -1235,8 +1214,8 @@ def make_loader(
         iid=iid,
         keys=None if iid else _partition_keys(dataset),
     )
-    start_index = _int_param("start_index", start_index, low=0, high=len(idx))
-    num_workers = _int_param("num_workers", num_workers, low=0)
+    start_index = check_int("start_index", start_index, low=0, high=len(idx))
+    num_workers = check_int("num_workers", num_workers, low=0)
     ds = _EpochView(dataset, epoch, seed) if hasattr(dataset, "sample") else dataset
     return DataLoader(
         ds,
@@ -1289,13 +1268,13 @@ class BatchStream:
         epoch: int = 0,
     ):
         self.dataset = dataset
-        self.batch_size = _int_param("batch_size", batch_size, low=1)
+        self.batch_size = check_int("batch_size", batch_size, low=1)
         self.world_size = int(validate_one("world_size", world_size))
-        self.rank = _int_param("rank", rank, low=0, high=self.world_size - 1)
-        self.seed = _int_param("seed", seed, low=0)
+        self.rank = check_int("rank", rank, low=0, high=self.world_size - 1)
+        self.seed = check_int("seed", seed, low=0)
         self.iid, self.shuffle, self.drop_last = bool(iid), bool(shuffle), bool(drop_last)
         self.num_workers, self.pin_memory, self.collate_fn = num_workers, pin_memory, collate_fn
-        self.epoch = _int_param("epoch", epoch, low=0)
+        self.epoch = check_int("epoch", epoch, low=0)
         self.index = 0
         self._it: Iterator | None = None
         n = len(dataset)
@@ -1375,6 +1354,6 @@ class BatchStream:
                     f"batch-stream state has {key} = {state[key]!r} but this stream has "
                     f"{key} = {mine[key]!r}: the saved data order does not apply"
                 )
-        self.epoch = _int_param("epoch", state.get("epoch"), low=0)
-        self.index = _int_param("index", state.get("index"), low=0, high=self.shard_size)
+        self.epoch = check_int("epoch", state.get("epoch"), low=0)
+        self.index = check_int("index", state.get("index"), low=0, high=self.shard_size)
         self._it = None

@@ -88,8 +88,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import default_collate
 
-from empirical.data import _fraction, _int_param
-from theory.validation import ParameterError, UserInputError, validate_one
+from theory.validation import (
+    ParameterError,
+    UserInputError,
+    check_fraction,
+    check_int,
+    validate_one,
+)
 
 __all__ = [
     "ProbeSettings",
@@ -161,17 +166,17 @@ class ProbeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _int_param("samples", self.samples, 2)
-        _int_param("max_samples", self.max_samples, 2)
-        _int_param("hvp_samples", self.hvp_samples, 1)
-        _int_param("hvp_iters", self.hvp_iters, 1)
-        _fraction("hvp_tol", self.hvp_tol, allow_zero=False, allow_one=False)
-        _fraction("confidence", self.confidence, allow_zero=False, allow_one=False)
-        _int_param("step_batch", self.step_batch, 1)
+        check_int("samples", self.samples, 2)
+        check_int("max_samples", self.max_samples, 2)
+        check_int("hvp_samples", self.hvp_samples, 1)
+        check_int("hvp_iters", self.hvp_iters, 1)
+        check_fraction("hvp_tol", self.hvp_tol, allow_zero=False, allow_one=False)
+        check_fraction("confidence", self.confidence, allow_zero=False, allow_one=False)
+        check_int("step_batch", self.step_batch, 1)
         if not math.isfinite(float(self.f_lower)):
             raise ParameterError("f_lower", self.f_lower, "a finite number")
-        _int_param("chunk_size", self.chunk_size, 1)
-        _int_param("seed", self.seed, 0)
+        check_int("chunk_size", self.chunk_size, 1)
+        check_int("seed", self.seed, 0)
 
 
 # ----------------------------------------------------------------------------- losses
@@ -512,7 +517,7 @@ def power_iteration(
     ``H``) or after ``iters`` products. ``v0`` warm-starts (e.g. the previous point's
     vector); otherwise a standard normal draw from ``generator``.
     """
-    iters = _int_param("hvp_iters", iters, 1)
+    iters = check_int("hvp_iters", iters, 1)
     if v0 is None:
         v = torch.randn(dim, generator=generator, dtype=torch.float64).to(device)
     else:
@@ -1226,7 +1231,7 @@ def run_points(
     (evenly spread, the last always included); ``xbar`` averages the ranks' models."""
     from empirical import checkpoint as ck
 
-    points = _int_param("points", points, 1)
+    points = check_int("points", points, 1)
     out = [(0, "init", get_flat(problem.model).clone())]
     ck_list = [(s, p) for s, p in info.checkpoints if s > 0]
     if points > 1 and ck_list:
@@ -1620,7 +1625,7 @@ def run(args: argparse.Namespace) -> int:
         f_lower=args.f_lower,
         seed=args.seed,
     )
-    points = _int_param("points", args.points, 1)
+    points = check_int("points", args.points, 1)
     device = _device(args.device)
     if args.run is not None:
         given = [

@@ -67,3 +67,26 @@ def test_every_spec_renders_its_range():
     for spec in PARAMS.values():
         assert spec.allowed.count(",") == 1
         assert not math.isnan(spec.low)
+
+
+def test_check_int_accepts_integers_and_names_the_range():
+    import numpy as np
+
+    from theory.validation import check_int
+
+    assert check_int("n", 3, 1) == 3 and check_int("n", np.int64(4), 1) == 4
+    assert check_int("n", 2.0, 0, integral_floats=True) == 2
+    for bad, kw in [(2.0, {}), (2.5, {"integral_floats": True}), (True, {}), ("3", {}), (0, {})]:
+        with pytest.raises(ParameterError, match=r"'n'.*integer in \[1, inf\)"):
+            check_int("n", bad, 1, **kw)
+    with pytest.raises(ParameterError, match=r"integer in \[0, 3\]"):
+        check_int("rank", 4, 0, 3)
+
+
+def test_check_fraction_open_and_closed_ends():
+    from theory.validation import check_fraction
+
+    assert check_fraction("f", 1.0, allow_zero=False, allow_one=True) == 1.0
+    for bad in (0.0, 1.5, float("nan"), "x"):
+        with pytest.raises(ParameterError, match=r"'f'.*\(0, 1\]"):
+            check_fraction("f", bad, allow_zero=False, allow_one=True)

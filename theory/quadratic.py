@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory.validation import ParameterError, UserInputError, validate, validate_one
+from theory.validation import UserInputError, check_int, validate, validate_one
 
 __all__ = [
     "QuadraticProblem",
@@ -369,12 +369,8 @@ def _as_algo(spec: Any) -> _Algo:
     T0 = _spec_get(spec, "T0", 0) or 0
     sync_offset = _spec_get(spec, "sync_offset", 0) or 0
     outer_steps = _spec_get(spec, "outer_steps_per_sync", 1) or 1
-    for name, val, low in (
-        ("sync_offset", sync_offset, 0),
-        ("outer_steps_per_sync", outer_steps, 1),
-    ):
-        if isinstance(val, bool) or not float(val).is_integer() or val < low:
-            raise ParameterError(name, val, f"integer in [{low}, inf)")
+    sync_offset = check_int("sync_offset", sync_offset, 0, integral_floats=True)
+    outer_steps = check_int("outer_steps_per_sync", outer_steps, 1, integral_floats=True)
     outer = str(_spec_get(spec, "outer", "avg") or "avg").lower()
     gamma = _spec_get(spec, "gamma", 1.0)
     mu = _spec_get(spec, "mu", 0.0) or 0.0

@@ -56,19 +56,13 @@ import numpy as np
 
 from theory.coins import pull_coins
 from theory.problems import Problem
-from theory.validation import ParameterError, UserInputError, canonicalize, validate
+from theory.validation import ParameterError, UserInputError, canonicalize, check_int, validate
 
 __all__ = ["KINDS", "OUTERS", "COINS", "BLOCK_ELEMS", "AlgorithmSpec", "Trace", "simulate"]
 
 KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd", "easgd")
 OUTERS = ("average", "sgd", "nesterov")
 COINS = ("independent", "shared")
-
-
-def _int_param(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not float(value).is_integer() or value < low:
-        raise ParameterError(name, value, f"integer in [{low}, inf)")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -134,13 +128,15 @@ class AlgorithmSpec:
         set_(self, "gamma", float(self.gamma))
         set_(self, "mu", float(self.mu))
         set_(self, "pull_fraction", float(pf))
-        set_(self, "seed", _int_param("seed", self.seed, 0))
+        set_(self, "seed", check_int("seed", self.seed, 0, integral_floats=True))
         set_(
             self,
             "outer_steps_per_sync",
-            _int_param("outer_steps_per_sync", self.outer_steps_per_sync, 1),
+            check_int("outer_steps_per_sync", self.outer_steps_per_sync, 1, integral_floats=True),
         )
-        set_(self, "sync_offset", _int_param("sync_offset", self.sync_offset, 0))
+        set_(
+            self, "sync_offset", check_int("sync_offset", self.sync_offset, 0, integral_floats=True)
+        )
         k = self.kind
         if k != "palsgd" and self.p != 0:
             raise UserInputError(
@@ -211,7 +207,7 @@ class AlgorithmSpec:
         """
         if self.kind != "easgd":
             raise UserInputError(f"kind {self.kind!r} has no elastic coefficient")
-        K = _int_param("K", K, 1)
+        K = check_int("K", K, 1, integral_floats=True)
         a = 2.0 / (K + 2) if self.easgd_alpha is None else self.easgd_alpha
         high = 2.0 / (K + 1)
         if not 0 <= a < high:
@@ -344,8 +340,8 @@ def simulate(
         raise UserInputError(f"spec must be an AlgorithmSpec, got {type(spec).__name__}")
     validate(T=T, R=R)
     T, R = int(T), int(R)
-    seed = _int_param("seed", seed, 0)
-    record_every = _int_param("record_every", record_every, 1)
+    seed = check_int("seed", seed, 0, integral_floats=True)
+    record_every = check_int("record_every", record_every, 1, integral_floats=True)
     Kp, d = problem.K, problem.d
     if K is not None and int(K) != Kp:
         raise UserInputError(f"K = {K} does not match the problem's K = {Kp} workers")

@@ -29,6 +29,8 @@ __all__ = [
     "canonicalize",
     "validate",
     "validate_one",
+    "check_int",
+    "check_fraction",
 ]
 
 
@@ -218,3 +220,44 @@ def validate(values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> dict[
     for name, val in out.items():
         validate_one(name, val)
     return out
+
+
+def check_int(
+    name: str, value: Any, low: int = 0, high: int | None = None, *, integral_floats: bool = False
+) -> int:
+    """Validate an integer setting that is not one of :data:`PARAMS` (a seed, a count, ...).
+
+    Accepts Python and numpy integers (and, with ``integral_floats``, floats with an integer
+    value such as ``3.0``) in ``[low, high]``; returns the value as ``int``. Anything else,
+    ``bool`` included, raises :class:`ParameterError` naming ``name`` and the range.
+    """
+    ok = not isinstance(value, bool)
+    if ok and isinstance(value, int | np.integer):
+        value = int(value)
+    elif ok and integral_floats and isinstance(value, float | np.floating):
+        ok = math.isfinite(value) and float(value).is_integer()
+        value = int(value) if ok else value
+    else:
+        ok = False
+    ok = ok and value >= low and (high is None or value <= high)
+    if not ok:
+        hi = "inf)" if high is None else f"{high}]"
+        raise ParameterError(name, value, f"integer in [{low}, {hi}")
+    return value
+
+
+def check_fraction(name: str, value: Any, *, allow_zero: bool, allow_one: bool) -> float:
+    """Validate a fraction in ``(0, 1)``, with ``0`` and/or ``1`` allowed on request."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    ok = (
+        math.isfinite(v)
+        and (v > 0 or (allow_zero and v == 0))
+        and (v < 1 or (allow_one and v == 1))
+    )
+    if not ok:
+        lo, hi = ("[" if allow_zero else "("), ("]" if allow_one else ")")
+        raise ParameterError(name, value, f"{lo}0, 1{hi}")
+    return v

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from theory.validation import ParameterError, UserInputError, validate
+from theory.validation import ParameterError, UserInputError, check_int, validate
 
 __all__ = [
     "AlgorithmConfig",
@@ -199,9 +199,9 @@ class AlgorithmConfig:
         for flag in ("pull_first_tensor_only", "discard_batch_on_pull"):
             if not isinstance(getattr(self, flag), bool):
                 raise UserInputError(f"'{flag}' must be True or False, got {getattr(self, flag)!r}")
-        _int_at_least("outer_steps_per_sync", self.outer_steps_per_sync, 1)
-        _int_at_least("sync_offset", self.sync_offset, 0)
-        _int_at_least("seed", self.seed, 0)
+        check_int("outer_steps_per_sync", self.outer_steps_per_sync, 1)
+        check_int("sync_offset", self.sync_offset, 0)
+        check_int("seed", self.seed, 0)
         for name in ("comm_delay_s", "comm_delay_per_byte_s"):
             v = getattr(self, name)
             if (
@@ -241,11 +241,6 @@ class AlgorithmConfig:
                 "[0, 0] for 'local_sgd'",
                 "Local SGD has no warm-up; use name='post_local_sgd' for a DDP warm-up",
             )
-
-
-def _int_at_least(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ParameterError(name, value, f"integer in [{low}, inf)")
 
 
 @dataclass(frozen=True)
