@@ -20,7 +20,6 @@ defaults (or those of ``AlgorithmConfig.reference_faithful`` with
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from theory.validation import (
     ParamSpec,
     UserInputError,
     canonicalize,
+    read_mapping_file,
     validate,
 )
 
@@ -413,26 +413,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 
 def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Read a flat YAML or JSON mapping of training options (keys: fields or aliases)."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserInputError(f"config file '{p}' does not exist")
-    text = p.read_text()
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
-        raise UserInputError(f"config file '{p}' cannot be parsed: {exc}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise UserInputError(
-            f"config file '{p}' must hold a mapping of options, got {type(data).__name__}"
-        )
-    return data
+    return read_mapping_file(path, "config file")
 
 
 def resolve_config(

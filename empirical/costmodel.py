@@ -68,7 +68,13 @@ from typing import Any
 import numpy as np
 
 from empirical.config import README_8M_RUN
-from theory.validation import ParameterError, UserInputError, validate, validate_one
+from theory.validation import (
+    ParameterError,
+    UserInputError,
+    read_mapping_file,
+    validate,
+    validate_one,
+)
 
 __all__ = [
     "ALLREDUCE_ALGORITHMS",
@@ -462,22 +468,7 @@ def cluster_from_dict(d: Mapping[str, Any], name: str | None = None) -> ClusterP
 
 def load_profiles(path: str | Path) -> dict[str, ClusterProfile]:
     """Cluster profiles from a YAML or JSON file: ``{name: {K, link: {...}, gpu, source}}``."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserInputError(f"cannot read profiles file '{path}': {exc.strerror}") from None
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as exc:  # noqa: BLE001 - any parse error is bad user input
-        raise UserInputError(f"cannot parse profiles file '{path}': {exc}") from None
-    if not isinstance(data, Mapping):
-        raise UserInputError(f"profiles file '{path}' must hold a mapping name -> profile")
+    data = read_mapping_file(path, "profiles file")
     return {str(k): cluster_from_dict(v, str(k)) for k, v in data.items()}
 
 

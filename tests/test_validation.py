@@ -90,3 +90,24 @@ def test_check_fraction_open_and_closed_ends():
     for bad in (0.0, 1.5, float("nan"), "x"):
         with pytest.raises(ParameterError, match=r"'f'.*\(0, 1\]"):
             check_fraction("f", bad, allow_zero=False, allow_one=True)
+
+
+def test_read_mapping_file(tmp_path):
+    from theory.validation import read_mapping_file
+
+    (tmp_path / "a.yaml").write_text("L: 2\nK: 4\n")
+    assert read_mapping_file(tmp_path / "a.yaml", "config file") == {"L": 2, "K": 4}
+    (tmp_path / "b.json").write_text('{"L": 1}')
+    assert read_mapping_file(tmp_path / "b.json", "config file") == {"L": 1}
+    (tmp_path / "empty.yaml").write_text("")
+    assert read_mapping_file(tmp_path / "empty.yaml", "config file") == {}
+    cases = [
+        ("c.json", '{"L": 1,', "is malformed"),
+        ("d.yaml", "- 1\n- 2\n", "must hold a mapping, not list"),
+        ("absent.yaml", None, "cannot read config file .*it does not exist"),
+    ]
+    for name, text, msg in cases:
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        with pytest.raises(UserInputError, match=msg):
+            read_mapping_file(tmp_path / name, "config file")

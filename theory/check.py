@@ -39,7 +39,14 @@ from theory import bounds as registry
 from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound import Bound, param_name
 from theory.presets import get_preset, preset_names
-from theory.validation import ALIASES, PARAMS, UserInputError, canonicalize, validate
+from theory.validation import (
+    ALIASES,
+    PARAMS,
+    UserInputError,
+    canonicalize,
+    read_mapping_file,
+    validate,
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -581,27 +588,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
     the file (and the key).
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserInputError(f"config file '{path}': cannot read it ({exc.strerror})") from None
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"config file '{path}' is malformed: {first}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise UserInputError(
-            f"config file '{path}' must hold a mapping of parameter: value, "
-            f"not {type(data).__name__}"
-        )
+    data = read_mapping_file(path, "config file")
     out: dict[str, Any] = {}
     for key, val in data.items():
         key = str(key)

@@ -12,9 +12,11 @@ The project uses the authors' notation (see README): ``alpha`` inner learning ra
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,7 @@ __all__ = [
     "validate_one",
     "check_int",
     "check_fraction",
+    "read_mapping_file",
 ]
 
 
@@ -261,3 +264,32 @@ def check_fraction(name: str, value: Any, *, allow_zero: bool, allow_one: bool) 
         lo, hi = ("[" if allow_zero else "("), ("]" if allow_one else ")")
         raise ParameterError(name, value, f"{lo}0, 1{hi}")
     return v
+
+
+def read_mapping_file(path: str | Path, what: str) -> dict[str, Any]:
+    """Read a YAML file (JSON when the suffix is ``.json``) that holds a mapping.
+
+    An empty file gives ``{}``. A missing or unreadable file, a parse error or a top level
+    that is not a mapping raises :class:`UserInputError` naming ``what`` and the path.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        reason = "it does not exist" if not path.exists() else exc.strerror
+        raise UserInputError(f"cannot read {what} '{path}': {reason}") from None
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"{what} '{path}' is malformed: {first}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserInputError(f"{what} '{path}' must hold a mapping, not {type(data).__name__}")
+    return data
