@@ -1,0 +1,392 @@
+"""Exact moments on heterogeneous quadratics by round transfer maps (the fast exact oracle).
+
+Same problem class and algorithms as :mod:`theory.quadratic` (``f_k(x) = 1/2 (x - b_k)^T A
+(x - b_k)``, additive noise; minibatch SGD, Local SGD, Post-Local SGD, DiLoCo, PALSGD with
+independent or shared coins, outer averaging / SGD / Nesterov, warm-up ``T0``,
+``sync_offset``, ``outer_steps_per_sync``), but instead of the ``(K+3) x (K+3)`` second-moment
+matrix propagated step by step it uses two facts:
+
+1. **Workers are exchangeable up to their offsets.** Within a round the anchor ``z`` is
+   frozen and every worker starts at ``z``. Along an eigendirection (eigenvalue ``lam``),
+   in coordinates shifted by ``x* = bbar``, worker ``k`` after ``j`` local steps is
+   ``y_k = A_j z + B_j delta_k + N_j`` where ``(A_j, B_j)`` are random functions of the
+   worker's coin path only (``A_0 = 1``, ``B_0 = 0``; step ``A <- s A + c``,
+   ``B <- s B + d`` with the branch's scale ``s``, pull ``c`` and drift ``d``, see
+   :func:`theory.quadratic.local_step_branches`) and ``N_j`` is the accumulated noise. The
+   coin paths are independent of ``z``; with independent coins they are i.i.d. across
+   workers, with shared coins they are one path. Because ``sum_k delta_k = 0``,
+   every cross term between the anchor part and the offset part of the workers' mean
+   vanishes, and
+
+       E ybar_j^2 = E[Abar_j^2] E z^2 + Var(B_j) Q / K + n_j s2 / K        (independent)
+       E ybar_j^2 = E[A_j^2]   E z^2 +                n_j s2 / K        (shared)
+
+   with ``E[Abar_j^2] = (E A_j)^2 + Var(A_j)/K``, ``Q = (1/K) sum_k delta_k^2``,
+   ``s2 = (1/K) sum_k s2_k`` the mean noise variance and ``n_j`` the noise factor. The six
+   moments ``E A, E B, E A^2, E AB, E B^2, n`` follow a linear recursion in ``j`` that does
+   not involve ``K``: the cost is ``O(H d)``, whatever ``K``.
+2. **A round is a fixed affine map** of the anchor moments ``v = (E z^2, E z buf, E buf^2,
+   E z, E buf, 1)`` (outer step on ``Delta = z - ybar_H``, then restart), and the round's
+   sum of ``E||grad f(xbar_t)||^2`` is linear in ``v``. ``R`` rounds are one matrix power
+   of the augmented ``7 x 7`` map per direction (repeated squaring, ``O(log R)``).
+
+The quantity returned, ``(1/T) sum_{t<T} E||grad f(xbar_t)||^2`` (the state recorded before
+each step, as :func:`theory.quadratic.exact_moments` records it), is therefore exact and
+costs ``O(H d + d log(T/H))``. ``curves=True`` also returns the per-step curves (one pass
+over the rounds). ``tests/test_round_moments.py`` checks the result against the step-by-step
+recursion of :mod:`theory.quadratic` and against brute-force enumeration of the coins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from theory.quadratic import _as_algo, _as_eig, _Algo, _check_x0, local_step_branches
+from theory.validation import UserInputError, validate_one
+
+__all__ = ["Directions", "OracleResult", "directions_of", "exact_oracle", "oracle_on"]
+
+_NV = 6  # anchor state: Z2, ZB, B2, Z1, B1, 1
+_Z2, _ZB, _B2, _Z1, _B1, _ONE = range(_NV)
+
+
+@dataclass(frozen=True)
+class Directions:
+    """A quadratic reduced to what the exact moments depend on, per eigendirection.
+
+    ``lam`` eigenvalues (d,), ``y0`` start minus ``x*`` (d,), ``s2`` mean noise variance
+    per worker and step (d,), ``Q`` mean squared heterogeneity offset ``(1/K) sum_k
+    delta_k^2`` (d,), ``K`` workers. Then ``L = max lam``, ``sigma^2 = sum s2``,
+    ``zeta^2 = sum lam^2 Q``, ``F0 = sum lam y0^2 / 2``.
+    """
+
+    lam: np.ndarray
+    y0: np.ndarray
+    s2: np.ndarray
+    Q: np.ndarray
+    K: int
+
+    def constants(self) -> dict[str, float]:
+        """``L, sigma2, zeta2, F0`` of this quadratic (exact)."""
+        return {
+            "L": float(np.max(self.lam)),
+            "sigma2": float(np.sum(self.s2)),
+            "zeta2": float(np.sum(self.lam**2 * self.Q)),
+            "F0": float(0.5 * np.sum(self.lam * self.y0**2)),
+        }
+
+
+def directions_of(problem: Any, x0: Any = None) -> Directions:
+    """:class:`Directions` of any quadratic :func:`theory.quadratic.exact_moments` accepts."""
+    prob = _as_eig(problem)
+    K, d = prob.b.shape
+    bbar = prob.b.mean(axis=0)
+    delta = prob.to_eig(prob.b - bbar)  # (K, d)
+    start = prob.x0 if x0 is None else _check_x0(x0, d)
+    return Directions(
+        lam=np.asarray(prob.lam, dtype=float),
+        y0=prob.to_eig(start - bbar),
+        s2=np.asarray(prob.s2, dtype=float).mean(axis=1),
+        Q=np.mean(delta**2, axis=0),
+        K=int(K),
+    )
+
+
+@dataclass
+class OracleResult:
+    """Exact time averages of one run (state recorded before each of the ``T`` steps).
+
+    ``mean_grad_norm_sq = (1/T) sum_t E||grad f(xbar_t)||^2`` (what the nonconvex bounds
+    control), ``mean_consensus = (1/T) sum_t E (1/K) sum_k ||x_k - xbar||^2``,
+    ``final_grad_norm_sq`` after the last step, ``initial_grad_norm_sq = ||grad f(x0)||^2``,
+    ``diverged`` when a moment overflowed. ``grad_norm_sq`` / ``consensus``: per-step curves
+    when asked for (``curves=True``), else empty.
+    """
+
+    mean_grad_norm_sq: float
+    mean_consensus: float
+    final_grad_norm_sq: float
+    initial_grad_norm_sq: float
+    diverged: bool
+    grad_norm_sq: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    consensus: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def exact_oracle(
+    problem: Any, spec: Any, *, T: int, x0: Any = None, curves: bool = False
+) -> OracleResult:
+    """Exact ``(1/T) sum_t E||grad f(xbar_t)||^2`` of ``spec`` on the quadratic ``problem``.
+
+    Accepts the same ``problem`` and ``spec`` as :func:`theory.quadratic.exact_moments`
+    and agrees with it to rounding; cost ``O(H d + d log(T/H))`` instead of
+    ``O(T d K^2)``.
+    """
+    return oracle_on(directions_of(problem, x0), spec, T=T, curves=curves)
+
+
+def oracle_on(dirs: Directions, spec: Any, *, T: int, curves: bool = False) -> OracleResult:
+    """:func:`exact_oracle` on a reduced quadratic (see :class:`Directions`)."""
+    validate_one("T", T)
+    algo = _as_algo(spec)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _Run(dirs, algo, int(T), curves).result()
+
+
+# ----------------------------------------------------------------------------- engine
+
+
+class _Run:
+    """One evaluation: the warm-up phase, then the rounds of the local phase."""
+
+    def __init__(self, dirs: Directions, algo: _Algo, T: int, curves: bool):
+        self.d, self.a, self.T, self.curves = dirs, algo, T, curves
+        self.lam2 = dirs.lam**2
+        self.g_sum = np.zeros_like(dirs.lam)  # per direction sum of E (lam ybar)^2
+        self.c_sum = np.zeros_like(dirs.lam)
+        self.g_curve: list[np.ndarray] = []
+        self.c_curve: list[np.ndarray] = []
+
+    def result(self) -> OracleResult:
+        d, T, a = self.d, self.T, self.a
+        T0 = T if math.isinf(a.T0) else min(int(a.T0), T)
+        m = self._warmup(T0)  # (E y^2, E y) per direction after T0 minibatch steps
+        final = self.lam2 * m[0]
+        if T > T0:
+            v = np.zeros((_NV, d.lam.size))
+            v[_Z2], v[_Z1], v[_ONE] = m[0], m[1], 1.0
+            final = self._local(v, T - T0)
+        g, c = float(np.sum(self.g_sum)) / T, float(np.sum(self.c_sum)) / T
+        fin = float(np.sum(final))
+        return OracleResult(
+            mean_grad_norm_sq=g,
+            mean_consensus=max(c, 0.0),
+            final_grad_norm_sq=fin,
+            initial_grad_norm_sq=float(np.sum(self.lam2 * d.y0**2)),
+            diverged=not all(math.isfinite(x) for x in (g, c, fin)),
+            grad_norm_sq=np.concatenate(self.g_curve) if self.curves else np.zeros(0),
+            consensus=np.concatenate(self.c_curve) if self.curves else np.zeros(0),
+        )
+
+    # ------------------------------------------------------------------ warm-up
+    def _warmup(self, n: int) -> np.ndarray:
+        """``n`` minibatch-SGD steps ``y <- (1 - alpha lam) y - alpha mean_k xi_k``."""
+        d, a = self.d, self.a
+        m = np.stack([d.y0**2, d.y0, np.ones_like(d.y0)])
+        if n == 0:
+            return m
+        c = 1 - a.alpha * d.lam
+        q = a.alpha**2 * d.s2 / d.K
+        if self.curves:
+            g, cur = np.empty((n, d.lam.size)), m
+            for t in range(n):
+                g[t] = self.lam2 * cur[0]
+                cur = np.stack([c**2 * cur[0] + q * cur[2], c * cur[1], cur[2]])
+            self.g_sum += g.sum(axis=0)
+            self.g_curve.append(g.sum(axis=1))
+            self.c_curve.append(np.zeros(n))
+            return cur
+        P = np.zeros((d.lam.size, 4, 4))  # state (E y^2, E y, 1, acc)
+        P[:, 0, 0], P[:, 0, 2] = c**2, q
+        P[:, 1, 1], P[:, 2, 2] = c, 1.0
+        P[:, 3, 0], P[:, 3, 3] = self.lam2, 1.0
+        w = np.einsum("dij,jd->di", np.linalg.matrix_power(P, n), np.vstack([m, 0 * d.y0]))
+        self.g_sum += w[:, 3]
+        return w[:, :3].T
+
+    # ------------------------------------------------------------------ local phase
+    def _local(self, v: np.ndarray, n: int) -> np.ndarray:
+        a = self.a
+        H = a.H
+        first = (H - 1 - a.sync_offset) % H + 1
+        mom = _Moments(self.d, a, H)
+        if n < first:
+            return self._partial(mom, v, n)
+        v = self._rounds(mom, v, first, 1)
+        n_full, rem = divmod(n - first, H)
+        v = self._rounds(mom, v, H, n_full)
+        if rem:
+            return self._partial(mom, v, rem)
+        return self.lam2 * v[_Z2]
+
+    def _partial(self, mom: _Moments, v: np.ndarray, n: int) -> np.ndarray:
+        """``n < H`` local steps that end without a sync; returns the final ``E(lam ybar)^2``."""
+        if n:
+            self.g_sum += _dot(mom.grad_row(n), v)
+            self.c_sum += _dot(mom.cons_row(n), v)
+            if self.curves:
+                self._curve(mom, v, n)
+        return self.lam2 * (mom.AA[n] * v[_Z2] + mom.VD[n])
+
+    def _rounds(self, mom: _Moments, v: np.ndarray, ell: int, count: int) -> np.ndarray:
+        """``count`` rounds of ``ell`` local steps, each ending with a sync."""
+        if count == 0:
+            return v
+        M = mom.round_map(ell)  # (D, 6, 6)
+        if self.curves:
+            for _ in range(count):
+                self._curve(mom, v, ell)
+                self.g_sum += _dot(mom.grad_row(ell), v)
+                self.c_sum += _dot(mom.cons_row(ell), v)
+                v = np.einsum("dij,jd->id", M, v)
+            return v
+        D = v.shape[1]
+        P = np.zeros((D, _NV + 2, _NV + 2))
+        P[:, :_NV, :_NV] = M
+        P[:, _NV, :_NV] = mom.grad_row(ell).T
+        P[:, _NV + 1, :_NV] = mom.cons_row(ell).T
+        P[:, _NV, _NV] = P[:, _NV + 1, _NV + 1] = 1.0
+        w0 = np.vstack([v, np.zeros((2, D))])
+        w = np.einsum("dij,jd->id", np.linalg.matrix_power(P, count), w0)
+        self.g_sum += w[_NV]
+        self.c_sum += w[_NV + 1]
+        return w[:_NV]
+
+    def _curve(self, mom: _Moments, v: np.ndarray, n: int) -> None:
+        g = self.lam2[None, :] * (mom.AA[:n] * v[_Z2][None, :] + mom.VD[:n])
+        c = mom.CA[:n] * v[_Z2][None, :] + mom.CD[:n]
+        self.g_curve.append(g.sum(axis=1))
+        self.c_curve.append(c.sum(axis=1))
+
+
+def _dot(row: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per-direction inner product of a ``(6, D)`` row with the state ``(6, D)``."""
+    return np.sum(row * v, axis=0)
+
+
+class _Moments:
+    """Within-round moments of one worker's coin path for ``j = 0..H`` steps, per direction.
+
+    ``AA[j] = E[Abar_j^2]`` (the workers' mean), ``VD[j]`` the anchor-free part of
+    ``E ybar_j^2``; ``CA[j]``, ``CD[j]`` the same two parts of the consensus error;
+    ``a1[j] = E A_j``. Shapes ``(H+1, D)``.
+    """
+
+    def __init__(self, dirs: Directions, algo: _Algo, H: int):
+        self.algo = algo
+        lam, K = dirs.lam, dirs.K
+        self.lam2 = lam**2
+        br = local_step_branches(lam, algo.alpha, algo.eta, algo.p, 1.0)
+        D = lam.size
+
+        def mean(f: Any) -> np.ndarray:
+            return sum(np.broadcast_to(np.asarray(f(b), dtype=float) * b.prob, (D,)) for b in br)
+
+        Es, Ec, Ed = mean(lambda b: b.scale), mean(lambda b: b.pull), mean(lambda b: b.drift)
+        Ess, Esc, Esd = (
+            mean(lambda b: b.scale**2),
+            mean(lambda b: b.scale * b.pull),
+            mean(lambda b: b.scale * b.drift),
+        )
+        Ecc, Ecd, Edd = (
+            mean(lambda b: b.pull**2),
+            mean(lambda b: b.pull * b.drift),
+            mean(lambda b: b.drift**2),
+        )
+        En = mean(lambda b: b.noise)
+        # one step of (a1, b1, aa, ab, bb, nn, 1) is a fixed linear map P (D, 7, 7);
+        # the states for j = 0..H by doubling: U[m:2m] = P^m U[0:m]
+        P = np.zeros((D, 7, 7))
+        P[:, 0, 0], P[:, 0, 6] = Es, Ec
+        P[:, 1, 1], P[:, 1, 6] = Es, Ed
+        P[:, 2, 2], P[:, 2, 0], P[:, 2, 6] = Ess, 2 * Esc, Ecc
+        P[:, 3, 3], P[:, 3, 1], P[:, 3, 0], P[:, 3, 6] = Ess, Esc, Esd, Ecd
+        P[:, 4, 4], P[:, 4, 1], P[:, 4, 6] = Ess, 2 * Esd, Edd
+        P[:, 5, 5], P[:, 5, 6] = Ess, En
+        P[:, 6, 6] = 1.0
+        U = np.zeros((H + 1, D, 7))
+        U[0, :, 0] = U[0, :, 2] = U[0, :, 6] = 1.0
+        m, Pm = 1, P
+        while m <= H:
+            hi = min(2 * m, H + 1)
+            U[m:hi] = np.einsum("dij,ndj->ndi", Pm, U[: hi - m])
+            Pm = Pm @ Pm
+            m *= 2
+        a1, b1, aa, ab, bb, nn = (U[:, :, i] for i in range(6))
+        s2, Q = dirs.s2[None, :], dirs.Q[None, :]
+        keep = 1.0 - 1.0 / K
+        if algo.shared:
+            self.AA = aa
+            self.VD = nn * s2 / K
+            self.CA = 0.0 * aa
+            self.CD = bb * Q + nn * s2 * keep
+        else:
+            var_a, var_b = aa - a1**2, bb - b1**2
+            self.AA = a1**2 + var_a / K
+            self.VD = var_b * Q / K + nn * s2 / K
+            self.CA = var_a * keep
+            self.CD = (b1**2 + var_b * keep) * Q + nn * s2 * keep
+        self.a1 = a1
+        self.cumAA, self.cumVD = _prefix(self.AA), _prefix(self.VD)
+        self.cumCA, self.cumCD = _prefix(self.CA), _prefix(self.CD)
+
+    def grad_row(self, n: int) -> np.ndarray:
+        """Row ``(6, D)``: the sum over steps ``j < n`` of ``E(lam ybar_j)^2`` as a function
+        of the anchor state."""
+        row = np.zeros((_NV, self.lam2.size))
+        row[_Z2] = self.lam2 * self.cumAA[n]
+        row[_ONE] = self.lam2 * self.cumVD[n]
+        return row
+
+    def cons_row(self, n: int) -> np.ndarray:
+        row = np.zeros((_NV, self.lam2.size))
+        row[_Z2] = self.cumCA[n]
+        row[_ONE] = self.cumCD[n]
+        return row
+
+    def round_map(self, ell: int) -> np.ndarray:
+        """The affine map ``v -> v'`` of one round of ``ell`` steps and its sync, ``(D, 6, 6)``."""
+        D = self.lam2.size
+        M = np.empty((D, _NV, _NV))
+        for i in range(_NV):
+            e = np.zeros((_NV, D))
+            e[i] = 1.0
+            M[:, :, i] = self._sync(e, ell).T
+        return M
+
+    def _sync(self, v: np.ndarray, ell: int) -> np.ndarray:
+        """The anchor state after the outer step on ``Delta = z - ybar_ell`` (linear in ``v``)."""
+        a1, AA, VD = self.a1[ell], self.AA[ell], self.VD[ell]
+        Z2, ZB, B2, Z1, B1, one = v
+        # second moments of (z, buf, Delta) and first moments
+        dz = (1 - a1) * Z2
+        db = (1 - a1) * ZB
+        dd = (1 - 2 * a1 + AA) * Z2 + VD * one
+        d1 = (1 - a1) * Z1
+        G = np.array([[Z2, ZB, dz], [ZB, B2, db], [dz, db, dd]])
+        m = np.array([Z1, B1, d1])
+        zc, bc = _outer_coefficients(self.algo)
+        z2 = np.einsum("i,ijd,j->d", zc, G, zc)
+        zb = np.einsum("i,ijd,j->d", zc, G, bc)
+        b2 = np.einsum("i,ijd,j->d", bc, G, bc)
+        return np.stack([z2, zb, b2, zc @ m, bc @ m, one])
+
+
+def _outer_coefficients(algo: _Algo) -> tuple[np.ndarray, np.ndarray]:
+    """``z'`` and ``buf'`` as coefficient vectors on ``(z, buf, Delta)``: outer SGD
+    ``z' = z - gamma Delta``; Nesterov (PyTorch) ``buf' = mu buf + Delta``,
+    ``z' = z - gamma (Delta + mu buf')``, then ``outer_steps_per_sync - 1`` steps on a zero
+    outer gradient (``buf <- mu buf``, ``z <- z - gamma mu buf``)."""
+    g, mu = algo.gamma, algo.mu
+    z = np.array([1.0, 0.0, 0.0])
+    buf = np.array([0.0, 1.0, 0.0])
+    delta = np.array([0.0, 0.0, 1.0])
+    if algo.outer != "nesterov":
+        return z - g * delta, buf
+    buf = mu * buf + delta
+    z = z - g * (delta + mu * buf)
+    for _ in range(algo.outer_steps - 1):
+        buf = mu * buf
+        z = z - g * mu * buf
+    return z, buf
+
+
+def _prefix(x: np.ndarray) -> np.ndarray:
+    """``out[n] = sum_{j<n} x[j]`` for ``n = 0..H`` (``x`` has ``H + 1`` rows)."""
+    out = np.zeros_like(x)
+    out[1:] = np.cumsum(x[:-1], axis=0)
+    return out
+
