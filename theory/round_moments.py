@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from theory.quadratic import _as_algo, _as_eig, _Algo, _check_x0, local_step_branches
-from theory.validation import UserInputError, validate_one
+from theory.quadratic import _Algo, _as_algo, _as_eig, _check_x0, local_step_branches
+from theory.validation import validate_one
 
 __all__ = ["Directions", "OracleResult", "directions_of", "exact_oracle", "oracle_on"]
 
@@ -389,4 +389,3 @@ def _prefix(x: np.ndarray) -> np.ndarray:
     out = np.zeros_like(x)
     out[1:] = np.cumsum(x[:-1], axis=0)
     return out
-
