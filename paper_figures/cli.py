@@ -470,7 +470,7 @@ def _theory_report(
     if args.verify_report:
         return Path(args.verify_report)
     from theory import verify as V
-    from theory.verify_cmd import QUICK
+    from theory.verify.cli import QUICK
 
     kw: dict[str, Any] = dict(QUICK, quick=True) if scale == "quick" else {}
     settings = V.VerifySettings(seed=seed, **kw).validated()

@@ -230,6 +230,7 @@ problems = pytest.importorskip("theory.problems")
 
 from theory import bounds as registry  # noqa: E402
 from theory.bound import Bound  # noqa: E402
+from theory.verify.sampling import _needs_iid as needs_iid  # noqa: E402
 
 
 def _isotropic_quadratic(K: int = 2, d: int = 4):
@@ -325,12 +326,12 @@ def test_sample_configs_respect_conditions_and_seed():
         assert a == again
         assert len(a) == 8
         for c in a:
-            prob = cache.get("quadratic", c.K, iid=V._needs_iid(b))
+            prob = cache.get("quadratic", c.K, iid=needs_iid(b))
             vals = V.bound_values(b, V.problem_constants(prob), {**c.__dict__})
             inside = bool(b.conditions_hold(**vals))
             assert inside == (c.alpha_role != "outside"), (name, c)
             assert c.T % c.H == 0 and c.K in (2, 4)
-        if V._needs_iid(b):
+        if needs_iid(b):
             assert cache.get("quadratic", 2, iid=True).zeta2 == 0.0
 
 

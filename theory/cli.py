@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "theory.check_bounds_cmd",
         "list the encoded bounds (assumptions, conditions, LaTeX)",
     ),
-    "verify": ("theory.verify_cmd", "Monte-Carlo verification of every bound (the main job)"),
+    "verify": ("theory.verify.cli", "Monte-Carlo verification of every bound (the main job)"),
     "train": (
         "empirical.train",
         "distributed training: DDP, Local SGD, Post-Local SGD, DiLoCo, PALSGD",

@@ -37,6 +37,7 @@ from typing import Any
 from theory import verify as V
 from theory.check import jsonable
 from theory.validation import UserInputError
+from theory.verify.report import _fmt
 
 __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
 
@@ -257,24 +258,24 @@ def run(args: argparse.Namespace) -> int:
                 continue
             seen.add(r["bound"])
             print(
-                f"rate {r['bound']:<22} slope {V._fmt(r['fitted_slope'])} "
-                f"[{V._fmt(r['slope_ci_low'])}, {V._fmt(r['slope_ci_high'])}] vs bound "
-                f"{V._fmt(r['bound_slope'])} (leading {V._fmt(r['bound_leading_exponent'])}, "
+                f"rate {r['bound']:<22} slope {_fmt(r['fitted_slope'])} "
+                f"[{_fmt(r['slope_ci_low'])}, {_fmt(r['slope_ci_high'])}] vs bound "
+                f"{_fmt(r['bound_slope'])} (leading {_fmt(r['bound_leading_exponent'])}, "
                 f"{r['step_rule']}): {r['rate_verdict']}"
             )
         for s in report["speedup"]:
             print(
                 f"speed-up {s['bound']:<18} K=1 -> K={s['K']}: measured "
-                f"{V._fmt(s['measured_speedup'])} [{V._fmt(s['speedup_ci_low'])}, "
-                f"{V._fmt(s['speedup_ci_high'])}], bound predicts "
-                f"{V._fmt(s['predicted_speedup'])}"
+                f"{_fmt(s['measured_speedup'])} [{_fmt(s['speedup_ci_low'])}, "
+                f"{_fmt(s['speedup_ci_high'])}], bound predicts "
+                f"{_fmt(s['predicted_speedup'])}"
             )
         cons = report["consensus"]
         if cons:
             hs = sorted({r["H"] for r in cons})
             by = {(r["algorithm"], r["H"]): r["consensus_mean"] for r in cons}
             cells = [
-                f"H={h}: {V._fmt(by.get(('local_sgd', h)))} vs {V._fmt(by.get(('palsgd', h)))}"
+                f"H={h}: {_fmt(by.get(('local_sgd', h)))} vs {_fmt(by.get(('palsgd', h)))}"
                 for h in hs
             ]
             print("consensus error, Local SGD vs PALSGD: " + "; ".join(cells))

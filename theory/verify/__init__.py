@@ -1,0 +1,120 @@
+"""Verification of the encoded convergence bounds (``palsgd verify``).
+
+A bound states ``(1/T) sum_{t<T} E||grad f(xbar_t)||^2 <= B(...)`` under step-size
+conditions. The run is a straight line, one file per role:
+
+* :mod:`~theory.verify.settings`: verdict labels, report columns, :class:`VerifySettings`;
+* :mod:`~theory.verify.designs`: term-isolating designs on quadratics, each a single source
+  (initial gap, noise or heterogeneity) on one eigendirection;
+* :mod:`~theory.verify.oracle`: the exact measured value of a design
+  (:mod:`theory.round_moments`) and the bound's value, terms and conditions;
+* :mod:`~theory.verify.search`: adversarial search of measured/bound inside the conditions;
+* :mod:`~theory.verify.exact`: the exact verdict, per-term tightness, vacuous share and the
+  worst case of one bound;
+* :mod:`~theory.verify.controls`: false variants of a bound and the detection power;
+* :mod:`~theory.verify.sampling`, :mod:`~theory.verify.montecarlo`,
+  :mod:`~theory.verify.stats`: Monte-Carlo tests where no exact recursion exists
+  (nonconvex problems, EASGD);
+* :mod:`~theory.verify.checks`, :mod:`~theory.verify.agreement`: rate in ``T``, speed-up in
+  ``K``, exact vs Monte Carlo, consensus vs ``H``;
+* :mod:`~theory.verify.run`, :mod:`~theory.verify.report`, :mod:`~theory.verify.plots`,
+  :mod:`~theory.verify.cli`: the main job, its report files and the command line.
+"""
+
+from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
+from theory.verify.checks import leading_exponent, rate_check, speedup_check
+from theory.verify.montecarlo import verify_configs
+from theory.verify.report import (
+    AtomicDirectory,
+    format_summary,
+    format_table,
+    summary_of,
+    write_report,
+    write_report_files,
+)
+from theory.verify.run import resolve_bounds, resolve_problems, run_verification
+from theory.verify.sampling import (
+    ProblemCache,
+    algorithm_for,
+    apply_declared_constants,
+    bound_values,
+    coins_for,
+    problem_constants,
+    sample_configs,
+)
+from theory.verify.settings import (
+    CONSENSUS_COLUMNS,
+    CORRECTIONS,
+    DEFAULT_PROBLEMS,
+    EXACT_COLUMNS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_VERIFIABLE,
+    OUTSIDE,
+    RATES_COLUMNS,
+    RESULTS_COLUMNS,
+    SPEEDUP_COLUMNS,
+    VERDICTS,
+    VIOLATED,
+    Config,
+    VerifySettings,
+)
+from theory.verify.stats import (
+    BootstrapPlan,
+    Correction,
+    MeanTest,
+    RateFit,
+    correct,
+    decide,
+    fit_power_law,
+    mean_test,
+)
+
+__all__ = [
+    "VERDICTS",
+    "HOLDS",
+    "VIOLATED",
+    "INCONCLUSIVE",
+    "OUTSIDE",
+    "NOT_VERIFIABLE",
+    "CORRECTIONS",
+    "RESULTS_COLUMNS",
+    "RATES_COLUMNS",
+    "EXACT_COLUMNS",
+    "SPEEDUP_COLUMNS",
+    "CONSENSUS_COLUMNS",
+    "DEFAULT_PROBLEMS",
+    "BootstrapPlan",
+    "MeanTest",
+    "mean_test",
+    "Correction",
+    "correct",
+    "decide",
+    "RateFit",
+    "fit_power_law",
+    "Config",
+    "VerifySettings",
+    "algorithm_for",
+    "sample_configs",
+    "verify_configs",
+    "run_verification",
+    "write_report",
+    "format_table",
+    "summary_of",
+    "apply_declared_constants",
+    "bound_values",
+    "coins_for",
+    "problem_constants",
+    "leading_exponent",
+    "ProblemCache",
+    "AtomicDirectory",
+    "rate_check",
+    "speedup_check",
+    "exact_vs_mc",
+    "exact_specs",
+    "consensus_vs_H",
+    "write_report_files",
+    "format_summary",
+    "resolve_bounds",
+    "resolve_problems",
+]

@@ -1,0 +1,289 @@
+"""Report: summary, terminal table, report files written atomically."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from theory.check import jsonable
+from theory.validation import UserInputError
+from theory.verify.settings import (
+    CONSENSUS_COLUMNS,
+    EXACT_COLUMNS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_VERIFIABLE,
+    OUTSIDE,
+    RATES_COLUMNS,
+    RESULTS_COLUMNS,
+    SPEEDUP_COLUMNS,
+    VERDICTS,
+    VIOLATED,
+)
+
+
+def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Verdict counts, the violated configurations, exact-vs-MC disagreements, exit code."""
+    rows = report["results"]
+    counts = {v: 0 for v in VERDICTS}
+    for r in rows:
+        counts[r.get("verdict", INCONCLUSIVE)] = counts.get(r.get("verdict", INCONCLUSIVE), 0) + 1
+    violated = [
+        {
+            k: r.get(k)
+            for k in (
+                "index",
+                "bound",
+                "problem",
+                "summary",
+                "measured_mean",
+                "lcb",
+                "bound_value",
+                "ratio",
+                "p_adjusted",
+            )
+        }
+        for r in rows
+        if r.get("verdict") == VIOLATED
+    ]
+    per_bound: dict[str, dict[str, int]] = {}
+    for r in rows:
+        d = per_bound.setdefault(r["bound"], {v: 0 for v in VERDICTS})
+        d[r.get("verdict", INCONCLUSIVE)] += 1
+    ratios = [
+        r["ratio"]
+        for r in rows
+        if r.get("verdict") in (HOLDS, INCONCLUSIVE, VIOLATED) and isinstance(r.get("ratio"), float)
+    ]
+    disagree = [
+        s["algorithm"]
+        for s in report.get("exact_vs_mc_summary", [])
+        if s.get("status") == "DISAGREES"
+    ]
+    return {
+        "counts": counts,
+        "per_bound": per_bound,
+        "violated": violated,
+        "max_tightness_ratio": max(ratios) if ratios else None,
+        "median_tightness_ratio": float(np.median(ratios)) if ratios else None,
+        "exact_vs_mc_disagreements": disagree,
+        "not_verifiable": [r["note"] for r in rows if r.get("verdict") == NOT_VERIFIABLE],
+        "correction": report["statistics"]["correction"],
+        "family_wise_level": report["statistics"]["family_wise_level"],
+        "exit_code": 1 if violated else 0,
+    }
+
+
+def _fmt(x: Any, spec: str = ".3g") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    try:
+        xf = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(xf):
+        return "-"
+    if math.isinf(xf):
+        return "inf" if xf > 0 else "-inf"
+    return format(xf, spec)
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The terminal table: bound, problem, configuration, measured [lcb, ucb], bound, ratio,
+    verdict. Violated rows are marked with ``!!``."""
+    head = ("bound", "problem", "configuration", "measured [lcb, ucb]", "bound", "ratio", "verdict")
+    body = []
+    for r in rows:
+        if r.get("verdict") == NOT_VERIFIABLE:
+            body.append((r["bound"], "-", "-", "-", "-", "-", r.get("note", NOT_VERIFIABLE)))
+            continue
+        meas = f"{_fmt(r.get('measured_mean'))} [{_fmt(r.get('lcb'))}, {_fmt(r.get('ucb'))}]"
+        verdict = r.get("verdict", "")
+        if verdict == VIOLATED:
+            verdict = "!! VIOLATED !!"
+        body.append(
+            (
+                r["bound"],
+                r["problem"],
+                r.get("summary", ""),
+                meas,
+                _fmt(r.get("bound_value")),
+                _fmt(r.get("ratio"), ".2f"),
+                verdict,
+            )
+        )
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))
+    out = [line, "-" * len(line)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
+    return "\n".join(out)
+
+
+def format_summary(report: Mapping[str, Any]) -> str:
+    """Human-readable closing summary; violated bounds are listed prominently."""
+    s = report["summary"]
+    c = s["counts"]
+    lines = [
+        f"tested {sum(c[v] for v in (HOLDS, VIOLATED, INCONCLUSIVE))} configurations "
+        f"({s['correction']} correction, family-wise level {s['family_wise_level']}): "
+        f"{c[HOLDS]} hold, {c[VIOLATED]} violated, {c[INCONCLUSIVE]} inconclusive; "
+        f"{c[OUTSIDE]} outside conditions; {c[NOT_VERIFIABLE]} not verifiable",
+    ]
+    if s["median_tightness_ratio"] is not None:
+        lines.append(
+            f"tightness measured/bound: median {s['median_tightness_ratio']:.3g}, "
+            f"max {s['max_tightness_ratio']:.3g}"
+        )
+    for note in s["not_verifiable"]:
+        lines.append(f"note: {note}")
+    for a in s["exact_vs_mc_disagreements"]:
+        lines.append(f"WARNING: exact moments and Monte Carlo disagree for {a}")
+    if s["violated"]:
+        lines.append("")
+        lines.append("!" * 78)
+        lines.append(f"BOUND VIOLATED in {len(s['violated'])} configuration(s):")
+        for v in s["violated"]:
+            lines.append(
+                f"  [{v['index']}] {v['bound']} on {v['problem']} ({v['summary']}): "
+                f"measured {_fmt(v['measured_mean'])} (lcb {_fmt(v['lcb'])}) > bound "
+                f"{_fmt(v['bound_value'])}, ratio {_fmt(v['ratio'], '.2f')}"
+            )
+        lines.append("!" * 78)
+    return "\n".join(lines)
+
+
+def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
+
+
+class AtomicDirectory:
+    """Write a directory atomically: files go to a temporary sibling, renamed at the end.
+
+    On success an existing target (a previous report: it must contain ``results.json`` or be
+    empty) is replaced; on failure the temporary directory and any parent directories
+    created for it are removed, so nothing half-written is left behind. An unwritable
+    target raises :class:`UserInputError` before any work is done.
+    """
+
+    def __init__(self, target: str | os.PathLike[str]):
+        self.target = Path(target).expanduser().absolute()
+        self.tmp: Path | None = None
+        self._created: list[Path] = []
+
+    def __enter__(self) -> Path:
+        t = self.target
+        if t.exists() and not t.is_dir():
+            raise UserInputError(f"output path {str(t)!r} exists and is not a directory")
+        if t.is_dir() and any(t.iterdir()) and not (t / "results.json").exists():
+            raise UserInputError(
+                f"output directory {str(t)!r} is not empty and holds no "
+                "previous report (results.json); refusing to replace it"
+            )
+        missing = []
+        p = t.parent
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        if not p.is_dir():
+            raise UserInputError(
+                f"cannot write the report to {str(t)!r}: {str(p)!r} is not a directory"
+            )
+        try:
+            for d in reversed(missing):
+                d.mkdir()
+                self._created.append(d)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{t.name}.tmp-", dir=t.parent))
+        except OSError as exc:
+            self._cleanup()
+            raise UserInputError(f"cannot write the report to {str(t)!r}: {exc.strerror}") from None
+        return self.tmp
+
+    def _cleanup(self) -> None:
+        if self.tmp is not None and self.tmp.exists():
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        for d in reversed(self._created):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        self._created.clear()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self._cleanup()
+            return
+        assert self.tmp is not None
+        t = self.target
+        old = None
+        try:
+            if t.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{t.name}.old-", dir=t.parent))
+                os.rmdir(old)
+                os.rename(t, old)
+            os.rename(self.tmp, t)
+        except OSError as exc:
+            if old is not None and old.exists() and not t.exists():
+                os.rename(old, t)
+            self._cleanup()
+            raise UserInputError(f"cannot write the report to {str(t)!r}: {exc.strerror}") from None
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+#: (file name, report key, columns) of each CSV file of the report directory
+_CSV_FILES = (
+    ("results.csv", "results", RESULTS_COLUMNS),
+    ("rates.csv", "rates", RATES_COLUMNS),
+    ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
+    ("speedup.csv", "speedup", SPEEDUP_COLUMNS),
+    ("consensus.csv", "consensus", CONSENSUS_COLUMNS),
+)
+
+
+def write_report_files(
+    report: Mapping[str, Any], directory: Path, *, plots: bool = True
+) -> list[str]:
+    """Write every report file into an existing ``directory``; returns the file names."""
+    directory = Path(directory)
+    files = []
+    payload = dict(report)
+    payload["columns"] = {name: list(cols) for name, _, cols in _CSV_FILES}
+    with open(directory / "results.json", "w") as fh:
+        json.dump(jsonable(payload), fh, indent=1, allow_nan=False)
+    files.append("results.json")
+    for name, key, cols in _CSV_FILES:
+        _write_csv(directory / name, report.get(key, []), cols)
+        files.append(name)
+    with open(directory / "summary.txt", "w") as fh:
+        fh.write(format_table(report["results"]) + "\n\n" + format_summary(report) + "\n")
+    files.append("summary.txt")
+    if plots:
+        from theory.verify import plots as report_plots
+
+        files += report_plots.plot_report(report, directory)
+    return files
+
+
+def write_report(
+    report: Mapping[str, Any], out: str | os.PathLike[str], *, plots: bool = True
+) -> list[str]:
+    """Write the report directory ``out`` atomically; returns the file names written."""
+    with AtomicDirectory(out) as tmp:
+        return write_report_files(report, tmp, plots=plots)

@@ -1,0 +1,237 @@
+"""The main job: settings -> designs -> oracle -> tests -> report."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from theory import bounds as bound_registry
+from theory.bound import Bound
+from theory.check import jsonable
+from theory.validation import UserInputError
+from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
+from theory.verify.checks import rate_check, speedup_check
+from theory.verify.montecarlo import _family_resamples, _test_family
+from theory.verify.report import summary_of
+from theory.verify.sampling import (
+    ProblemCache,
+    _child_seed,
+    _needs_iid,
+    _simulator_kinds,
+    algorithm_for,
+    bound_values,
+    problem_constants,
+    sample_configs,
+)
+from theory.verify.settings import (
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_VERIFIABLE,
+    VIOLATED,
+    Config,
+    VerifySettings,
+)
+
+
+def _versions() -> dict[str, Any]:
+    import matplotlib
+    import scipy
+
+    import theory
+
+    out = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "sympy": sp.__version__,
+        "matplotlib": matplotlib.__version__,
+        "theory": getattr(theory, "__version__", "?"),
+        "platform": platform.platform(),
+    }
+    try:
+        root = Path(__file__).resolve().parent.parent
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        )
+        if commit.returncode == 0:
+            out["git_commit"] = commit.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+def resolve_bounds(names: Sequence[str] | None) -> list[Bound]:
+    """The registered bounds called ``names`` (all of them for ``None``)."""
+    if not names:
+        return bound_registry.all_bounds()
+    return [bound_registry.get(n) for n in names]
+
+
+def resolve_problems(names: Sequence[str]) -> list[str]:
+    """Check problem names against :data:`theory.problems.PROBLEMS` (error lists the known)."""
+    problems = importlib.import_module("theory.problems")
+    known = sorted(problems.PROBLEMS)
+    if not names:
+        raise UserInputError(f"no problem selected; known problems: {known}")
+    bad = [n for n in names if n not in problems.PROBLEMS]
+    if bad:
+        raise UserInputError(f"unknown problem(s) {bad}; known problems: {known}")
+    return list(dict.fromkeys(names))
+
+
+def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict[str, Any]:
+    """The main job: every selected bound on every selected problem; returns the report dict.
+
+    The report holds ``settings``, ``versions``, ``statistics`` (methods, correction, level),
+    ``results`` (one row per configuration, :data:`RESULTS_COLUMNS`), ``rates``,
+    ``speedup``, ``exact_vs_mc`` (+ ``exact_vs_mc_summary``), ``consensus``,
+    ``constant_checks`` and ``summary`` (verdict counts, the violated configurations).
+    """
+    settings.validated()
+    t_start = time.perf_counter()
+    bounds = resolve_bounds(settings.bounds)
+    pnames = resolve_problems(settings.problems)
+    cache = ProblemCache(settings)
+    kinds = set(_simulator_kinds())
+
+    items: list[tuple[Bound, Any, Config]] = []
+    skipped: list[dict[str, Any]] = []
+    verifiable: list[Bound] = []
+    for bi, bound in enumerate(bounds):
+        algo = algorithm_for(bound)
+        reason = None
+        if algo not in kinds:
+            reason = f"{NOT_VERIFIABLE}: simulator lacks {algo}"
+        else:
+            consts = [
+                problem_constants(cache.get(pn, min(settings.K), iid=_needs_iid(bound)))
+                for pn in pnames
+            ]  # a problem that cannot be built is bad input
+            try:
+                for c in consts:
+                    bound_values(
+                        bound,
+                        c,
+                        {"K": 1, "H": 1, "T": 1, "p": 0.1, "eta": 0.0, "gamma": 1.0, "alpha": 1.0},
+                    )
+            except UserInputError as exc:
+                reason = f"{NOT_VERIFIABLE}: {exc}"
+        if reason:
+            skipped.append(
+                {
+                    "bound": bound.name,
+                    "problem": "",
+                    "algorithm": algo,
+                    "verdict": NOT_VERIFIABLE,
+                    "note": reason,
+                }
+            )
+            continue
+        verifiable.append(bound)
+        for pi, pn in enumerate(pnames):
+            cfgs = sample_configs(
+                bound, pn, cache, settings, seed=_child_seed(settings.seed, 0, bi, pi)
+            )
+            for cfg in cfgs:
+                items.append((bound, cache.get(pn, cfg.K, iid=_needs_iid(bound)), cfg))
+
+    n_rate = len(verifiable) * len(settings.rate_T) if settings.rates else 0
+    n_speed = 2 * len(verifiable) if settings.speedup else 0
+    n_exact = len(exact_specs()) if settings.exact else 0
+    n_cons = 2 * len(settings.consensus_H) if settings.consensus else 0
+    total = len(items) + n_rate + n_speed + n_exact + n_cons
+    bar = _progress_bar(total, progress)
+    try:
+        rows = _test_family(
+            items,
+            R=settings.replicas,
+            level=settings.level,
+            correction=settings.correction,
+            n_boot=settings.n_boot,
+            seed=settings.seed,
+            progress=bar,
+            not_verifiable=skipped,
+        )
+        rates: list[dict[str, Any]] = []
+        speed: list[dict[str, Any]] = []
+        if settings.rates:
+            for bi, bound in enumerate(verifiable):
+                prob = cache.get(pnames[0], int(min(settings.K)), iid=_needs_iid(bound))
+                rates += rate_check(
+                    bound, prob, settings, seed=_child_seed(settings.seed, 11, bi), progress=bar
+                )
+        if settings.speedup:
+            for bi, bound in enumerate(verifiable):
+                speed.append(
+                    speedup_check(
+                        bound,
+                        pnames[0],
+                        cache,
+                        settings,
+                        seed=_child_seed(settings.seed, 12, bi),
+                        progress=bar,
+                    )
+                )
+        exact_rows, exact_sum = ([], [])
+        if settings.exact:
+            try:
+                exact_rows, exact_sum = exact_vs_mc(
+                    settings, seed=_child_seed(settings.seed, 13), progress=bar
+                )
+            except ModuleNotFoundError as exc:
+                exact_sum = [{"algorithm": "*", "status": f"skipped: {exc}"}]
+        cons = []
+        if settings.consensus:
+            cons = consensus_vs_H(
+                settings, pnames[0], cache, seed=_child_seed(settings.seed, 14), progress=bar
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    n_tested = sum(1 for r in rows if r.get("verdict") in (HOLDS, VIOLATED, INCONCLUSIVE))
+    report = {
+        "tool": "palsgd verify",
+        "settings": jsonable(dataclasses.asdict(settings)),
+        "versions": _versions(),
+        "statistics": {
+            "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
+            "tests": "one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
+            "verdicts use the larger p-value (the wider confidence bound); diverged "
+            "replicas by a Markov-inequality binomial test",
+            "p_value": "two-sided 2*min(p_holds, p_violated)",
+            "correction": settings.correction,
+            "family_wise_level": settings.level,
+            "family_size": n_tested,
+            "bootstrap_resamples": _family_resamples(settings.n_boot, settings.level, len(items)),
+            "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
+            "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
+        },
+        "constant_checks": cache.checks,
+        "results": jsonable(rows),
+        "rates": jsonable(rates),
+        "speedup": jsonable(speed),
+        "exact_vs_mc": jsonable(exact_rows),
+        "exact_vs_mc_summary": jsonable(exact_sum),
+        "consensus": jsonable(cons),
+        "bounds": [b.describe() for b in bounds],
+        "elapsed_s": time.perf_counter() - t_start,
+    }
+    report["summary"] = summary_of(report)
+    return report
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    if not enabled or total == 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="palsgd verify", unit="sim", leave=False, dynamic_ncols=True)

@@ -1,0 +1,302 @@
+"""Problems, bound values and seeded random configurations for the Monte-Carlo tests."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from theory.bound import Bound
+from theory.validation import UserInputError
+from theory.verify.settings import _KIND_OF, Config, VerifySettings
+
+
+def algorithm_for(bound: Bound) -> str:
+    """Simulator kind of a bound: ``sgd``/``ddp`` -> ``sgd``, ``local_sgd``, ``palsgd``, ...
+
+    A bound depending on ``p`` is a PALSGD bound even if it also lists ``local_sgd``; one
+    free of ``p`` that lists ``local_sgd`` is simulated as Local SGD.
+    Unknown algorithm names are returned as given (and then reported as not verifiable).
+    """
+    algos = [a.lower() for a in bound.algorithms]
+    if not algos:
+        raise UserInputError(f"bound {bound.name!r} names no algorithm; cannot simulate it")
+    if "p" in bound.parameters and "palsgd" in algos:
+        return "palsgd"
+    if "p" not in bound.parameters and "local_sgd" in algos:
+        return "local_sgd"  # a p-free statement listing Local SGD is its p = 0 case
+    for a in algos:
+        if a in _KIND_OF:
+            return _KIND_OF[a]
+    return algos[0]
+
+
+def coins_for(bound: Bound) -> str:
+    """``"shared"`` for a bound stated for shared coins (all workers pull on the same steps,
+    as in the authors' code), else ``"independent"``.
+
+    Recognised by the bound's name (``...shared...``) or an assumption that mentions shared
+    coins; a bound assuming independent coins (``S3``) is ``"independent"``.
+    """
+    if any(a.key == "S3" for a in bound.assumptions):
+        return "independent"
+    texts = [bound.name] + [f"{a.key} {a.name} {a.statement}" for a in bound.assumptions]
+    return "shared" if any("shared" in t.lower() for t in texts) else "independent"
+
+
+def _simulator_kinds() -> tuple[str, ...]:
+    """The algorithm kinds :mod:`theory.simulate` implements (its ``KINDS``)."""
+    return tuple(importlib.import_module("theory.simulate").KINDS)
+
+
+def _child_seed(seed: int, *key: int) -> int:
+    """A 31-bit seed derived from ``seed`` and a key (independent streams per purpose)."""
+    ss = np.random.SeedSequence(entropy=int(seed), spawn_key=tuple(int(k) for k in key))
+    return int(ss.generate_state(1, np.uint32)[0] >> 1)
+
+
+def _stable_key(text: str) -> int:
+    return int.from_bytes(text.encode()[:8].ljust(8, b"\0"), "little") % (2**31) + len(text)
+
+
+# ------------------------------------------------------------------ problems
+
+
+class ProblemCache:
+    """Builds problems once per (name, K, zeta) and applies user-declared constants."""
+
+    def __init__(self, settings: VerifySettings):
+        self.settings = settings
+        self._cache: dict[tuple, Any] = {}
+        self.checks: list[dict[str, Any]] = []
+
+    def get(self, name: str, K: int, *, iid: bool) -> Any:
+        s = self.settings
+        zeta = 0.0 if iid or int(K) == 1 else s.zeta  # one worker: no heterogeneity
+        key = (name, int(K), zeta)
+        if key not in self._cache:
+            problems = importlib.import_module("theory.problems")
+            prob = problems.make_problem(
+                name,
+                K=int(K),
+                d=s.d,
+                noise=s.noise,
+                sigma=s.sigma,
+                zeta=zeta,
+                seed=_child_seed(s.seed, 1, _stable_key(name)),
+            )
+            declared = {**s.declared.get("*", {}), **s.declared.get(name, {})}
+            if declared:
+                prob = apply_declared_constants(prob, declared, seed=s.seed)
+                self.checks.append(
+                    {
+                        "problem": name,
+                        "K": int(K),
+                        "declared": declared,
+                        "result": "consistent with sampling",
+                        "check": getattr(prob, "_declared_check", None),
+                    }
+                )
+            self._cache[key] = prob
+        return self._cache[key]
+
+
+def apply_declared_constants(
+    problem: Any, declared: Mapping[str, float], *, seed: int = 0, n: int = 256
+) -> Any:
+    """A copy of ``problem`` whose constants are replaced by the user's ``declared`` ones.
+
+    The declared values are checked by :func:`theory.problems.check_constants` (sampling);
+    a constant that sampling shows false raises :class:`UserInputError` saying which one and
+    by how much. Allowed names: ``L``, ``sigma2``, ``zeta2``, ``f_star``.
+    """
+    allowed = ("L", "sigma2", "zeta2", "f_star")
+    unknown = sorted(set(declared) - set(allowed))
+    if unknown:
+        raise UserInputError(f"cannot declare {unknown}: declarable constants are {list(allowed)}")
+    for k, v in declared.items():
+        v = float(v)
+        if not math.isfinite(v) or (k != "f_star" and v < 0) or (k == "L" and v <= 0):
+            raise UserInputError(
+                f"declared constant {k} = {v} is invalid for problem "
+                f"{getattr(problem, 'name', '?')!r}"
+            )
+    problems = importlib.import_module("theory.problems")
+    prob = problems.with_declared(problem, **{k: float(v) for k, v in declared.items()})
+    rep = problems.check_constants(
+        prob, n=n, rng=np.random.default_rng(_child_seed(seed, 2)), raise_on_violation=False
+    )
+    if rep.violations:
+        ratios = rep.ratios()
+        parts = []
+        for v in rep.violations:
+            key = v.split(":", 1)[0]
+            if key in ratios and math.isfinite(ratios[key]):
+                v += f" (measured/declared = {ratios[key]:.3g})"
+            elif key == "f_star":
+                v += f" (by {prob.f_star - rep.f_min_found:.3g})"
+            parts.append(v)
+        raise UserInputError(
+            f"problem {prob.name!r} (K={prob.K}, d={prob.d}): declared constants contradicted "
+            "by sampling: " + "; ".join(parts)
+        )
+    prob._declared_check = rep.to_dict()
+    return prob
+
+
+def problem_constants(problem: Any) -> dict[str, float]:
+    """``L, sigma2, zeta2, f_star, F0`` and the bound's ``sigma``/``zeta`` (square roots)."""
+    x0 = np.asarray(problem.x0(), dtype=float)
+    F0 = float(problem.f(x0)) - float(problem.f_star)
+    if F0 < 0:
+        raise UserInputError(
+            f"problem {problem.name!r}: f(x0) - f_star = {F0:.3g} < 0, so f_star is not a lower "
+            "bound of f"
+        )
+    return {
+        "L": float(problem.L),
+        "sigma2": float(problem.sigma2),
+        "zeta2": float(problem.zeta2),
+        "f_star": float(problem.f_star),
+        "F0": F0,
+        "sigma": math.sqrt(float(problem.sigma2)),
+        "zeta": math.sqrt(float(problem.zeta2)),
+    }
+
+
+# ------------------------------------------------------------------ bound values
+
+_FIXED_PARAMS = {"beta": 0.0, "mu": 0.0}
+
+
+def bound_values(
+    bound: Bound, consts: Mapping[str, float], cfg: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The parameter values a bound needs, from the problem's constants and a configuration.
+
+    ``beta`` (relative noise) is 0 for the additive noise models here; ``R`` (rounds) is
+    ``T/H``. Raises :class:`UserInputError` for a parameter no configuration supplies.
+    """
+    pool = {
+        "L": consts["L"],
+        "sigma": consts["sigma"],
+        "zeta": consts["zeta"],
+        "F0": consts["F0"],
+        **_FIXED_PARAMS,
+    }
+    pool.update({k: cfg[k] for k in ("K", "H", "T", "p", "eta", "gamma", "alpha") if k in cfg})
+    if "T" in cfg and "H" in cfg:
+        pool["R"] = np.asarray(cfg["T"]) / np.asarray(cfg["H"])
+    missing = [n for n in bound.parameters if n not in pool]
+    if missing:
+        raise UserInputError(
+            f"bound {bound.name!r} depends on {missing}, which a simulation does not determine"
+        )
+    return {n: pool[n] for n in bound.parameters}
+
+
+def _max_step(bound: Bound, vals: Mapping[str, Any]) -> np.ndarray:
+    """The bound's largest feasible step at ``vals`` (a given step is ignored)."""
+    return np.asarray(bound.max_step(**vals), dtype=float)
+
+
+def _needs_iid(bound: Bound) -> bool:
+    return any(a.key == "A3iid" for a in bound.assumptions)
+
+
+def sample_configs(
+    bound: Bound, problem_name: str, problems: ProblemCache, settings: VerifySettings, seed: int
+) -> list[Config]:
+    """Seeded random configurations of ``bound`` on one problem.
+
+    ``K`` and ``T`` come from the settings' lists; ``H`` from {2, 4, 8, 16} (1 for SGD; ``T``
+    is rounded up to a multiple of ``H``); ``p ~ U[0.1, 0.5]`` and ``eta = L * u`` with
+    ``log u ~ U[log 0.1, log 1]`` for PALSGD; ``gamma ~ U[0.5, 1.5]`` when the bound depends
+    on it (outer SGD). The step: about half of the inside configurations use the bound's
+    recommended step (clipped to the largest feasible step ``alpha_max``), the others
+    ``alpha_max * u`` with ``log u ~ U[log 0.05, 0]``; outside configurations use
+    ``alpha_max * u`` with ``u ~ U[1.2, 1.8]``.
+    """
+    rng = np.random.default_rng(seed)
+    algo = algorithm_for(bound)
+    n_in, n_out = settings.configs, settings.outside
+    n = n_in + n_out
+    if n == 0:
+        return []
+    Ks = rng.choice(np.asarray(settings.K), size=n)
+    Ts = rng.choice(np.asarray(settings.T), size=n)
+    uses = set(bound.parameters)
+    local = algo != "sgd"
+    Hs = rng.choice([2, 4, 8, 16], size=n) if local else np.ones(n, dtype=int)
+    Ts = (np.ceil(Ts / Hs) * Hs).astype(int)
+    ps = rng.uniform(0.1, 0.5, size=n) if algo == "palsgd" else np.zeros(n)
+    eta_u = np.exp(rng.uniform(np.log(0.1), 0.0, size=n))
+    gammas = rng.uniform(0.5, 1.5, size=n) if "gamma" in uses else np.ones(n)
+    outer = "sgd" if "gamma" in uses else "average"
+    frac_in = np.exp(rng.uniform(np.log(0.05), 0.0, size=n))
+    frac_out = rng.uniform(1.2, 1.8, size=n)
+    use_rec = rng.random(size=n) < 0.5
+    iid = _needs_iid(bound)
+    out: list[Config] = []
+    for i in range(n):
+        K = int(Ks[i])
+        prob = problems.get(problem_name, K, iid=iid)
+        c = problem_constants(prob)
+        eta = float(c["L"] * eta_u[i]) if algo == "palsgd" else 0.0
+        cfg = {
+            "K": K,
+            "H": int(Hs[i]),
+            "T": int(Ts[i]),
+            "p": float(ps[i]),
+            "eta": eta,
+            "gamma": float(gammas[i]),
+        }
+        vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
+        amax = float(_max_step(bound, vals))
+        for _ in range(20 if algo == "palsgd" and i < n_in else 0):
+            if not math.isnan(amax):
+                break
+            # no feasible step at this (p, eta): redraw them (seeded) for an inside configuration
+            cfg["p"] = float(rng.uniform(0.1, 0.5))
+            eta = cfg["eta"] = float(c["L"] * np.exp(rng.uniform(np.log(0.1), 0.0)))
+            vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
+            amax = float(_max_step(bound, vals))
+        ps[i] = cfg["p"]
+        top = amax if math.isfinite(amax) else 1.0 / c["L"]
+        if i >= n_in:
+            role = "outside"
+            alpha = top * float(frac_out[i])
+            if not math.isfinite(amax):
+                role = "outside" if math.isnan(amax) else "fraction"
+        else:
+            rec = bound.recommended_step_value(**vals)
+            if use_rec[i] and rec is not None and np.isfinite(rec).all() and float(rec) > 0:
+                alpha, role = min(float(rec), top), "recommended"
+            else:
+                alpha, role = top * float(frac_in[i]), "fraction"
+            if math.isnan(amax):  # no step satisfies the conditions here
+                role = "outside"
+        out.append(
+            Config(
+                bound=bound.name,
+                problem=problem_name,
+                algorithm=algo,
+                K=K,
+                T=int(Ts[i]),
+                alpha=alpha,
+                H=int(Hs[i]),
+                p=float(ps[i]),
+                eta=eta,
+                gamma=float(gammas[i]),
+                outer=outer,
+                coins=coins_for(bound),
+                alpha_role=role,
+                alpha_max=amax,
+                seed=_child_seed(seed, 3, i),
+                problem_kwargs=(("zeta", 0.0 if iid or K == 1 else settings.zeta),),
+            )
+        )
+    return out
