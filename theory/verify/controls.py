@@ -1,0 +1,107 @@
+"""Negative controls: false variants of a bound that the verifier must reject.
+
+For a bound with additive terms ``t_1 + ... + t_n`` the controls are: each term halved,
+each term removed, and the whole bound scaled by 0.9 (with the bound's own conditions).
+Each control is verified exactly like any other bound (:func:`theory.verify.exact.
+verify_exact`, same budget, no hint of which term changed). A control the verifier finds
+violated is **rejected**; one it does not is reported **not shown false**: it may still be
+true (a term that is loose by more than a factor of two can be halved without making the
+bound false), and it never counts as a pass of the verifier. The detection power of a run
+is the share of rejected controls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from theory.bound import Bound
+from theory.verify.designs import isolating, random_points, space_of
+from theory.verify.exact import VIOLATED, Budget, ExactResult, verify_exact
+from theory.verify.oracle import family_of
+
+__all__ = ["Control", "controls_of", "run_controls", "power"]
+
+REJECTED, NOT_SHOWN_FALSE = "rejected", "not shown false"
+
+
+@dataclass
+class Control:
+    """A false variant of ``parent``: ``kind`` (``halved``, ``removed``, ``scaled``), the
+    term it changes (``None`` for the scaled bound) and the result of verifying it."""
+
+    parent: str
+    kind: str
+    term: str | None
+    bound: Bound
+    result: ExactResult | None = None
+
+    @property
+    def status(self) -> str:
+        if self.result is None:
+            return "not run"
+        return REJECTED if self.result.verdict == VIOLATED else NOT_SHOWN_FALSE
+
+    def to_dict(self) -> dict:
+        r = self.result
+        return {
+            "bound": self.parent,
+            "control": self.bound.name,
+            "kind": self.kind,
+            "term": self.term,
+            "status": self.status,
+            "worst_ratio": None if r is None else r.worst_ratio,
+            "command": "" if r is None else r.worst_command,
+        }
+
+
+def controls_of(bound: Bound) -> list[Control]:
+    """The negative controls of ``bound`` (see the module docstring)."""
+    terms = list(bound.terms)
+    out = []
+    for i, t in enumerate(terms):
+        for kind, new in (("halved", bound.expression - t / 2), ("removed", bound.expression - t)):
+            if len(terms) == 1 and kind == "removed":
+                continue
+            name = f"{bound.name}~{kind}[{i}]"
+            out.append(Control(bound.name, kind, str(t), _variant(bound, name, new)))
+    name = f"{bound.name}~scaled[0.9]"
+    out.append(Control(bound.name, "scaled", None, _variant(bound, name, bound.expression * 0.9)))
+    return out
+
+
+def _variant(bound: Bound, name: str, expr: sp.Expr) -> Bound:
+    return dataclasses.replace(bound, name=name, expression=expr, title=f"control {name}")
+
+
+def run_controls(
+    bound: Bound, *, budget: Budget | None = None, seed: int = 0, progress=None
+) -> list[Control]:
+    """Verify every control of ``bound``; all start from the same initial designs."""
+    budget = budget or Budget()
+    space = space_of(family_of(bound))
+    rng = np.random.default_rng(seed)
+    xi, mi = isolating(space, rng, budget.isolating)
+    xr, mr = random_points(space, rng, budget.random)
+    start = (np.concatenate([xi, xr]), np.concatenate([mi, mr]))
+    ctrls = controls_of(bound)
+    for k, c in enumerate(ctrls):
+        c.result = verify_exact(c.bound, budget=budget, seed=seed + 1 + k, start=start)
+        if progress is not None:
+            progress.update(1)
+    return ctrls
+
+
+def power(controls: list[Control]) -> dict:
+    """Detection power: controls rejected / controls run, per bound and overall."""
+    run = [c for c in controls if c.result is not None]
+    per: dict[str, dict[str, int]] = {}
+    for c in run:
+        d = per.setdefault(c.parent, {"controls": 0, "rejected": 0})
+        d["controls"] += 1
+        d["rejected"] += c.status == REJECTED
+    n, k = len(run), sum(c.status == REJECTED for c in run)
+    return {"controls": n, "rejected": k, "power": k / n if n else None, "per_bound": per}

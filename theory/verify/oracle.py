@@ -1,0 +1,334 @@
+"""Designs on quadratics, their exact measured value and the bound's value.
+
+A *design* is one configuration of a bound on a heterogeneous quadratic with the fewest
+moving parts: one eigendirection with eigenvalue ``L`` that only fixes the smoothness
+constant, and up to three eigendirections that each carry one *source* of the measured
+``(1/T) sum_t E||grad f(xbar_t)||^2``: the initial gap (``F0`` on eigenvalue ``lam_F``),
+the gradient noise (``sigma2`` on ``lam_s``) and the heterogeneity (``zeta2`` on
+``lam_z``). This loses nothing. The exact moments are linear in the sources of every
+eigendirection (``y0^2``, noise variance, mean squared offset) and directions do not
+interact, so on any quadratic of the toolkit's class (common Hessian ``A``, spectrum in
+``[0, L]``) the measured value is a sum of single-source, single-direction contributions;
+a bound that is linear in ``F0``, ``sigma^2``, ``zeta^2`` at fixed hyperparameters is the
+same sum, and by the mediant inequality the worst ratio measured/bound over all such
+quadratics is attained by a single source on a single direction. Mixed designs are kept
+for bounds that are not linear in the sources.
+
+All arrays have shape ``(N,)``: a batch of designs shares the bound, the algorithm, the
+coins and the outer optimizer.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from theory.bound import Bound, param_name
+from theory.round_moments_batch import oracle_batch
+from theory.validation import UserInputError
+from theory.verify.sampling import algorithm_for, coins_for
+
+__all__ = [
+    "FIELDS",
+    "EXACT_ALGORITHMS",
+    "Family",
+    "family_of",
+    "bound_params",
+    "max_steps",
+    "Evaluation",
+    "evaluate",
+    "design_text",
+    "parse_design",
+]
+
+#: the fields of a design (one array each in a batch)
+FIELDS = (
+    "L", "lam_F", "lam_s", "lam_z", "F0", "sigma2", "zeta2",
+    "K", "H", "T", "p", "eta", "gamma", "alpha",
+)  # fmt: skip
+_INT_FIELDS = ("K", "H", "T")
+
+#: algorithms with an exact oracle (theory.round_moments)
+EXACT_ALGORITHMS = ("sgd", "local_sgd", "palsgd")
+
+#: relative tolerance of the exact comparison (the oracle agrees with the step-by-step
+#: recursion to ~1e-12 relative; a ratio above 1 + REL_TOL is a violation)
+REL_TOL = 1e-6
+
+#: a bound at least this multiple of 2 L F0 + sigma^2 + zeta^2 (the scale of the squared
+#: gradient at the start, of one noisy gradient's error and of the heterogeneity) says
+#: nothing a user could not have guessed: the design is labelled vacuous
+VACUOUS_FACTOR = 1.0
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a bound is verified as: simulator ``algorithm``, ``coins``, ``outer`` optimizer,
+    and which of its parameters vary (``uses_p``, ``uses_gamma``, ``iid``)."""
+
+    algorithm: str
+    coins: str
+    outer: str
+    uses_p: bool
+    uses_gamma: bool
+    iid: bool
+
+    @property
+    def exact(self) -> bool:
+        return self.algorithm in EXACT_ALGORITHMS
+
+
+def family_of(bound: Bound) -> Family:
+    """The :class:`Family` of ``bound`` (see :func:`theory.verify.sampling.algorithm_for`)."""
+    algo = algorithm_for(bound)
+    uses = set(bound.parameters)
+    return Family(
+        algorithm=algo,
+        coins=coins_for(bound),
+        outer="sgd" if "gamma" in uses else "average",
+        uses_p=algo == "palsgd",
+        uses_gamma="gamma" in uses,
+        iid=any(a.key == "A3iid" for a in bound.assumptions),
+    )
+
+
+def bound_params(bound: Bound, d: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The bound's parameter values on a batch of designs (``R = T/H``, ``beta = mu = 0``)."""
+    pool = {
+        "L": d["L"],
+        "sigma": np.sqrt(d["sigma2"]),
+        "zeta": np.sqrt(d["zeta2"]),
+        "F0": d["F0"],
+        "K": d["K"],
+        "H": d["H"],
+        "T": d["T"],
+        "p": d["p"],
+        "eta": d["eta"],
+        "gamma": d["gamma"],
+        "alpha": d["alpha"],
+        "R": d["T"] / d["H"],
+        "beta": np.zeros_like(d["L"]),
+        "mu": np.zeros_like(d["L"]),
+    }
+    missing = [n for n in bound.parameters if n not in pool]
+    if missing:
+        raise UserInputError(
+            f"bound {bound.name!r} depends on {missing}, which a design does not determine"
+        )
+    return {n: np.asarray(pool[n], dtype=float) for n in bound.parameters}
+
+
+def max_steps(bound: Bound, d: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The largest step meeting the bound's conditions per design (NaN: none; inf: no limit).
+
+    The same search as :meth:`theory.bound.Bound.max_step` (feasible at ``1e-14``; the
+    largest feasible decade up to ``1e12``; then geometric bisection, keeping the feasible
+    end, so the returned step meets every condition exactly), on the conditions compiled
+    once per bound into one array function (``tests/test_verify_exact.py`` checks the two
+    agree)."""
+    compiled = _compiled(bound)
+    names, fn = compiled.names, compiled.margins
+    if fn is None:
+        return np.full(len(d["L"]), np.inf)
+    vals = bound_params(bound, {**d, "alpha": d["L"]})
+    step = param_name(bound.step_symbol)
+    n = len(d["L"])
+
+    def ok(a: np.ndarray) -> np.ndarray:
+        v = {k: (x[:, None] if a.ndim == 2 else x) for k, x in vals.items()}
+        v[step] = a
+        with np.errstate(all="ignore"):
+            out = fn(*[v[nm] for nm in names])
+        good = np.ones(a.shape, dtype=bool)
+        for m, strict in zip(out, compiled.strict, strict=True):
+            m = np.broadcast_to(np.asarray(m, dtype=float), a.shape)
+            good &= (m > 0) if strict else (m >= 0)
+        return good
+
+    tiny = ok(np.full(n, 1e-14))
+    decades = 10.0 ** np.arange(-12, 13, dtype=float)
+    feas = ok(np.broadcast_to(decades, (n, decades.size)).copy())
+    # the largest feasible decade of the contiguous run from the smallest one
+    run = np.cumprod(feas, axis=1).astype(bool)
+    k = run.sum(axis=1)  # number of feasible leading decades
+    lo = np.where(k > 0, decades[np.maximum(k - 1, 0)], 1e-300)
+    hi = np.where(k < decades.size, decades[np.minimum(k, decades.size - 1)], np.inf)
+    active = np.isfinite(hi)
+    for _ in range(44):
+        mid = np.sqrt(lo * np.where(active, hi, lo))
+        good = ok(mid)
+        lo = np.where(active & good, mid, lo)
+        hi = np.where(active & ~good, mid, hi)
+    out = np.where(np.isfinite(hi), lo, np.inf)
+    return np.where(tiny, out, np.nan)
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A bound's expression, terms and condition margins as array functions of ``names``."""
+
+    names: tuple[str, ...]
+    value: Any
+    terms: Any
+    margins: Any
+    strict: tuple[bool, ...]
+
+
+_COMPILED: dict[int, tuple[Bound, _Compiled]] = {}
+
+
+def _compiled(bound: Bound) -> _Compiled:
+    hit = _COMPILED.get(id(bound))
+    if hit is not None and hit[0] is bound:
+        return hit[1]
+    names = tuple(bound.parameters)
+    syms = [sp.Symbol(nm) for nm in names]
+    free = set(bound.expression.free_symbols)
+    for c in bound.conditions:
+        free |= c.margin.free_symbols
+    by_name = {param_name(x): x for x in free}
+    sub = {by_name[nm]: sym for nm, sym in zip(names, syms, strict=True) if nm in by_name}
+    margins = [c.margin.subs(sub) for c in bound.conditions]
+    comp = _Compiled(
+        names=names,
+        value=sp.lambdify(syms, bound.expression.subs(sub), "numpy"),
+        terms=sp.lambdify(syms, [t.subs(sub) for t in bound.terms], "numpy"),
+        margins=sp.lambdify(syms, margins, "numpy") if margins else None,
+        strict=tuple(bool(c.strict) for c in bound.conditions),
+    )
+    _COMPILED[id(bound)] = (bound, comp)
+    return comp
+
+
+@dataclass
+class Evaluation:
+    """A batch of designs evaluated: ``measured`` (exact), ``bound`` value, ``terms``
+    (N, n_terms), ``inside`` (every condition holds and the bound is finite), ``ratio``
+    (measured/bound, inf where the exact value overflowed inside the conditions),
+    ``vacuous``, ``initial`` (``||grad f(x0)||^2``)."""
+
+    designs: dict[str, np.ndarray]
+    measured: np.ndarray
+    bound: np.ndarray
+    terms: np.ndarray
+    inside: np.ndarray
+    ratio: np.ndarray
+    vacuous: np.ndarray
+    initial: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.measured.shape[0])
+
+    def row(self, i: int) -> dict[str, float]:
+        return {k: float(v[i]) for k, v in self.designs.items()}
+
+
+def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
+    """Exact measured values of a batch (:func:`theory.round_moments_batch.oracle_batch`)."""
+    L = d["L"]
+    lam = np.stack([L, d["lam_F"], d["lam_s"], d["lam_z"]], axis=1)
+    z = np.zeros_like(L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y0 = np.where(d["F0"] > 0, np.sqrt(2 * d["F0"] / d["lam_F"]), 0.0)
+        Q = np.where(d["zeta2"] > 0, d["zeta2"] / d["lam_z"] ** 2, 0.0)
+    return oracle_batch(
+        lam,
+        np.stack([z, y0, z, z], axis=1),
+        np.stack([z, z, d["sigma2"], z], axis=1),
+        np.stack([z, z, z, Q], axis=1),
+        K=d["K"],
+        alpha=d["alpha"],
+        T=d["T"].astype(np.int64),
+        H=d["H"].astype(np.int64),
+        p=d["p"],
+        eta=d["eta"],
+        gamma=d["gamma"],
+        minibatch=fam.algorithm == "sgd",
+        shared=fam.coins == "shared",
+    )
+
+
+def evaluate(bound: Bound, fam: Family, d: Mapping[str, np.ndarray]) -> Evaluation:
+    """Measure a batch exactly and evaluate the bound, its terms and its conditions."""
+    d = {k: np.asarray(v, dtype=float) for k, v in d.items()}
+    vals = bound_params(bound, d)
+    with np.errstate(all="ignore"):
+        B = np.asarray(bound.evaluate(**vals), dtype=float) * np.ones(len(d["L"]))
+        terms = _term_values(bound, vals, len(B))
+        holds = np.asarray(bound.conditions_hold(**vals), dtype=bool) * np.ones(len(B), bool)
+    res = measure(fam, d)
+    inside = holds & np.isfinite(B) & (B > 0)
+    with np.errstate(all="ignore"):
+        ratio = np.where(res.diverged, np.inf, res.mean_grad_norm_sq / B)
+    ratio = np.where(inside, ratio, np.nan)
+    scale = 2 * d["L"] * d["F0"] + d["sigma2"] + d["zeta2"]
+    return Evaluation(
+        designs=d,
+        measured=np.where(res.diverged, np.inf, res.mean_grad_norm_sq),
+        bound=B,
+        terms=terms,
+        inside=inside,
+        ratio=ratio,
+        vacuous=inside & (B >= VACUOUS_FACTOR * scale),
+        initial=res.initial_grad_norm_sq,
+    )
+
+
+def _term_values(bound: Bound, vals: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    """The bound's additive terms (N, n_terms)."""
+    comp = _compiled(bound)
+    out = comp.terms(*[vals[nm] for nm in comp.names])
+    return np.stack([np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v in out], axis=1)
+
+
+def design_text(row: Mapping[str, float]) -> str:
+    """A design as ``key=value`` pairs (the ``--at`` argument of ``palsgd verify``)."""
+    parts = []
+    for k in FIELDS:
+        v = float(row[k])
+        parts.append(f"{k}={int(v)}" if k in _INT_FIELDS else f"{k}={v:.17g}")
+    return " ".join(parts)
+
+
+def reproduce_command(bound_name: str, row: Mapping[str, float], bound_file: str | None) -> str:
+    """The one-line command that evaluates this design exactly again."""
+    src = f" --bound-file {shlex.quote(bound_file)}" if bound_file else ""
+    return f"palsgd verify{src} --bounds {bound_name} --at {shlex.quote(design_text(row))}"
+
+
+def parse_design(text: str) -> dict[str, np.ndarray]:
+    """Parse ``--at 'L=1 lam_F=1 F0=1 ...'`` into a batch of one design (missing fields:
+    ``lam_* = L``, sources 0, ``K = H = 1``, ``p = eta = 0``, ``gamma = 1``)."""
+    got: dict[str, float] = {}
+    for item in text.replace(",", " ").split():
+        key, sep, val = item.partition("=")
+        if not sep or key not in FIELDS:
+            raise UserInputError(
+                f"--at: cannot read {item!r}; expected key=value with keys {list(FIELDS)}"
+            )
+        try:
+            got[key] = float(val)
+        except ValueError:
+            raise UserInputError(f"--at: {key} = {val!r} is not a number") from None
+        if not math.isfinite(got[key]) or got[key] < 0:
+            raise UserInputError(f"--at: {key} = {val} must be a finite nonnegative number")
+    for need in ("L", "T", "alpha"):
+        if need not in got:
+            raise UserInputError(f"--at: {need} is required")
+    L = got["L"]
+    full = {"lam_F": L, "lam_s": L, "lam_z": L, "F0": 0.0, "sigma2": 0.0, "zeta2": 0.0}
+    full.update({"K": 1.0, "H": 1.0, "p": 0.0, "eta": 0.0, "gamma": 1.0})
+    full.update(got)
+    for k in _INT_FIELDS:
+        if full[k] < 1 or full[k] != int(full[k]):
+            raise UserInputError(f"--at: {k} = {full[k]:g} must be a positive integer")
+    for k in ("lam_F", "lam_s", "lam_z"):
+        if not 0 < full[k] <= L:
+            raise UserInputError(f"--at: {k} = {full[k]:g} must be in (0, L = {L:g}]")
+    return {k: np.asarray([full[k]], dtype=float) for k in FIELDS}
