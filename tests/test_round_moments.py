@@ -1,0 +1,167 @@
+"""The fast exact oracle (theory.round_moments, theory.round_moments_batch) against the
+step-by-step recursion, brute-force enumeration of the coins, and Monte Carlo."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from theory import problems, quadratic, simulate
+from theory import round_moments as rm
+from theory.round_moments_batch import oracle_batch
+
+PROB = problems.make_problem("quadratic", K=3, d=4, noise="gaussian", sigma=1.0, zeta=1.0, seed=5)
+LP = float(PROB.L)
+
+SPECS = [
+    dict(kind="sgd", alpha=0.3 / LP),
+    dict(kind="local_sgd", alpha=0.2 / LP, H=4),
+    dict(kind="post_local_sgd", alpha=0.2 / LP, H=4, T0=7),
+    dict(kind="diloco", alpha=0.2 / LP, H=3, outer="nesterov", gamma=0.7, mu=0.9),
+    dict(kind="palsgd", alpha=0.2 / LP, H=5, p=0.3, eta=0.5 * LP),
+    dict(kind="palsgd", alpha=0.2 / LP, H=5, p=0.3, eta=0.5 * LP, coins="shared"),
+    dict(kind="palsgd", alpha=0.2 / LP, H=4, p=0.6, eta=2 * LP, outer="sgd", gamma=0.8),
+    dict(
+        kind="palsgd", alpha=0.2 / LP, H=6, p=0.3, eta=0.5 * LP, outer="nesterov", gamma=0.7,
+        mu=0.9, T0=5, sync_offset=2, outer_steps_per_sync=3,
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kw", SPECS, ids=lambda kw: f"{kw['kind']}-{kw.get('coins', 'ind')}")
+@pytest.mark.parametrize("T", [1, 2, 17, 40])
+def test_equals_step_by_step_recursion(kw, T):
+    spec = simulate.AlgorithmSpec(**kw)
+    ref = quadratic.exact_moments(PROB, spec, T=T)
+    fast = rm.exact_oracle(PROB, spec, T=T)
+    curves = rm.exact_oracle(PROB, spec, T=T, curves=True)
+    assert fast.mean_grad_norm_sq == pytest.approx(ref.mean_grad_norm_sq(), rel=1e-11)
+    assert fast.mean_consensus == pytest.approx(float(np.mean(ref.consensus)), rel=1e-9, abs=1e-14)
+    assert fast.final_grad_norm_sq == pytest.approx(ref.final_grad_norm_sq, rel=1e-11)
+    np.testing.assert_allclose(curves.grad_norm_sq, ref.grad_norm_sq, rtol=1e-11)
+    np.testing.assert_allclose(curves.consensus, ref.consensus, rtol=1e-9, atol=1e-14)
+
+
+def _brute_force(lam, delta, y0, s2, K, alpha, eta, p, H, T, gamma, shared):
+    """Every coin path enumerated; given the coins the run is a linear Gaussian system, so
+    the mean and covariance of (x_1..x_K, z) are propagated exactly."""
+    n = K + 1
+    total = 0.0
+    n_coins = T if shared else K * T
+    for coins in itertools.product((0, 1), repeat=n_coins):
+        prob = np.prod([p if c else 1 - p for c in coins])
+        m = np.full(n, y0, dtype=float)
+        C = np.zeros((n, n))
+        acc = 0.0
+        for t in range(T):
+            w = np.full(K, 1.0 / K)
+            acc += lam**2 * ((w @ m[:K]) ** 2 + w @ C[:K, :K] @ w)
+            J = np.eye(n)
+            b = np.zeros(n)
+            Nv = np.zeros(n)
+            for k in range(K):
+                c = coins[t] if shared else coins[t * K + k]
+                if c:
+                    cp = alpha * eta / p
+                    J[k, k], J[k, K] = 1 - cp, cp
+                else:
+                    cg = alpha / (1 - p)
+                    J[k, k] = 1 - cg * lam
+                    b[k] = cg * lam * delta[k]
+                    Nv[k] = cg**2 * s2
+            m = J @ m + b
+            C = J @ C @ J.T + np.diag(Nv)
+            if (t + 1) % H == 0:
+                S = np.zeros((n, n))
+                zrow = np.zeros(n)
+                zrow[:K] = gamma / K
+                zrow[K] = 1 - gamma
+                S[:] = zrow
+                m, C = S @ m, S @ C @ S.T
+        total += prob * acc
+    return total / T
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("K, H, T, gamma", [(2, 2, 5, 1.0), (3, 3, 4, 0.7), (1, 2, 6, 1.3)])
+def test_equals_brute_force_enumeration(shared, K, H, T, gamma):
+    lam, alpha, eta, p, y0, s2 = 0.8, 0.3, 1.7, 0.35, 1.3, 0.6
+    delta = np.array([0.9, -0.4, -0.5])[:K] if K > 1 else np.zeros(1)
+    delta = delta - delta.mean()
+    ref = _brute_force(lam, delta, y0, s2, K, alpha, eta, p, H, T, gamma, shared)
+    dirs = rm.Directions(
+        lam=np.array([lam]), y0=np.array([y0]), s2=np.array([s2]),
+        Q=np.array([np.mean(delta**2)]), K=K,
+    )  # fmt: skip
+    spec = dict(kind="palsgd", alpha=alpha, H=H, p=p, eta=eta, outer="sgd", gamma=gamma,
+                coins="shared" if shared else "independent")  # fmt: skip
+    assert rm.oracle_on(dirs, spec, T=T).mean_grad_norm_sq == pytest.approx(ref, rel=1e-12)
+    b = oracle_batch(
+        dirs.lam[None], dirs.y0[None], dirs.s2[None], dirs.Q[None], K=[K], alpha=[alpha], T=[T],
+        H=[H], p=[p], eta=[eta], gamma=[gamma], shared=shared,
+    )  # fmt: skip
+    assert b.mean_grad_norm_sq[0] == pytest.approx(ref, rel=1e-12)
+
+
+def test_batch_equals_single_on_random_designs():
+    rng = np.random.default_rng(0)
+    N, D = 60, 3
+    lam = np.exp(rng.uniform(-3, 0, (N, D)))
+    y0, s2, Q = rng.normal(size=(N, D)), rng.exponential(size=(N, D)), rng.exponential(size=(N, D))
+    K = rng.choice([1, 2, 5, 64], N)
+    Q = Q * (K[:, None] > 1)
+    H = rng.choice([1, 2, 7, 64], N)
+    T = H * rng.integers(1, 30, N) + rng.integers(0, 6, N)
+    alpha = rng.uniform(0.01, 0.6, N)
+    p = np.where(rng.random(N) < 0.3, 0.0, rng.uniform(0.02, 0.95, N))
+    eta = np.exp(rng.uniform(-2, 1, N)) * (p > 0)
+    gamma, mu = rng.uniform(0.3, 1.5, N), rng.uniform(0, 0.95, N)
+    for minibatch, shared, nest in [(True, False, False), (False, False, False),
+                                    (False, True, False), (False, False, True)]:  # fmt: skip
+        b = oracle_batch(lam, y0, s2, Q, K=K, alpha=alpha, T=T, H=H, p=p, eta=eta, gamma=gamma,
+                         mu=mu, minibatch=minibatch, shared=shared, nesterov=nest)  # fmt: skip
+        for n in range(N):
+            d = rm.Directions(lam[n], y0[n], s2[n], Q[n], int(K[n]))
+            if minibatch:
+                spec = dict(kind="sgd", alpha=alpha[n])
+            else:
+                spec = dict(kind="palsgd", alpha=alpha[n], H=int(H[n]), p=p[n], eta=eta[n],
+                            outer="nesterov" if nest else "sgd", gamma=gamma[n],
+                            mu=mu[n] if nest else 0.0,
+                            coins="shared" if shared else "independent")  # fmt: skip
+            o = rm.oracle_on(d, spec, T=int(T[n]))
+            if math.isfinite(o.mean_grad_norm_sq) and o.mean_grad_norm_sq < 1e100:
+                assert b.mean_grad_norm_sq[n] == pytest.approx(o.mean_grad_norm_sq, rel=1e-9)
+                assert b.mean_consensus[n] == pytest.approx(o.mean_consensus, rel=1e-8, abs=1e-12)
+            else:
+                assert b.diverged[n] or b.mean_grad_norm_sq[n] > 1e90
+
+
+def test_agrees_with_monte_carlo():
+    spec = simulate.AlgorithmSpec(kind="palsgd", alpha=0.2 / LP, H=4, p=0.3, eta=0.5 * LP)
+    T, R = 24, 4000
+    exact = rm.exact_oracle(PROB, spec, T=T).mean_grad_norm_sq
+    tr = simulate.simulate(PROB, spec, T=T, R=R, seed=3)
+    y = np.asarray(tr.mean_grad_norm_sq())
+    z = (y.mean() - exact) / (y.std(ddof=1) / math.sqrt(R))
+    assert abs(z) < 4.0, z
+
+
+def test_reduction_matches_problem_constants():
+    d = rm.directions_of(PROB)
+    c = d.constants()
+    assert c["L"] == pytest.approx(LP)
+    assert c["zeta2"] == pytest.approx(float(PROB.zeta2), rel=1e-9)
+    assert c["sigma2"] == pytest.approx(float(PROB.sigma2), rel=1e-9)
+
+
+def test_local_sgd_mean_is_minibatch_sgd():
+    """Common Hessian: the workers' mean under Local SGD with averaging is minibatch SGD
+    (heterogeneity never reaches it), a known fact the oracle must reproduce."""
+    d = rm.Directions(np.array([1.0]), np.array([0.0]), np.array([0.0]), np.array([5.0]), 4)
+    r = rm.oracle_on(d, dict(kind="local_sgd", alpha=0.3, H=16), T=200)
+    assert r.mean_grad_norm_sq == pytest.approx(0.0, abs=1e-12)  # rounding of Var(B)
+    assert r.mean_consensus > 0.1
