@@ -137,9 +137,16 @@ def verify_exact(
     ev0 = evaluate_points(bound, space, x, m)
     pool.add(x, m, ev0)
     n_terms = len(bound.terms)
+    seeds_x, seeds_m, seeds_t = [], [], []
     for term in [None, *range(n_terms)] if n_terms > 1 else [None]:
         sx, sm = _seeds(ev0, x, m, term, budget.chains)
-        climb(bound, space, sx, sm, term, rng, iters=budget.iters, batch=budget.batch, pool=pool)
+        seeds_x.append(sx)
+        seeds_m.append(sm)
+        seeds_t.append(np.full(len(sx), -1 if term is None else term))
+    climb(
+        bound, space, np.concatenate(seeds_x), np.concatenate(seeds_m),
+        np.concatenate(seeds_t), rng, iters=budget.iters, batch=budget.batch, pool=pool,
+    )  # fmt: skip
     _, _, ev = pool.merged()
     return _result(bound, fam, ev, bound_file, time.perf_counter() - t0)
 

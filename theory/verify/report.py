@@ -16,6 +16,13 @@ import numpy as np
 
 from theory.check import jsonable
 from theory.validation import UserInputError
+from theory.verify.exact_report import (
+    CONTROLS_COLUMNS,
+    EXACT_COLUMNS_CSV,
+    TIGHTNESS_COLUMNS,
+    exact_summary,
+    format_exact,
+)
 from theory.verify.settings import (
     CONSENSUS_COLUMNS,
     EXACT_COLUMNS,
@@ -69,7 +76,9 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
         for s in report.get("exact_vs_mc_summary", [])
         if s.get("status") == "DISAGREES"
     ]
+    ex = exact_summary(report)
     return {
+        **ex,
         "counts": counts,
         "per_bound": per_bound,
         "violated": violated,
@@ -79,7 +88,7 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
         "not_verifiable": [r["note"] for r in rows if r.get("verdict") == NOT_VERIFIABLE],
         "correction": report["statistics"]["correction"],
         "family_wise_level": report["statistics"]["family_wise_level"],
-        "exit_code": 1 if violated else 0,
+        "exit_code": 1 if violated or ex["exact_violated"] else 0,
     }
 
 
@@ -136,8 +145,21 @@ def format_summary(report: Mapping[str, Any]) -> str:
     """Human-readable closing summary; violated bounds are listed prominently."""
     s = report["summary"]
     c = s["counts"]
-    lines = [
-        f"tested {sum(c[v] for v in (HOLDS, VIOLATED, INCONCLUSIVE))} configurations "
+    lines = []
+    if s.get("exact_bounds"):
+        pw = s.get("power") or {}
+        ctrl = (
+            f"; negative controls: {pw['rejected']}/{pw['controls']} rejected "
+            f"(detection power {pw['power']:.0%})"
+            if pw.get("controls")
+            else ""
+        )
+        lines.append(
+            f"exact: {s['exact_bounds']} bound(s) verified on quadratics, "
+            f"{len(s['exact_violated'])} violated{ctrl}"
+        )
+    lines += [
+        f"Monte Carlo: tested {sum(c[v] for v in (HOLDS, VIOLATED, INCONCLUSIVE))} configurations "
         f"({s['correction']} correction, family-wise level {s['family_wise_level']}): "
         f"{c[HOLDS]} hold, {c[VIOLATED]} violated, {c[INCONCLUSIVE]} inconclusive; "
         f"{c[OUTSIDE]} outside conditions; {c[NOT_VERIFIABLE]} not verifiable",
@@ -151,6 +173,16 @@ def format_summary(report: Mapping[str, Any]) -> str:
         lines.append(f"note: {note}")
     for a in s["exact_vs_mc_disagreements"]:
         lines.append(f"WARNING: exact moments and Monte Carlo disagree for {a}")
+    for r in report.get("exact", []):
+        if r["verdict"] == "violated":
+            lines.append("")
+            lines.append("!" * 78)
+            lines.append(
+                f"BOUND VIOLATED (exact): {r['bound']}: measured/bound = "
+                f"{_fmt(r['worst_ratio'], '.4g')} at the design (largest term {r['worst_term']}):"
+            )
+            lines.append(f"  {r['worst_command']}")
+            lines.append("!" * 78)
     if s["violated"]:
         lines.append("")
         lines.append("!" * 78)
@@ -249,12 +281,26 @@ class AtomicDirectory:
 
 #: (file name, report key, columns) of each CSV file of the report directory
 _CSV_FILES = (
+    ("exact.csv", "exact", EXACT_COLUMNS_CSV),
+    ("tightness.csv", "tightness", TIGHTNESS_COLUMNS),
+    ("controls.csv", "controls", CONTROLS_COLUMNS),
     ("results.csv", "results", RESULTS_COLUMNS),
     ("rates.csv", "rates", RATES_COLUMNS),
     ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
     ("speedup.csv", "speedup", SPEEDUP_COLUMNS),
     ("consensus.csv", "consensus", CONSENSUS_COLUMNS),
 )
+
+
+def summary_text(report: Mapping[str, Any]) -> str:
+    """``summary.txt``: the exact verdicts, tightness and power first, then the
+    Monte-Carlo table and the closing summary."""
+    parts = [format_exact(report)]
+    if report["results"]:
+        parts.append("Monte-Carlo tests (problems without an exact oracle)")
+        parts.append(format_table(report["results"]))
+    parts.append(format_summary(report))
+    return "\n\n".join(p for p in parts if p)
 
 
 def write_report_files(
@@ -272,7 +318,7 @@ def write_report_files(
         _write_csv(directory / name, report.get(key, []), cols)
         files.append(name)
     with open(directory / "summary.txt", "w") as fh:
-        fh.write(format_table(report["results"]) + "\n\n" + format_summary(report) + "\n")
+        fh.write(summary_text(report) + "\n")
     files.append("summary.txt")
     if plots:
         from theory.verify import plots as report_plots

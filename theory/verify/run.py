@@ -13,14 +13,19 @@ from typing import Any
 
 import numpy as np
 import sympy as sp
+from tqdm import tqdm
 
 from theory import bounds as bound_registry
 from theory.bound import Bound
 from theory.check import jsonable
 from theory.validation import UserInputError
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
+from theory.verify.bound_file import load_bound_file
 from theory.verify.checks import rate_check, speedup_check
+from theory.verify.controls import Control, controls_of, power, run_controls
+from theory.verify.exact import QUICK_BUDGET, Budget, ExactResult, verify_exact
 from theory.verify.montecarlo import _family_resamples, _test_family
+from theory.verify.oracle import family_of
 from theory.verify.report import summary_of
 from theory.verify.sampling import (
     ProblemCache,
@@ -69,11 +74,18 @@ def _versions() -> dict[str, Any]:
     return out
 
 
-def resolve_bounds(names: Sequence[str] | None) -> list[Bound]:
-    """The registered bounds called ``names`` (all of them for ``None``)."""
+def resolve_bounds(names: Sequence[str] | None, bound_file: str | None = None) -> list[Bound]:
+    """The bounds called ``names`` among the registered ones and those of ``bound_file``
+    (:mod:`theory.verify.bound_file`); ``None`` selects every registered bound, or every
+    bound of the file when a file is given."""
+    user = load_bound_file(bound_file) if bound_file else []
+    by_name = {b.name: b for b in user}
+    clash = sorted(set(by_name) & set(bound_registry.names()))
+    if clash:
+        raise UserInputError(f"--bound-file: bound name(s) {clash} are already registered")
     if not names:
-        return bound_registry.all_bounds()
-    return [bound_registry.get(n) for n in names]
+        return user if user else bound_registry.all_bounds()
+    return [by_name[n] if n in by_name else bound_registry.get(n) for n in names]
 
 
 def resolve_problems(names: Sequence[str]) -> list[str]:
@@ -98,10 +110,15 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
     """
     settings.validated()
     t_start = time.perf_counter()
-    bounds = resolve_bounds(settings.bounds)
+    bounds = resolve_bounds(settings.bounds, settings.bound_file)
     pnames = resolve_problems(settings.problems)
     cache = ProblemCache(settings)
     kinds = set(_simulator_kinds())
+    exact_bounds = [b for b in bounds if family_of(b).exact] if settings.search else []
+    exact_results, controls = _exact_stage(exact_bounds, settings, progress)
+    if settings.controls_only:
+        return _report(settings, bounds, cache, exact_results, controls, t_start)
+    done_exactly = {b.name for b in exact_bounds}
 
     items: list[tuple[Bound, Any, Config]] = []
     skipped: list[dict[str, Any]] = []
@@ -138,6 +155,8 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
             continue
         verifiable.append(bound)
         for pi, pn in enumerate(pnames):
+            if pn == "quadratic" and bound.name in done_exactly:
+                continue  # verified exactly on every quadratic of the class above
             cfgs = sample_configs(
                 bound, pn, cache, settings, seed=_child_seed(settings.seed, 0, bi, pi)
             )
@@ -198,40 +217,109 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
         if bar is not None:
             bar.close()
     n_tested = sum(1 for r in rows if r.get("verdict") in (HOLDS, VIOLATED, INCONCLUSIVE))
-    report = {
+    report = _report(settings, bounds, cache, exact_results, controls, t_start)
+    report.update(
+        {
+            "statistics": {
+                "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
+                "tests": "one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
+                "verdicts use the larger p-value (the wider confidence bound); diverged "
+                "replicas by a Markov-inequality binomial test",
+                "p_value": "two-sided 2*min(p_holds, p_violated)",
+                "correction": settings.correction,
+                "family_wise_level": settings.level,
+                "family_size": n_tested,
+                "bootstrap_resamples": _family_resamples(
+                    settings.n_boot, settings.level, len(items)
+                ),
+                "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
+                "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
+            },
+            "constant_checks": cache.checks,
+            "results": jsonable(rows),
+            "rates": jsonable(rates),
+            "speedup": jsonable(speed),
+            "exact_vs_mc": jsonable(exact_rows),
+            "exact_vs_mc_summary": jsonable(exact_sum),
+            "consensus": jsonable(cons),
+            "elapsed_s": time.perf_counter() - t_start,
+        }
+    )
+    report["summary"] = summary_of(report)
+    return report
+
+
+def _exact_stage(
+    bounds: Sequence[Bound], settings: VerifySettings, progress: bool
+) -> tuple[list[ExactResult], list[Control]]:
+    """Exact verification of every bound with an exact oracle, then its negative controls."""
+    budget = Budget().scaled(settings.budget) if not settings.quick else QUICK_BUDGET
+    cbudget = Budget().scaled(settings.control_budget) if not settings.quick else QUICK_BUDGET
+    n_ctrl = sum(len(controls_of(b)) for b in bounds) if settings.controls else 0
+    bar = _progress_bar(len(bounds) + n_ctrl, progress, "exact + controls")
+    results: list[ExactResult] = []
+    ctrls: list[Control] = []
+    try:
+        for bi, bound in enumerate(bounds):
+            seed = _child_seed(settings.seed, 20, bi)
+            results.append(
+                verify_exact(bound, budget=budget, seed=seed, bound_file=settings.bound_file)
+            )
+            if bar is not None:
+                bar.update(1)
+            if settings.controls:
+                ctrls += run_controls(bound, budget=cbudget, seed=seed, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results, ctrls
+
+
+def _report(settings, bounds, cache, exact_results, controls, t_start) -> dict[str, Any]:
+    report: dict[str, Any] = {
         "tool": "palsgd verify",
         "settings": jsonable(dataclasses.asdict(settings)),
         "versions": _versions(),
-        "statistics": {
-            "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
-            "tests": "one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
-            "verdicts use the larger p-value (the wider confidence bound); diverged "
-            "replicas by a Markov-inequality binomial test",
-            "p_value": "two-sided 2*min(p_holds, p_violated)",
-            "correction": settings.correction,
-            "family_wise_level": settings.level,
-            "family_size": n_tested,
-            "bootstrap_resamples": _family_resamples(settings.n_boot, settings.level, len(items)),
-            "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
-            "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
-        },
-        "constant_checks": cache.checks,
-        "results": jsonable(rows),
-        "rates": jsonable(rates),
-        "speedup": jsonable(speed),
-        "exact_vs_mc": jsonable(exact_rows),
-        "exact_vs_mc_summary": jsonable(exact_sum),
-        "consensus": jsonable(cons),
+        "exact": jsonable([r.to_dict() for r in exact_results]),
+        "tightness": jsonable(tightness_rows(exact_results)),
+        "controls": jsonable([c.to_dict() for c in controls]),
+        "power": jsonable(power(controls)),
         "bounds": [b.describe() for b in bounds],
+        "constant_checks": cache.checks,
+        "results": [],
+        "rates": [],
+        "speedup": [],
+        "exact_vs_mc": [],
+        "exact_vs_mc_summary": [],
+        "consensus": [],
+        "statistics": {"correction": settings.correction, "family_wise_level": settings.level},
         "elapsed_s": time.perf_counter() - t_start,
     }
     report["summary"] = summary_of(report)
     return report
 
 
-def _progress_bar(total: int, enabled: bool) -> Any:
+def tightness_rows(results: Sequence[ExactResult]) -> list[dict[str, Any]]:
+    """One row per (bound, term): designs where the term is at least half of the bound,
+    the largest ratio measured/bound among them, and the command that reproduces it."""
+    rows = []
+    for r in results:
+        for i, t in enumerate(r.terms):
+            rows.append(
+                {
+                    "bound": r.bound,
+                    "term_index": i,
+                    "term": t.term,
+                    "designs": t.designs,
+                    "max_ratio": t.max_ratio,
+                    "status": t.status,
+                    "command": t.command,
+                }
+            )
+    return rows
+
+
+def _progress_bar(total: int, enabled: bool, desc: str = "palsgd verify") -> Any:
     if not enabled or total == 0:
         return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="palsgd verify", unit="sim", leave=False, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit="step", leave=False, dynamic_ncols=True)

@@ -66,15 +66,22 @@ def evaluate_points(bound: Bound, space: Space, x: np.ndarray, masks: np.ndarray
     return ev
 
 
-def score(ev: Evaluation, term: int | None) -> np.ndarray:
-    """Objective of each design: the ratio (``-inf`` outside), damped for a term search."""
+def score(ev: Evaluation, term: int | None | np.ndarray) -> np.ndarray:
+    """Objective of each design: the ratio (``-inf`` outside), damped for a term search.
+
+    ``term``: ``None`` (the ratio itself), a term index, or one index per design with
+    ``-1`` for the ratio itself."""
     r = np.where(ev.inside, ev.ratio, -np.inf)
     r = np.where(np.isnan(r), -np.inf, r)
     if term is None:
         return r
+    idx = np.broadcast_to(np.asarray(term), r.shape)
+    if ev.terms.shape[1] == 0:
+        return r
     with np.errstate(all="ignore"):
-        share = np.where(ev.bound > 0, ev.terms[:, term] / ev.bound, 0.0)
-    damp = np.clip(2 * np.nan_to_num(share), 0.0, 1.0) ** 4
+        t = ev.terms[np.arange(len(r)), np.clip(idx, 0, None)]
+        share = np.where(ev.bound > 0, t / ev.bound, 0.0)
+    damp = np.where(idx < 0, 1.0, np.clip(2 * np.nan_to_num(share), 0.0, 1.0) ** 4)
     with np.errstate(invalid="ignore"):
         return np.where(np.isfinite(r), r * damp, r)
 
@@ -84,25 +91,29 @@ def climb(
     space: Space,
     x0: np.ndarray,
     m0: np.ndarray,
-    term: int | None,
+    terms: np.ndarray,
     rng: np.random.Generator,
     *,
     iters: int,
     batch: int,
     pool: Pool,
 ) -> None:
-    """Parallel hill-climbs from the seeds ``(x0, m0)`` on the objective of ``term``
-    (``None``: the ratio itself); every evaluation is added to ``pool``."""
+    """Parallel hill-climbs from the seeds ``(x0, m0)``, chain ``c`` on the objective of
+    term ``terms[c]`` (``-1``: the ratio itself); every evaluation is added to ``pool``.
+    All chains advance together, one batch of ``chains x batch`` designs per iteration."""
     if len(x0) == 0 or iters <= 0:
         return
     width = HIGH - LOW
     free = np.flatnonzero(space.free)
     cur = np.array(x0, dtype=float)
     mask = np.array(m0, dtype=bool)
+    terms = np.asarray(terms, dtype=int)
     cur_ev = evaluate_points(bound, space, cur, mask)
     pool.add(cur, mask, cur_ev)
-    cur_s = score(cur_ev, term)
+    cur_s = score(cur_ev, terms)
     C, n = cur.shape
+    pt = np.repeat(terms, batch)
+    pm = np.repeat(mask, batch, axis=0)
     for it in range(iters):
         step = 0.3 * (0.02 / 0.3) ** (it / max(1, iters - 1))
         prop = np.repeat(cur, batch, axis=0)
@@ -115,10 +126,9 @@ def climb(
         ends = np.where(rng.random(C * batch) < 0.5, LOW[j], HIGH[j])
         prop[snap, j[snap]] = ends[snap]
         prop = clip(prop, space)
-        pm = np.repeat(mask, batch, axis=0)
         ev = evaluate_points(bound, space, prop, pm)
         pool.add(prop, pm, ev)
-        s = score(ev, term).reshape(C, batch)
+        s = score(ev, pt).reshape(C, batch)
         best = np.argmax(s, axis=1)
         bs = s[np.arange(C), best]
         better = bs > cur_s

@@ -227,6 +227,12 @@ class VerifySettings:
     assume i.i.d. data). ``declared`` maps a problem name (or ``"*"``) to constants the
     user declares (``L``, ``sigma2``, ``zeta2``, ``f_star``); they replace the problem's
     own and are checked by sampling first.
+
+    Exact verification (bounds whose algorithm has an exact oracle): ``search`` runs the
+    designs and the adversarial search of :mod:`theory.verify.exact` with its budget
+    scaled by ``budget``; ``controls`` also verifies every bound's negative controls
+    (budget ``control_budget``); ``controls_only`` skips the Monte-Carlo parts.
+    ``bound_file``: a YAML/JSON file of user bounds (:mod:`theory.verify.bound_file`).
     """
 
     bounds: tuple[str, ...] | None = None
@@ -257,6 +263,12 @@ class VerifySettings:
     declared: dict[str, dict[str, float]] = field(default_factory=dict)
     check_constants: bool = True
     quick: bool = False
+    search: bool = True
+    controls: bool = True
+    controls_only: bool = False
+    budget: float = 1.0
+    control_budget: float = 0.5
+    bound_file: str | None = None
 
     def validated(self) -> VerifySettings:
         """Check every field; raise :class:`UserInputError` naming the bad one."""
@@ -288,6 +300,10 @@ class VerifySettings:
             )
         if self.n_boot is not None and self.n_boot < 99:
             raise UserInputError(f"'n_boot' must be >= 99, got {self.n_boot}")
+        for name in ("budget", "control_budget"):
+            val = getattr(self, name)
+            if isinstance(val, bool) or not isinstance(val, int | float) or not 0 < val <= 100:
+                raise UserInputError(f"'{name}' must be a number in (0, 100], got {val!r}")
         if int(self.seed) < 0:
             raise UserInputError(f"'seed' must be a nonnegative integer, got {self.seed}")
         return self

@@ -1,0 +1,91 @@
+"""A user's bound from a YAML or JSON file (``palsgd verify --bound-file F``).
+
+The file holds one bound, or a list of them under ``bounds:``, each a mapping::
+
+    name: my_sgd                       # required, a new name
+    expression: 2*F0/(alpha*T) + L*alpha*sigma**2/K   # required
+    conditions: ["alpha*L <= 1"]       # a list, or a mapping name -> inequality
+    algorithm: sgd                     # sgd | local_sgd | palsgd | easgd (or a list)
+    coins: independent                 # independent | shared (PALSGD)
+    assumptions: [A1, A2, A4]          # keys of theory.assumptions; A3iid for i.i.d. data
+    recommended_step: sqrt(K/T)/L      # optional
+    provenance: my notes, eq. 3        # optional
+
+Formulas are read by :mod:`theory.safe_parse` (never evaluated as Python).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from theory.assumptions import ALL_ASSUMPTIONS, Assumption
+from theory.bound import Bound
+from theory.validation import UserInputError, read_mapping_file
+
+__all__ = ["load_bound_file", "SHARED_COINS"]
+
+#: the assumption a bound with ``coins: shared`` carries
+SHARED_COINS = Assumption(
+    "S3s", "shared coins", "one Bernoulli(p) coin per step, the same on every worker"
+)
+_KEYS = {a.key: a for a in ALL_ASSUMPTIONS}
+_FIELDS = {
+    "name", "expression", "conditions", "algorithm", "algorithms", "coins", "assumptions",
+    "recommended_step", "provenance", "title", "notes",
+}  # fmt: skip
+_ALGORITHMS = ("sgd", "ddp", "local_sgd", "palsgd", "easgd")
+
+
+def load_bound_file(path: str | Path) -> list[Bound]:
+    """The bounds defined in ``path``; errors name the file, the bound and the field."""
+    data = read_mapping_file(path, "--bound-file")
+    entries = data.get("bounds", [data]) if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise UserInputError(f"--bound-file '{path}': expected a bound or a list 'bounds:'")
+    return [_one(e, f"--bound-file '{path}'") for e in entries]
+
+
+def _one(entry: Any, where: str) -> Bound:
+    if not isinstance(entry, dict):
+        raise UserInputError(f"{where}: each bound must be a mapping, got {type(entry).__name__}")
+    unknown = sorted(set(entry) - _FIELDS)
+    if unknown:
+        raise UserInputError(f"{where}: unknown field(s) {unknown}; known: {sorted(_FIELDS)}")
+    for need in ("name", "expression"):
+        if not isinstance(entry.get(need), str) or not entry[need].strip():
+            raise UserInputError(f"{where}: field '{need}' (text) is required")
+    name = entry["name"].strip()
+    where = f"{where}, bound {name!r}"
+    algos = entry.get("algorithms", entry.get("algorithm", "palsgd"))
+    algos = [algos] if isinstance(algos, str) else algos
+    if not isinstance(algos, list) or not all(isinstance(a, str) for a in algos):
+        raise UserInputError(f"{where}: 'algorithm' must be a name or a list of names")
+    bad = [a for a in algos if a not in _ALGORITHMS]
+    if bad:
+        raise UserInputError(f"{where}: unknown algorithm(s) {bad}; known: {list(_ALGORITHMS)}")
+    coins = entry.get("coins", "independent")
+    if coins not in ("independent", "shared"):
+        raise UserInputError(f"{where}: 'coins' must be 'independent' or 'shared', got {coins!r}")
+    keys = entry.get("assumptions", ["A1", "A2", "A3", "A4"])
+    if not isinstance(keys, list):
+        raise UserInputError(f"{where}: 'assumptions' must be a list of keys")
+    missing = [k for k in keys if k not in _KEYS and k != "S3s"]
+    if missing:
+        raise UserInputError(f"{where}: unknown assumption(s) {missing}; known: {sorted(_KEYS)}")
+    assumptions = [_KEYS[k] for k in keys if k in _KEYS]
+    if coins == "shared":
+        assumptions = [a for a in assumptions if a.key != "S3"] + [SHARED_COINS]
+    conds = entry.get("conditions", [])
+    if not isinstance(conds, list | dict):
+        raise UserInputError(f"{where}: 'conditions' must be a list or a mapping")
+    kw: dict[str, Any] = {
+        "algorithms": tuple(algos),
+        "assumptions": tuple(assumptions),
+        "provenance": str(entry.get("provenance", f"user bound from {where}")),
+        "title": str(entry.get("title", name)),
+        "notes": str(entry.get("notes", "")),
+    }
+    if entry.get("recommended_step") is not None:
+        kw["recommended_step"] = str(entry["recommended_step"])
+    return Bound.from_strings(name, entry["expression"], conds, **kw)
