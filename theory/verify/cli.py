@@ -1,29 +1,31 @@
-"""``palsgd verify``: Monte-Carlo verification of every encoded bound (the main job).
+"""``palsgd verify``: verification of every encoded bound (the main job).
 
-Runs every registered bound (or ``--bounds``) on a heterogeneous quadratic and nonconvex
-problem families with exactly known constants (or ``--problems``), on a seeded sample of
-configurations per (bound, problem): ``--configs`` with the step inside the bound's
-conditions (fractions of the largest feasible step, or the bound's recommended step) and
-``--outside`` beyond them. Each configuration is simulated with ``--replicas`` replicas and
-tested against the bound (t and bootstrap-t, the more conservative; Holm or Bonferroni
-correction at family-wise ``--level``); see :mod:`theory.verify` for the statistics.
+1. **Exact, on quadratics** (every bound whose algorithm has an exact oracle: minibatch SGD,
+   Local SGD, PALSGD): term-isolating designs, a sample of the design box and an
+   adversarial search of measured/bound inside the bound's own conditions
+   (:mod:`theory.verify.exact`). One design above the bound makes it violated; the report
+   gives the worst ratio with a one-line command that reproduces it (``--at``), each term's
+   tightness, the share of vacuous designs, and the verdicts on the bound's negative
+   controls (each term halved, each removed, the bound x 0.9), i.e. the run's detection
+   power. ``--controls`` runs this part alone.
+2. **Monte Carlo** where no exact recursion exists: the nonconvex problems (``--problems``)
+   and bounds without an exact oracle (EASGD), on a seeded sample of configurations per
+   (bound, problem) (``--configs`` inside the conditions, ``--outside`` beyond them), each
+   simulated with ``--replicas`` replicas and tested against the bound (t and bootstrap-t,
+   the more conservative; Holm or Bonferroni correction at family-wise ``--level``), plus
+   the rate in ``T``, the speed-up in ``K``, exact vs Monte Carlo and consensus vs ``H``.
+
+``--bound-file F`` verifies your own bound(s) (:mod:`theory.verify.bound_file`).
 
 Output (``--out``, default ``reports/verify``; written to a temporary sibling directory and
-renamed at the end, so a failed run leaves nothing behind):
+renamed at the end, so a failed run leaves nothing behind): ``results.json`` (everything),
+``exact.csv``, ``tightness.csv``, ``controls.csv``, ``results.csv``, ``rates.csv``,
+``speedup.csv``, ``exact_vs_mc.csv``, ``consensus.csv``, ``summary.txt`` (the exact verdicts,
+tightness and power first) and the plots (PNG and PDF).
 
-* ``results.json``: everything (settings, seed, versions, statistics and correction method,
-  every table below, per-bound summaries, column lists);
-* ``results.csv``: one row per configuration (columns: :data:`theory.verify.RESULTS_COLUMNS`);
-* ``rates.csv``: measured vs bound exponent of ``T`` (:data:`theory.verify.RATES_COLUMNS`);
-* ``speedup.csv``: ``K = 1`` vs ``K`` workers (:data:`theory.verify.SPEEDUP_COLUMNS`);
-* ``exact_vs_mc.csv``: exact quadratic curves vs Monte Carlo (:data:`theory.verify.EXACT_COLUMNS`);
-* ``consensus.csv``: consensus error vs ``H`` (:data:`theory.verify.CONSENSUS_COLUMNS`);
-* ``summary.txt``: the terminal table and summary;
-* plots, PNG and PDF: ``measured_vs_bound``, ``rates``, ``consensus_vs_H``, ``exact_vs_mc``.
-
-Exit codes: 0 when no bound is violated, 1 when some configuration violates its bound
-(listed prominently at the end), 2 on bad input (unknown bound or problem, invalid
-numbers, a declared constant that sampling shows false, an unwritable output directory).
+Exit codes: 0 no bound violated, 1 a bound is violated (listed prominently at the end),
+2 bad input (unknown bound or problem, invalid numbers, a declared constant that sampling
+shows false, an unwritable output directory, a run that would check nothing).
 """
 
 from __future__ import annotations
@@ -37,6 +39,15 @@ from typing import Any
 from theory import verify as V
 from theory.check import jsonable
 from theory.validation import UserInputError
+from theory.verify.exact_report import format_exact
+from theory.verify.oracle import (
+    REL_TOL,
+    bound_params,
+    design_text,
+    evaluate,
+    family_of,
+    parse_design,
+)
 from theory.verify.report import _fmt
 
 __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
@@ -81,7 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd verify``."""
     d = V.VerifySettings()
     parser.epilog = (
-        "exit codes: 0 no bound violated, 1 some bound violated, 2 bad input. "
+        "exit codes: 0 no bound violated, 1 some bound violated, 2 bad input, "
+        "130 interrupted. "
         f"Default problems: {' '.join(V.DEFAULT_PROBLEMS)}."
     )
     parser.add_argument(
@@ -171,6 +183,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the summary as JSON on stdout (no table)"
     )
+    parser.add_argument(
+        "--bound-file",
+        metavar="FILE",
+        help="YAML/JSON file with your own bound(s): name, expression, conditions, "
+        "algorithm, coins, assumptions (read without evaluating any code)",
+    )
+    parser.add_argument(
+        "--controls",
+        action="store_true",
+        help="negative-control mode: exact verification and the false variants of every "
+        "selected bound only (no Monte Carlo); prints the detection power",
+    )
+    parser.add_argument("--no-controls", action="store_true", help="skip the negative controls")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        metavar="X",
+        help=f"scale of the exact search per bound (default {d.budget}; controls "
+        f"{d.control_budget})",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="DESIGN",
+        help="evaluate one design exactly and print measured, bound, ratio and conditions "
+        "(the 'key=value ...' text of a reproduce command); needs one --bounds NAME",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the plots")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -212,7 +250,14 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
         correction=args.correction,
         quick=args.quick,
         declared=_parse_declared(args.declare),
+        bound_file=args.bound_file,
+        controls=not args.no_controls,
+        controls_only=args.controls,
     )
+    if args.controls and args.no_controls:
+        raise UserInputError("--controls and --no-controls exclude each other")
+    if args.budget is not None:
+        kw["budget"] = args.budget
     settings = V.VerifySettings(**kw).validated()
     declared_problems = set(settings.declared) - {"*"}
     unknown = sorted(declared_problems - set(settings.problems))
@@ -224,16 +269,76 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
     return settings
 
 
+def _run_at(args: argparse.Namespace, settings: V.VerifySettings) -> int:
+    """``--at``: one design evaluated exactly; exit 1 if the bound is violated there."""
+    bounds = V.resolve_bounds(settings.bounds, settings.bound_file)
+    if not settings.bounds or len(bounds) != 1:
+        raise UserInputError("--at needs exactly one --bounds NAME")
+    bound = bounds[0]
+    fam = family_of(bound)
+    if not fam.exact:
+        raise UserInputError(
+            f"--at: bound {bound.name!r} (algorithm {fam.algorithm}) has no exact oracle"
+        )
+    design = parse_design(args.at)
+    ev = evaluate(bound, fam, design)
+    vals = bound_params(bound, design)
+    rows = bound.condition_report(**vals)
+    out = {
+        "bound": bound.name,
+        "design": ev.row(0),
+        "measured": float(ev.measured[0]),
+        "bound_value": float(ev.bound[0]),
+        "ratio": float(ev.measured[0] / ev.bound[0]) if ev.bound[0] > 0 else None,
+        "conditions": {r.name: bool(r.holds) for r in rows},
+        "inside": bool(ev.inside[0]),
+        "terms": {str(t): float(v) for t, v in zip(bound.terms, ev.terms[0], strict=True)},
+    }
+    violated = out["inside"] and out["ratio"] is not None and out["ratio"] > 1 + REL_TOL
+    if args.json:
+        print(json.dumps(jsonable({**out, "violated": violated}), indent=1))
+    else:
+        print(f"bound {bound.name} at {design_text(out['design'])}")
+        print(f"  measured (exact) {out['measured']:.10g}")
+        print(f"  bound            {out['bound_value']:.10g}")
+        print(f"  ratio            {_fmt(out['ratio'], '.6g')}")
+        for name, ok in out["conditions"].items():
+            print(f"  condition {name}: {'holds' if ok else 'FAILS'}")
+        for t, v in out["terms"].items():
+            print(f"  term {t} = {v:.6g}")
+        print("  VIOLATED" if violated else "  not violated here")
+    return 1 if violated else 0
+
+
+def _checked_anything(report: dict[str, Any]) -> bool:
+    """True when the run reached at least one verdict (exact, or a decided MC test)."""
+    c = report["summary"]["counts"]
+    return bool(report.get("exact")) or c.get("holds", 0) + c.get("violated", 0) > 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the verification; exit code 0 (no violation), 1 (a bound violated), 2 (bad input)."""
     t0 = time.perf_counter()
     settings = settings_from_args(args)
-    V.resolve_bounds(settings.bounds)  # bad names fail before anything is written
+    if args.at is not None:
+        return _run_at(args, settings)
+    bounds = V.resolve_bounds(settings.bounds, settings.bound_file)  # fail before writing
+    if settings.controls_only and not any(family_of(b).exact for b in bounds):
+        raise UserInputError(
+            "--controls needs a bound with an exact oracle (algorithm sgd, local_sgd or "
+            f"palsgd); selected: {[b.name for b in bounds]}"
+        )
     V.resolve_problems(settings.problems)
     with V.AtomicDirectory(args.out) as tmp:
         report = V.run_verification(settings, progress=not args.no_progress)
         V.write_report_files(report, tmp, plots=not args.no_plots)
     summary = report["summary"]
+    if summary["exit_code"] == 0 and not _checked_anything(report):
+        raise UserInputError(
+            "these settings check nothing: no bound has an exact oracle and no Monte-Carlo "
+            "configuration reached a verdict (raise --configs / --replicas, or select bounds "
+            "or problems that can be tested)"
+        )
     if args.json:
         print(
             json.dumps(
@@ -242,8 +347,13 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(V.format_table(report["results"]))
-        print()
+        text = format_exact(report)
+        if text:
+            print(text)
+            print()
+        if report["results"]:
+            print(V.format_table(report["results"]))
+            print()
         for s in report["exact_vs_mc_summary"]:
             if "max_abs_z" in s:
                 print(

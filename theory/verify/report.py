@@ -158,12 +158,17 @@ def format_summary(report: Mapping[str, Any]) -> str:
             f"exact: {s['exact_bounds']} bound(s) verified on quadratics, "
             f"{len(s['exact_violated'])} violated{ctrl}"
         )
-    lines += [
-        f"Monte Carlo: tested {sum(c[v] for v in (HOLDS, VIOLATED, INCONCLUSIVE))} configurations "
-        f"({s['correction']} correction, family-wise level {s['family_wise_level']}): "
-        f"{c[HOLDS]} hold, {c[VIOLATED]} violated, {c[INCONCLUSIVE]} inconclusive; "
-        f"{c[OUTSIDE]} outside conditions; {c[NOT_VERIFIABLE]} not verifiable",
-    ]
+    mc_ran = bool(report["results"]) or not s.get("exact_bounds")
+    lines += (
+        []
+        if not mc_ran
+        else [
+            f"Monte Carlo: tested {sum(c[v] for v in (HOLDS, VIOLATED, INCONCLUSIVE))} configurations "
+            f"({s['correction']} correction, family-wise level {s['family_wise_level']}): "
+            f"{c[HOLDS]} hold, {c[VIOLATED]} violated, {c[INCONCLUSIVE]} inconclusive; "
+            f"{c[OUTSIDE]} outside conditions; {c[NOT_VERIFIABLE]} not verifiable",
+        ]
+    )
     if s["median_tightness_ratio"] is not None:
         lines.append(
             f"tightness measured/bound: median {s['median_tightness_ratio']:.3g}, "
