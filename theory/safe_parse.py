@@ -115,7 +115,9 @@ def parse_condition(text: str, what: str = "condition") -> sp.core.relational.Re
     node = _tree(text, what)
     src = text.replace("^", "**").strip()
     if not isinstance(node, ast.Compare) or len(node.ops) != 1 or type(node.ops[0]) not in _CMP:
-        raise UserInputError(f"{what} {text!r} is not an inequality (one comparison with <=, <, >= or >)")
+        raise UserInputError(
+            f"{what} {text!r} is not an inequality (one comparison with <=, <, >= or >)"
+        )
     lhs = _convert(node.left, what, src)
     rhs = _convert(node.comparators[0], what, src)
     return _CMP[type(node.ops[0])](lhs, rhs, evaluate=False)
