@@ -11,7 +11,7 @@ import pytest
 
 from theory import problems, quadratic, simulate
 from theory import round_moments as rm
-from theory.round_moments_batch import oracle_batch
+from theory.round_moments_batch import oracle_batch, oracle_batch_easgd
 
 PROB = problems.make_problem("quadratic", K=3, d=4, noise="gaussian", sigma=1.0, zeta=1.0, seed=5)
 LP = float(PROB.L)
@@ -165,3 +165,47 @@ def test_local_sgd_mean_is_minibatch_sgd():
     r = rm.oracle_on(d, dict(kind="local_sgd", alpha=0.3, H=16), T=200)
     assert r.mean_grad_norm_sq == pytest.approx(0.0, abs=1e-12)  # rounding of Var(B)
     assert r.mean_consensus > 0.1
+
+
+def _easgd_full(lam, y0, s2, K, alpha, H, T, a):
+    """EASGD on one direction, the mean and covariance of (x_1..x_K, z) propagated exactly."""
+    n = K + 1
+    m = np.full(n, y0)
+    C = np.zeros((n, n))
+    G = np.eye(n)
+    G[:K, :K] *= 1 - alpha * lam
+    noise = np.diag([alpha**2 * s2] * K + [0.0])
+    W = np.eye(n)
+    W[:K, :K] *= 1 - a
+    W[:K, K] = a
+    W[K, :K] = a
+    W[K, K] = 1 - K * a
+    u = np.full(n, 1.0 / n)
+    acc = 0.0
+    for t in range(T):
+        acc += lam**2 * ((u @ m) ** 2 + u @ C @ u)
+        m, C = G @ m, G @ C @ G.T + noise
+        if (t + 1) % H == 0:
+            m, C = W @ m, W @ C @ W.T
+    return acc / T
+
+
+@pytest.mark.parametrize("K, H, T", [(1, 1, 5), (2, 3, 11), (5, 4, 30)])
+def test_easgd_equals_full_covariance_propagation(K, H, T):
+    lam, y0, s2, alpha = np.array([0.7, 0.05]), np.array([1.2, -3.0]), np.array([0.4, 1.1]), 0.5
+    a = 2.0 / (K + 2)
+    ref = sum(_easgd_full(lam[i], y0[i], s2[i], K, alpha, H, T, a) for i in range(2))
+    b = oracle_batch_easgd(lam[None], y0[None], s2[None], K=[K], alpha=[alpha], T=[T], H=[H])
+    assert b.mean_grad_norm_sq[0] == pytest.approx(ref, rel=1e-12)
+
+
+def test_easgd_agrees_with_the_simulator():
+    prob = problems.make_problem("quadratic", K=3, d=3, sigma=1.0, zeta=0.0, seed=2)
+    d = rm.directions_of(prob)
+    L = float(prob.L)
+    spec = simulate.AlgorithmSpec(kind="easgd", alpha=0.3 / L, H=3)
+    r = oracle_batch_easgd(d.lam[None], d.y0[None], d.s2[None], K=[3], alpha=[0.3 / L], T=[17],
+                           H=[3])  # fmt: skip
+    y = np.asarray(simulate.simulate(prob, spec, T=17, R=6000, seed=1).mean_grad_norm_sq())
+    z = (y.mean() - r.mean_grad_norm_sq[0]) / (y.std(ddof=1) / math.sqrt(len(y)))
+    assert abs(z) < 4.0, z

@@ -30,7 +30,7 @@ import numpy as np
 import sympy as sp
 
 from theory.bound import Bound, param_name
-from theory.round_moments_batch import oracle_batch
+from theory.round_moments_batch import oracle_batch, oracle_batch_easgd
 from theory.validation import UserInputError
 from theory.verify.sampling import algorithm_for, coins_for
 
@@ -55,7 +55,7 @@ FIELDS = (
 _INT_FIELDS = ("K", "H", "T")
 
 #: algorithms with an exact oracle (theory.round_moments)
-EXACT_ALGORITHMS = ("sgd", "local_sgd", "palsgd")
+EXACT_ALGORITHMS = ("sgd", "local_sgd", "palsgd", "easgd")
 
 #: relative tolerance of the exact comparison (the oracle agrees with the step-by-step
 #: recursion to ~1e-12 relative; a ratio above 1 + REL_TOL is a violation)
@@ -238,6 +238,16 @@ def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
         y0 = np.where(d["F0"] > 0, np.sqrt(2 * d["F0"] / d["lam_F"]), 0.0)
         Q = np.where(d["zeta2"] > 0, d["zeta2"] / d["lam_z"] ** 2, 0.0)
+    if fam.algorithm == "easgd":  # i.i.d. data only (its bound assumes A3iid)
+        return oracle_batch_easgd(
+            lam,
+            np.stack([z, y0, z, z], axis=1),
+            np.stack([z, z, d["sigma2"], z], axis=1),
+            K=d["K"],
+            alpha=d["alpha"],
+            T=d["T"].astype(np.int64),
+            H=d["H"].astype(np.int64),
+        )
     return oracle_batch(
         lam,
         np.stack([z, y0, z, z], axis=1),
