@@ -209,3 +209,49 @@ def test_easgd_agrees_with_the_simulator():
     y = np.asarray(simulate.simulate(prob, spec, T=17, R=6000, seed=1).mean_grad_norm_sq())
     z = (y.mean() - r.mean_grad_norm_sq[0]) / (y.std(ddof=1) / math.sqrt(len(y)))
     assert abs(z) < 4.0, z
+
+
+def _local_sgd_momentum(lam, delta, y0, s2, alpha, H, T, gamma, mu, outer):
+    """Local SGD (no coins) with outer momentum: a linear Gaussian system on
+    (x_1..x_K, z, buf); returns the per-step and the anchor averages of E||grad f||^2."""
+    K = len(delta)
+    n = K + 2
+    m = np.zeros(n)
+    m[: K + 1] = y0
+    C = np.zeros((n, n))
+    steps, anchors = 0.0, []
+    for t in range(T):
+        if t % H == 0:
+            anchors.append(lam**2 * (m[K] ** 2 + C[K, K]))
+        w = np.zeros(n)
+        w[:K] = 1.0 / K
+        steps += lam**2 * ((w @ m) ** 2 + w @ C @ w)
+        J = np.eye(n)
+        J[:K, :K] *= 1 - alpha * lam
+        b = np.zeros(n)
+        b[:K] = alpha * lam * delta
+        m, C = J @ m + b, J @ C @ J.T + np.diag([alpha**2 * s2] * K + [0.0, 0.0])
+        if (t + 1) % H == 0:
+            d = np.zeros(n)  # Delta = z - xbar
+            d[K], d[:K] = 1.0, -1.0 / K
+            buf = mu * np.eye(n)[K + 1] + d
+            z = np.eye(n)[K] - gamma * (d + mu * buf if outer == "nesterov" else buf)
+            S = np.zeros((n, n))
+            S[: K + 1] = z
+            S[K + 1] = buf
+            m, C = S @ m, S @ C @ S.T
+    return steps / T, float(np.mean(anchors[: T // H]))
+
+
+@pytest.mark.parametrize("outer", ["nesterov", "heavy_ball"])
+@pytest.mark.parametrize("H, T", [(1, 7), (3, 12), (4, 13)])
+def test_outer_momentum_and_anchor_average(outer, H, T):
+    lam, y0, s2, alpha, gamma, mu = 0.9, 1.4, 0.3, 0.4, 0.7, 0.6
+    delta = np.array([0.5, -0.2, -0.3])
+    ref_steps, ref_anchors = _local_sgd_momentum(lam, delta, y0, s2, alpha, H, T, gamma, mu, outer)
+    args = ([[lam]], [[y0]], [[s2]], [[np.mean(delta**2)]])
+    kw = dict(K=[3], alpha=[alpha], T=[T], H=[H], gamma=[gamma], mu=[mu],
+              nesterov=outer == "nesterov", heavy_ball=outer == "heavy_ball")  # fmt: skip
+    assert oracle_batch(*args, **kw).mean_grad_norm_sq[0] == pytest.approx(ref_steps, rel=1e-12)
+    at = oracle_batch(*args, **kw, at_anchors=True).mean_grad_norm_sq[0]
+    assert at == pytest.approx(ref_anchors, rel=1e-12)

@@ -69,8 +69,15 @@ def oracle_batch(
     minibatch: bool = False,
     shared: bool = False,
     nesterov: bool = False,
+    heavy_ball: bool = False,
+    at_anchors: bool = False,
 ) -> BatchResult:
     """Exact ``(1/T) sum_{t<T} E||grad f(xbar_t)||^2`` for ``N`` designs.
+
+    ``at_anchors``: measure ``(1/R) sum_{r<R} E||grad f(z_r)||^2`` over the anchors
+    ``z_0 .. z_{R-1}`` of the ``R = floor(T/H)`` full rounds instead. Outer momentum:
+    PyTorch Nesterov (``nesterov``: ``buf <- mu buf + Delta``, ``z <- z - gamma (Delta +
+    mu buf)``) or heavy ball (``heavy_ball``: ``z <- z - gamma buf``).
 
     ``lam, y0, s2, Q``: (N, D) per design and eigendirection (see :class:`theory.
     round_moments.Directions`). Per design (N,): ``K`` workers, ``alpha``, ``T`` steps; for
@@ -94,9 +101,13 @@ def oracle_batch(
             Hn = np.asarray(H, dtype=np.int64).reshape(-1)
             g_sum, c_sum, final = _local(
                 lam, y0, s2, Q, Kf, a, Tn, Hn, per(p, 0), per(eta, 0),
-                per(gamma, 1), per(mu, 0), shared, nesterov,
+                per(gamma, 1), per(mu, 0), shared, "nesterov" if nesterov else
+                "heavy_ball" if heavy_ball else "sgd", at_anchors,
             )  # fmt: skip
-        g, c, fin = g_sum / Tn, c_sum / Tn, final
+        g, c = g_sum / Tn, c_sum / Tn
+        if at_anchors and not minibatch:
+            g = g_sum / np.maximum(Tn // Hn, 1)
+        fin = final
     bad = ~(np.isfinite(g) & np.isfinite(c) & np.isfinite(fin))
     return BatchResult(g, np.maximum(c, 0.0), fin, g0, bad)
 
@@ -166,7 +177,7 @@ def _parts(lam, s2, Q, K, shared):
     return np.stack([AA, VD, CA, CD])
 
 
-def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, nesterov):
+def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, outer, at_anchors=False):
     P, rows = _within_round(lam, s2, Q, K, a, p, eta, shared)
     u0 = np.zeros(lam.shape + (_U + 4,))
     u0[..., _A1] = u0[..., _AA] = u0[..., _A1S] = u0[..., _C] = 1.0
@@ -176,18 +187,21 @@ def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, nesterov):
     AA_H = np.einsum("ndi,ndi->nd", rows[0], uH[..., :_U])
     VD_H = np.einsum("ndi,ndi->nd", rows[1], uH[..., :_U])
     a1_H = uH[..., _A1]
-    M = _round_map(a1_H, AA_H, VD_H, gamma, mu, nesterov)  # (N, D, 6, 6)
+    M = _round_map(a1_H, AA_H, VD_H, gamma, mu, outer)  # (N, D, 6, 6)
     lam2 = lam**2
     W = np.zeros(lam.shape + (8, 8))
     W[..., :6, :6] = M
-    W[..., 6, 0], W[..., 6, 5] = lam2 * uH[..., _U], lam2 * uH[..., _U + 1]
+    if at_anchors:  # E||grad f(z_r)||^2 at the start of every full round
+        W[..., 6, 0] = lam2
+    else:
+        W[..., 6, 0], W[..., 6, 5] = lam2 * uH[..., _U], lam2 * uH[..., _U + 1]
     W[..., 7, 0], W[..., 7, 5] = uH[..., _U + 2], uH[..., _U + 3]
     W[..., 6, 6] = W[..., 7, 7] = 1.0
     v = np.zeros(lam.shape + (8,))
     v[..., 0], v[..., 3], v[..., 5] = y0**2, y0, 1.0  # E z^2, E z, 1
     v = _power_apply(W, n_full, v)
     Z2 = v[..., 0]
-    g = v[..., 6] + lam2 * (uR[..., _U] * Z2 + uR[..., _U + 1])
+    g = v[..., 6] + (0.0 if at_anchors else lam2 * (uR[..., _U] * Z2 + uR[..., _U + 1]))
     c = v[..., 7] + uR[..., _U + 2] * Z2 + uR[..., _U + 3]
     AA_R = np.einsum("ndi,ndi->nd", rows[0], uR[..., :_U])
     VD_R = np.einsum("ndi,ndi->nd", rows[1], uR[..., :_U])
@@ -195,7 +209,7 @@ def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, nesterov):
     return g.sum(axis=1), c.sum(axis=1), final.sum(axis=1)
 
 
-def _round_map(a1, AA, VD, gamma, mu, nesterov):
+def _round_map(a1, AA, VD, gamma, mu, outer):
     """Affine map of ``v = (E z^2, E z buf, E buf^2, E z, E buf, 1)`` over one round and
     its sync (see :func:`theory.round_moments._outer_coefficients`)."""
     shape = a1.shape
@@ -203,8 +217,11 @@ def _round_map(a1, AA, VD, gamma, mu, nesterov):
     zero = np.zeros(shape)
     g = np.broadcast_to(gamma, shape)
     m = np.broadcast_to(mu, shape)
-    if nesterov:  # buf' = mu buf + D; z' = z - g (D + mu buf')
+    if outer == "nesterov":  # buf' = mu buf + D; z' = z - g (D + mu buf')
         zc = (one, -g * m * m, -g * (1 + m))
+        bc = (zero, m, one)
+    elif outer == "heavy_ball":  # buf' = mu buf + D; z' = z - g buf'
+        zc = (one, -g * m, -g)
         bc = (zero, m, one)
     else:  # z' = z - g D; buf unchanged
         zc = (one, zero, -g)
