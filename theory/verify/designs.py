@@ -44,6 +44,8 @@ COORDS = (
     ("log10_eta", -3.0, 4.0),
     ("log10_afrac", -3.0, 0.0),
     ("gamma", 0.05, 1.95),
+    ("mu", 0.0, 0.99),
+    ("heavy_ball", 0.0, 1.0),
 )
 IDX = {name: i for i, (name, _, _) in enumerate(COORDS)}
 LOW = np.array([c[1] for c in COORDS])
@@ -69,6 +71,10 @@ def space_of(fam: Family) -> Space:
         free[[IDX["logit_p"], IDX["log10_eta"]]] = False
     if not fam.uses_gamma:
         free[IDX["gamma"]] = False
+    if not fam.uses_mu:
+        free[[IDX["mu"], IDX["heavy_ball"]]] = False
+    if fam.anchors:  # measured at the anchors of full rounds
+        free[IDX["rem"]] = False
     if fam.algorithm == "sgd":
         free[[IDX["log2_H"], IDX["rem"]]] = False
     n_src = 2 if fam.iid else 3
@@ -128,6 +134,8 @@ def decode(
         "p": p,
         "eta": eta,
         "gamma": g["gamma"] if fam.uses_gamma else np.ones_like(L),
+        "mu": g["mu"] if fam.uses_mu else np.zeros_like(L),
+        "heavy_ball": np.round(g["heavy_ball"]) if fam.uses_mu else np.zeros_like(L),
     }
     amax = max_steps(bound, d)
     top = np.where(np.isfinite(amax), amax, 1.0 / L)  # no limit at all: 1/L
@@ -158,6 +166,8 @@ def isolating(space: Space, rng: np.random.Generator, n: int) -> tuple[np.ndarra
         "log10_eta": [-3.0, 0.0, 1.0, 4.0],
         "log10_afrac": [0.0, -1.0, -3.0],
         "gamma": [1.0, 0.2, 1.8],
+        "mu": [0.0, 0.9, 0.5, 0.99],
+        "heavy_ball": [0.0, 1.0],
     }
     pure = [m for m in space.masks if m.sum() == 1] + [space.masks[-1]]
     xs = np.tile(neutral(), (n, 1))

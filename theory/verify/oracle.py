@@ -30,7 +30,7 @@ import numpy as np
 import sympy as sp
 
 from theory.bound import Bound, param_name
-from theory.round_moments_batch import oracle_batch, oracle_batch_easgd
+from theory.round_moments_batch import BatchResult, oracle_batch, oracle_batch_easgd
 from theory.validation import UserInputError
 from theory.verify.sampling import algorithm_for, coins_for
 
@@ -50,12 +50,12 @@ __all__ = [
 #: the fields of a design (one array each in a batch)
 FIELDS = (
     "L", "lam_F", "lam_s", "lam_z", "F0", "sigma2", "zeta2",
-    "K", "H", "T", "p", "eta", "gamma", "alpha",
+    "K", "H", "T", "p", "eta", "gamma", "mu", "heavy_ball", "alpha",
 )  # fmt: skip
-_INT_FIELDS = ("K", "H", "T")
+_INT_FIELDS = ("K", "H", "T", "heavy_ball")
 
 #: algorithms with an exact oracle (theory.round_moments)
-EXACT_ALGORITHMS = ("sgd", "local_sgd", "palsgd", "easgd")
+EXACT_ALGORITHMS = ("sgd", "local_sgd", "diloco", "palsgd", "easgd")
 
 #: relative tolerance of the exact comparison (the oracle agrees with the step-by-step
 #: recursion to ~1e-12 relative; a ratio above 1 + REL_TOL is a violation)
@@ -70,7 +70,10 @@ VACUOUS_FACTOR = 1.0
 @dataclass(frozen=True)
 class Family:
     """What a bound is verified as: simulator ``algorithm``, ``coins``, ``outer`` optimizer,
-    and which of its parameters vary (``uses_p``, ``uses_gamma``, ``iid``)."""
+    which of its parameters vary (``uses_p``, ``uses_gamma``, ``uses_mu``: outer momentum,
+    Nesterov or heavy ball), ``iid`` data, and what it measures (``anchors``: the average
+    of ``E||grad f(z_r)||^2`` over the anchors of the full rounds, for a bound whose
+    ``measured`` attribute is ``"anchors"``; else the per-step average at ``xbar_t``)."""
 
     algorithm: str
     coins: str
@@ -78,6 +81,8 @@ class Family:
     uses_p: bool
     uses_gamma: bool
     iid: bool
+    uses_mu: bool = False
+    anchors: bool = False
 
     @property
     def exact(self) -> bool:
@@ -91,10 +96,12 @@ def family_of(bound: Bound) -> Family:
     return Family(
         algorithm=algo,
         coins=coins_for(bound),
-        outer="sgd" if "gamma" in uses else "average",
+        outer="momentum" if "mu" in uses else "sgd" if "gamma" in uses else "average",
         uses_p=algo == "palsgd",
-        uses_gamma="gamma" in uses,
+        uses_gamma="gamma" in uses or "mu" in uses,
         iid=any(a.key == "A3iid" for a in bound.assumptions),
+        uses_mu="mu" in uses,
+        anchors=getattr(bound, "measured", "iterates") == "anchors",
     )
 
 
@@ -114,7 +121,7 @@ def bound_params(bound: Bound, d: Mapping[str, np.ndarray]) -> dict[str, np.ndar
         "alpha": d["alpha"],
         "R": d["T"] / d["H"],
         "beta": np.zeros_like(d["L"]),
-        "mu": np.zeros_like(d["L"]),
+        "mu": d.get("mu", np.zeros_like(d["L"])),
     }
     missing = [n for n in bound.parameters if n not in pool]
     if missing:
@@ -248,11 +255,13 @@ def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
             T=d["T"].astype(np.int64),
             H=d["H"].astype(np.int64),
         )
-    return oracle_batch(
+    args = (
         lam,
         np.stack([z, y0, z, z], axis=1),
         np.stack([z, z, d["sigma2"], z], axis=1),
         np.stack([z, z, z, Q], axis=1),
+    )
+    kw = dict(
         K=d["K"],
         alpha=d["alpha"],
         T=d["T"].astype(np.int64),
@@ -260,8 +269,21 @@ def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
         p=d["p"],
         eta=d["eta"],
         gamma=d["gamma"],
+        mu=d.get("mu", z),
         minibatch=fam.algorithm == "sgd",
         shared=fam.coins == "shared",
+        at_anchors=fam.anchors,
+    )
+    if not fam.uses_mu:
+        return oracle_batch(*args, **kw)
+    hb = d.get("heavy_ball", z) > 0.5  # outer momentum: heavy ball or PyTorch Nesterov
+    nes = oracle_batch(*args, **kw, nesterov=True)
+    heavy = oracle_batch(*args, **kw, heavy_ball=True)
+    return BatchResult(
+        *(
+            np.where(hb, getattr(heavy, f), getattr(nes, f))
+            for f in BatchResult.__dataclass_fields__
+        )
     )
 
 
@@ -334,9 +356,14 @@ def parse_design(text: str) -> dict[str, np.ndarray]:
             raise UserInputError(f"--at: {need} is required")
     L = got["L"]
     full = {"lam_F": L, "lam_s": L, "lam_z": L, "F0": 0.0, "sigma2": 0.0, "zeta2": 0.0}
-    full.update({"K": 1.0, "H": 1.0, "p": 0.0, "eta": 0.0, "gamma": 1.0})
+    full.update({"K": 1.0, "H": 1.0, "p": 0.0, "eta": 0.0, "gamma": 1.0, "mu": 0.0})
+    full["heavy_ball"] = 0.0
     full.update(got)
-    for k in _INT_FIELDS:
+    if full["heavy_ball"] not in (0.0, 1.0):
+        raise UserInputError("--at: heavy_ball must be 0 (Nesterov) or 1 (heavy ball)")
+    if full["mu"] >= 1:
+        raise UserInputError(f"--at: mu = {full['mu']:g} must be below 1")
+    for k in ("K", "H", "T"):
         if full[k] < 1 or full[k] != int(full[k]):
             raise UserInputError(f"--at: {k} = {full[k]:g} must be a positive integer")
     for k in ("lam_F", "lam_s", "lam_z"):
