@@ -29,7 +29,7 @@ REPORT_FILES = [
     "summary.txt",
     *[
         f"{n}.{ext}"
-        for n in ("measured_vs_bound", "rates", "consensus_vs_H", "exact_vs_mc")
+        for n in ("tightness", "measured_vs_bound", "rates", "consensus_vs_H", "exact_vs_mc")
         for ext in ("png", "pdf")
     ],
 ]

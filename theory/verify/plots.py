@@ -25,6 +25,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from theory.verify.plots_exact import plot_tightness  # noqa: E402
+
 __all__ = [
     "plot_report",
     "plot_measured_vs_bound",
@@ -267,6 +269,7 @@ def plot_report(report: Mapping[str, Any], directory: str | Path) -> list[str]:
     """Write every plot of ``report`` into ``directory``; returns the file names."""
     directory = Path(directory)
     files = []
+    files += plot_tightness(report.get("tightness", []), directory)
     files += plot_measured_vs_bound(report.get("results", []), directory)
     files += plot_rates(report.get("rates", []), directory)
     files += plot_consensus(report.get("consensus", []), directory)
