@@ -223,7 +223,7 @@ class DistributedAlgorithm:
             for _ in range(a):
                 next_batch()
                 drawn += 1
-        info = self.step(scaler=scaler)
+        info = self.step() if scaler is None else self.step(scaler=scaler)
         return StepResult(info=info, loss=loss_out, batches=drawn)
 
     def resolve_timings(self) -> None:
