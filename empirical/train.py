@@ -562,6 +562,13 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
             overrides["max_position_embeddings"] = cfg.seq_len
     try:
         kw: dict[str, Any] = {"tokenizer": cfg.tokenizer} if task == "lm" else {}
+        if cfg.pretokenize:
+            if cfg.dataset != "tinystories":
+                raise UserInputError(
+                    f"option 'pretokenize' applies to the 'tinystories' dataset, not "
+                    f"'{cfg.dataset}'"
+                )
+            kw["pretokenize"] = True
         train_set = data_mod.build_dataset(
             cfg.dataset, path=cfg.data_path, split="train", seq_len=cfg.seq_len, seed=cfg.seed, **kw
         )

@@ -52,13 +52,18 @@ def test_init_distributed_binds_before_the_group_and_passes_device_id(fake_cuda,
     monkeypatch.setattr(dmod.dist, "init_process_group", lambda *a, **kw: calls.append((a, kw)))
     monkeypatch.setattr(dmod.dist, "get_rank", lambda *a: 1)
     monkeypatch.setattr(dmod.dist, "get_world_size", lambda *a: 2)
-    for key, val in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
-                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
+    for key, val in {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "1",
+    }.items():
         monkeypatch.setenv(key, val)
     ctx = dmod.init_distributed(device="cuda")
     assert ctx.device == torch.device("cuda", 1) and ctx.backend == "nccl"
     assert fake_cuda == [torch.device("cuda", 1)]  # bound before init_process_group ran
-    (args, kw), = calls
+    ((args, kw),) = calls
     assert args == ("nccl",) and kw["device_id"] == torch.device("cuda", 1)
     calls.clear()
     dmod.init_distributed(backend="gloo", device="cpu")
@@ -134,13 +139,15 @@ def _loss(model, batch):
 
 def _run(scaler=None, autocast=None, steps=12, p=0.3, clip=0.5):
     model = _mlp()
-    cfg = AlgorithmConfig(name="palsgd", H=4, p=p, eta=1.0, T0=2, clip_grad_norm=clip,
-                          coins="shared", seed=1)
+    cfg = AlgorithmConfig(
+        name="palsgd", H=4, p=p, eta=1.0, T0=2, clip_grad_norm=clip, coins="shared", seed=1
+    )
     algo = build_algorithm(cfg, model, torch.optim.AdamW(model.parameters(), lr=1e-2))
     it = iter(range(10**6))
     for _ in range(steps):
-        algo.train_step(lambda: _batch(next(it)), _loss, micro_batches=2, scaler=scaler,
-                        autocast=autocast)
+        algo.train_step(
+            lambda: _batch(next(it)), _loss, micro_batches=2, scaler=scaler, autocast=autocast
+        )
     return model, algo
 
 

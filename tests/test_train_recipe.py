@@ -16,8 +16,24 @@ from empirical.metrics import read_jsonl
 from empirical.schedules import rate_at
 from theory.cli import main as cli_main
 
-BASE = ["train", "--no-progress", "--T", "6", "--eval-interval", "0", "--seq-len", "16",
-        "--batch-size", "2", "--H", "2", "--log-interval", "1", "--checkpoint-interval", "6"]
+BASE = [
+    "train",
+    "--no-progress",
+    "--T",
+    "6",
+    "--eval-interval",
+    "0",
+    "--seq-len",
+    "16",
+    "--batch-size",
+    "2",
+    "--H",
+    "2",
+    "--log-interval",
+    "1",
+    "--checkpoint-interval",
+    "6",
+]
 
 
 def _args(out: Path, *extra: str) -> list[str]:
@@ -27,8 +43,21 @@ def _args(out: Path, *extra: str) -> list[str]:
 def test_bf16_cosine_schedule_and_export_of_the_anchor(tmp_path):
     transformers = pytest.importorskip("transformers")
     out, exp = tmp_path / "run", tmp_path / "export"
-    code = cli_main(_args(out, "--precision", "bf16", "--lr-schedule", "cosine", "--lr-warmup",
-                          "2", "--lr-min-ratio", "0.1", "--export-dir", str(exp)))
+    code = cli_main(
+        _args(
+            out,
+            "--precision",
+            "bf16",
+            "--lr-schedule",
+            "cosine",
+            "--lr-warmup",
+            "2",
+            "--lr-min-ratio",
+            "0.1",
+            "--export-dir",
+            str(exp),
+        )
+    )
     assert code == 0
     lrs = [r["lr"] for r in read_jsonl(out / "metrics.jsonl", "train")]
     # the record of step s is written after step s - 1 ran at rate_at(s - 1)
