@@ -525,14 +525,20 @@ class StoryDataset(Dataset):
         ids = self._ids(i)[: self.seq_len]
         n = len(ids)
         pad = tok.eos_token_id if self.authors_padding else tok.pad_token_id
-        input_ids = torch.full((self.seq_len,), pad, dtype=torch.long)
-        input_ids[:n] = torch.as_tensor(np.asarray(ids, dtype=np.int64))
-        mask = torch.zeros(self.seq_len, dtype=torch.long)
+        # built in numpy and wrapped once: a few microseconds per item instead of several
+        # torch calls (the item construction dominated the data time of a step)
+        input_ids = np.full(self.seq_len, pad, dtype=np.int64)
+        input_ids[:n] = ids
+        mask = np.zeros(self.seq_len, dtype=np.int64)
         mask[:n] = 1
-        labels = input_ids.clone()
+        labels = input_ids.copy()
         if not self.authors_padding:
             labels[n:] = IGNORE_INDEX
-        return {"input_ids": input_ids, "labels": labels, "attention_mask": mask}
+        return {
+            "input_ids": torch.from_numpy(input_ids),
+            "labels": torch.from_numpy(labels),
+            "attention_mask": torch.from_numpy(mask),
+        }
 
 
 class PretokenizedStoryDataset(StoryDataset):

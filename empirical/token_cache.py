@@ -65,8 +65,9 @@ class TokenCache:
     def tokens(self) -> np.ndarray:
         if self._tokens is None:
             n = int(self.offsets[-1])
+            # a plain ndarray over the map: slicing an np.memmap is several times slower
             self._tokens = (
-                np.memmap(self.bin_path, dtype=self.dtype, mode="r", shape=(n,))
+                np.memmap(self.bin_path, dtype=self.dtype, mode="r", shape=(n,)).view(np.ndarray)
                 if n
                 else np.zeros(0, dtype=self.dtype)
             )
