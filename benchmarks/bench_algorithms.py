@@ -33,8 +33,10 @@ Measured (each ratio from the same run, paired where possible):
    torch's CPU allocations (they bypass Python's allocator), hence RSS; the memory workers
    run with ``MALLOC_MMAP_THRESHOLD_=65536`` so that glibc returns freed tensors to the OS
    and the peak RSS tracks the peak of live allocations (without it the peak varies by
-   several MiB between identical runs). Expected difference: one model copy (the anchor
-   ``z``), nothing more.
+   several MiB between identical runs). Expected accounted difference: two model copies,
+   the anchor ``z`` and the work buffer that PALSGD with outer averaging uses for the
+   consensus statistic's ``x - z`` (none with ``consensus_interval = 0``); Local SGD's
+   averaging reduces the parameters in place and allocates no work buffer at all.
 
 Usage: ``python benchmarks/bench_algorithms.py [--world-size 2] [--out results.json]``.
 All randomness is seeded; the data are synthetic tensors generated up front.

@@ -58,7 +58,7 @@ def authors_sync_offset(name: str, T0: int, H: int) -> int:
     """The ``sync_offset`` that reproduces the authors' absolute-counter sync test.
 
     The authors' code tests the sync on its step counter ``global_step`` (warm-up steps
-    included) right after each local step (reference-implementation.md §3.4, §3.6):
+    included) right after each local step (docs/reference-faithful.md):
     PALSGD syncs after the step that makes ``(global_step + 1) % H == 0``, DiLoCo, Local and
     Post-Local SGD after the step that makes ``global_step % H == 0``. Step ``s`` leaves
     ``global_step = s + 1``, and the toolkit syncs after ``s >= T0`` with

@@ -255,7 +255,7 @@ class LocalAlgorithm(DistributedAlgorithm):
     def micro_batch_done(self) -> None:
         """After each micro-batch's backward: with ``interleave_outer_steps``, take one of
         the zero-gradient outer steps left by the last sync and reset ``x <- z`` (the
-        authors' code, reference-implementation.md §4). A no-op otherwise."""
+        authors' code, docs/reference-faithful.md). A no-op otherwise."""
         if self.pending_outer > 0 and self.config.interleave_outer_steps:
             self._pending_outer_steps(1)
 
