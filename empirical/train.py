@@ -76,16 +76,15 @@ from typing import Any
 
 from empirical.config import (
     ALGORITHM_FIELDS,
-    MATCH_FIELDS,
     OPTIMIZERS,
     PRESETS,
-    RUN_ONLY_FIELDS,
     TrainConfig,
-    allowed_changes,
     config_to_dict,
     resolve_config,
 )
+from empirical.export import export_anchor, run_name
 from empirical.metrics import atomic_write_json, package_versions
+from empirical.resume import check_resume, checkpoint_meta, common_resume_step
 from theory.validation import UserInputError
 
 __all__ = [
@@ -470,60 +469,6 @@ def _resolve_device(cfg: TrainConfig, local_rank: int, world_size: int = 1) -> s
     return str(bind_device(device, backend, local_rank, world_size))
 
 
-def _checkpoint_meta(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
-    meta = {k: getattr(cfg, k) for k in MATCH_FIELDS}
-    meta["world_size"] = world_size
-    return meta
-
-
-def changed_hyperparameters(
-    cfg: TrainConfig, manifest: dict[str, Any]
-) -> dict[str, tuple[Any, Any]]:
-    """``{field: (checkpoint's value, this run's value)}`` for every hyperparameter (a field
-    in neither :data:`~empirical.config.MATCH_FIELDS` nor
-    :data:`~empirical.config.RUN_ONLY_FIELDS`) that differs from the configuration
-    recorded in the checkpoint's manifest (a field it lacks counts as its default)."""
-    from empirical.checkpoint import _norm
-
-    saved = manifest.get("config")
-    if not isinstance(saved, dict):
-        return {}
-    out: dict[str, tuple[Any, Any]] = {}
-    for f in fields(TrainConfig):
-        if f.name in MATCH_FIELDS or f.name in RUN_ONLY_FIELDS:
-            continue
-        old, new = saved.get(f.name, f.default), getattr(cfg, f.name)
-        if _norm(old) != _norm(new):
-            out[f.name] = (old, new)
-    return out
-
-
-def _check_resume(
-    cfg: TrainConfig, directory: Path, manifest: dict[str, Any], world_size: int
-) -> dict[str, tuple[Any, Any]]:
-    """Every check of a checkpoint against this run; returns the allowed changes."""
-    from empirical.checkpoint import check_compatible, check_rank_files
-
-    check_compatible(manifest, _checkpoint_meta(cfg, world_size), directory)
-    check_rank_files(directory, manifest)
-    if int(manifest["step"]) > cfg.T:
-        raise UserInputError(
-            f"checkpoint '{directory}' is at step {manifest['step']}, beyond T = {cfg.T}"
-        )
-    changed = changed_hyperparameters(cfg, manifest)
-    allowed = set(allowed_changes(cfg))
-    refused = {k: v for k, v in changed.items() if k not in allowed}
-    if refused:
-        text = "; ".join(f"{k}: checkpoint {o!r}, this run {n!r}" for k, (o, n) in refused.items())
-        raise UserInputError(
-            f"checkpoint '{directory}' was written with other hyperparameters ({text}): "
-            "resume with the checkpoint's values, or pass --allow-changed "
-            f"{','.join(refused)} to apply the new values from step {manifest['step']} on "
-            "(the change is recorded in metrics.jsonl and summary.json)"
-        )
-    return changed
-
-
 def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = None) -> Prepared:
     """Every check that bad input can fail, without a process group (so that a bad option
     makes every rank exit 2 instead of leaving the others waiting in a collective).
@@ -615,7 +560,7 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
     changed: dict[str, tuple[Any, Any]] = {}
     try:
         if resume == "auto":
-            meta = _checkpoint_meta(cfg, world_size)
+            meta = checkpoint_meta(cfg, world_size)
 
             def same_run(manifest: dict[str, Any], directory: Path) -> None:
                 check_compatible(manifest, meta, directory)
@@ -634,7 +579,7 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
             resume_dir = resolve_resume(resume, root)
         if resume_dir is not None:
             manifest = read_manifest(resume_dir)
-            changed = _check_resume(cfg, resume_dir, manifest, world_size)
+            changed = check_resume(cfg, resume_dir, manifest, world_size)
     except UserInputError as exc:
         if world_size == 1:
             raise
@@ -913,18 +858,9 @@ class _Trainer:
                 + (f" ({len(errors)} ranks report problems)" if len(errors) > 1 else "")
             )
         if prep.resume_candidates is not None:  # --resume auto
-            common = set(notes[0]["candidates"] or [])
-            for n in notes[1:]:
-                common &= set(n["candidates"] or [])
-            if not common:
-                if any(n["candidates"] for n in notes):
-                    seen = {n["rank"]: n["candidates"][:3] for n in notes}
-                    raise UserInputError(
-                        "--resume auto: no checkpoint is intact on every rank (intact steps by "
-                        f"rank: {seen}); the checkpoint directory must be visible to every rank"
-                    )
+            step = common_resume_step(notes)
+            if step is None:
                 return None, None
-            step = max(common)
             directory = step_dir(self.cfg.checkpoint_path(), step)
             if mine["step"] != step:
                 if self.main:
@@ -934,7 +870,7 @@ class _Trainer:
                         file=sys.stderr,
                     )
                 manifest = read_manifest(directory)
-                self.changed = _check_resume(self.cfg, directory, manifest, self.world)
+                self.changed = check_resume(self.cfg, directory, manifest, self.world)
                 return directory, manifest
             return prep.resume_dir, prep.manifest
         steps = {n["rank"]: n["step"] for n in notes}
@@ -1083,7 +1019,7 @@ class _Trainer:
         failed = [i for i in infos if "error" in i]
         if not failed and self.main:
             try:
-                meta = _checkpoint_meta(cfg, self.world)
+                meta = checkpoint_meta(cfg, self.world)
                 meta["T"] = cfg.T
                 meta["config"] = config_to_dict(cfg)
                 write_manifest(root, step, meta, infos)
@@ -1444,51 +1380,6 @@ class _Trainer:
             path = export_anchor(self.model, state, self.cfg.export_dir, self.cfg.model)
             print(f"{_PROG}: exported the anchor to {path}", file=sys.stderr)
         self._barrier()
-
-
-def run_name(cfg: TrainConfig, world_size: int) -> str:
-    """Default run name: algorithm, workers and the hyperparameters that tell runs apart,
-    e.g. ``palsgd-K4-H32-p0.2-eta1-a0.01-s0`` (W&B/TensorBoard naming, ``summary.json``)."""
-    parts = [cfg.algorithm, f"K{world_size}"]
-    if cfg.algorithm != "ddp":
-        parts.append(f"H{cfg.H}")
-    if cfg.algorithm == "palsgd":
-        parts += [f"p{cfg.p:g}", f"eta{cfg.eta:g}"]
-    if cfg.outer not in (None, "average") and cfg.algorithm != "ddp":
-        parts.append(f"g{cfg.gamma:g}m{cfg.mu:g}")
-    parts += [f"a{cfg.alpha:g}", f"s{cfg.seed}"]
-    return "-".join(parts)
-
-
-def export_anchor(
-    model: Any, state: dict[str, Any], directory: str | os.PathLike, name: str
-) -> Path:
-    """Save the model with parameters ``state`` (the anchor) to ``directory``.
-
-    A Hugging Face model (GPT-Neo) is written with ``save_pretrained`` (``config.json`` and
-    ``model.safetensors``; ``GPTNeoForCausalLM.from_pretrained(directory)`` reads it). Other
-    models (the ResNets) are written as ``anchor.pt`` (``torch.save`` of the state dict) and
-    ``export.json`` naming the model, for ``empirical.models.build_model(name)`` +
-    ``load_state_dict``. The exported copy is built fresh, so the parameters do not share
-    storage with the training model's flat buffer.
-    """
-    import json
-
-    import torch
-
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    fresh = copy.deepcopy(model).cpu()
-    with torch.no_grad():
-        for p in fresh.parameters():
-            p.data = p.data.clone()
-    fresh.load_state_dict({k: v.detach().cpu() for k, v in state.items()})
-    if hasattr(fresh, "save_pretrained"):
-        fresh.save_pretrained(str(out))
-    else:
-        torch.save(fresh.state_dict(), out / "anchor.pt")
-        (out / "export.json").write_text(json.dumps({"model": name}, indent=2) + "\n")
-    return out
 
 
 def _entry() -> None:  # pragma: no cover - exercised through torchrun in the tests
