@@ -73,7 +73,7 @@ def profile_model(name: str, args: argparse.Namespace, device: torch.device) -> 
     timer = Timer(device)
     vocab = 257 if args.dry_run else 50257
     model = build_model(name, vocab_size=vocab).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device.type == "cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     cfg = AlgorithmConfig(name="palsgd", H=4, p=0.2, eta=1.0, outer="nesterov", gamma=0.1, mu=0.9)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
