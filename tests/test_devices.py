@@ -202,3 +202,32 @@ def test_schedules():
     assert mid == pytest.approx(0.5)
     vals = [rate_at("cosine", 1.0, s, 50, warmup=5) for s in range(50)]
     assert np.all(np.diff(vals[4:]) <= 1e-15)
+
+
+def test_outer_state_offload_mechanics_on_the_cpu():
+    """The offload path (stash after each outer step, fetch before the next, checkpoint
+    state) forced on a CPU anchor: same trajectory, momentum held outside the optimizer."""
+
+    def run(offload: bool, steps: int = 14, state=None):
+        model = _mlp()
+        cfg = AlgorithmConfig(name="diloco", H=3, T0=1, gamma=0.7, mu=0.9)
+        algo = build_algorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=0.05))
+        algo.outer.offload = offload  # a CUDA anchor turns it on; forced here
+        if state is not None:
+            algo.load_state_dict(state)
+        it = iter(range(algo.t, 10**6))
+        for _ in range(steps):
+            algo.train_step(lambda: _batch(next(it)), _loss)
+        return model, algo
+
+    a, algo_a = run(True)
+    b, algo_b = run(False)
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+    mem = algo_a.memory_bytes()
+    assert mem["outer_state"] == 0 and mem["outer_state_offloaded"] == algo_a.n * 4
+    assert algo_a.outer.optimizer.state[algo_a.z]["momentum_buffer"] is None
+    torch.testing.assert_close(algo_a.outer.momentum_buffer, algo_b.outer.momentum_buffer)
+    # a checkpoint of the offloaded state resumes like the plain one
+    c, _ = run(True, steps=6, state=algo_a.state_dict())
+    d, _ = run(False, steps=6, state=algo_b.state_dict())
+    assert all(torch.equal(x, y) for x, y in zip(c.parameters(), d.parameters(), strict=True))

@@ -99,17 +99,17 @@ class OuterOptimizer:
 
     def _fetch(self) -> None:
         if self._host is not None and self.optimizer is not None:
-            dev = self._host.to(self.z.device, non_blocking=True)
+            dev = self._host.to(self.z.device, non_blocking=True, copy=True)
             self.optimizer.state[self.z]["momentum_buffer"] = dev
 
     def _stash(self) -> None:
         if not self.offload or self.optimizer is None:
             return
         buf = self.optimizer.state.get(self.z, {}).get("momentum_buffer")
-        if buf is None or not buf.is_cuda:
+        if buf is None or buf is self._host:
             return
         if self._host is None:
-            self._host = torch.empty(buf.shape, dtype=buf.dtype, pin_memory=True)
+            self._host = torch.empty(buf.shape, dtype=buf.dtype, pin_memory=buf.is_cuda)
         self._host.copy_(buf, non_blocking=True)
         self.optimizer.state[self.z]["momentum_buffer"] = None  # frees the device copy
 
