@@ -310,9 +310,22 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(config_to_dict(cfg), indent=2))
         return EXIT_OK
-    if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
-        return launch_torchrun(cfg)
-    return train(cfg)
+    try:
+        if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
+            return launch_torchrun(cfg)
+        return train(cfg)
+    except MemoryError:
+        print(f"{_PROG}: error{_rank_tag()}: out of memory", file=sys.stderr)
+        return EXIT_NO_RESOURCES
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(
+            f"{_PROG}: error{_rank_tag()}: no space left on the device while writing "
+            f"'{exc.filename or 'an output file'}'",
+            file=sys.stderr,
+        )
+        return EXIT_NO_RESOURCES
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -333,18 +346,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{_PROG}: interrupted{_rank_tag()}", file=sys.stderr)
         return 130
-    except MemoryError:
-        print(f"{_PROG}: error{_rank_tag()}: out of memory", file=sys.stderr)
-        return EXIT_NO_RESOURCES
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        print(
-            f"{_PROG}: error{_rank_tag()}: no space left on the device while writing "
-            f"'{exc.filename or 'an output file'}'",
-            file=sys.stderr,
-        )
-        return EXIT_NO_RESOURCES
 
 
 def _rank_tag() -> str:

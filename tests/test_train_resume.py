@@ -206,3 +206,19 @@ def test_old_manifest_without_config_still_resumes(tmp_path):
     assert cli_main(_args(out, "--resume", "auto")) == 0
     assert torch.load  # the run above finished from step 4
     assert json.loads((out / "summary.json").read_text())["resumed_from"].endswith("step_00000004")
+
+
+def test_disk_full_while_writing_metrics_exits_4_without_traceback(tmp_path, monkeypatch, capsys):
+    import empirical.metrics as metrics
+
+    real = metrics.atomic_write_json
+
+    def full(path, obj):
+        if str(path).endswith("config.json"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, obj)
+
+    monkeypatch.setattr("empirical.train.atomic_write_json", full)
+    assert cli_main(_args(tmp_path / "run")) == 4
+    err = capsys.readouterr().err
+    assert "no space left" in err and "config.json" in err and "Traceback" not in err
