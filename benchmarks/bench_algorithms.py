@@ -17,9 +17,15 @@ Measured (each ratio from the same run, paired where possible):
 2. ``pull_over_grad``: median CPU time of a pull step over that of a gradient step
    (forward, backward, inner step) in one PALSGD run (``p = 0.5``); steps followed by a
    sync are excluded (the wall-time ratio is ``pull_over_grad_wall``). Target <= 0.05.
-3. ``flat_over_per_tensor``: the flat sync (gather into one buffer, ONE all-reduce, scatter)
-   over one all-reduce per parameter tensor (the authors' GPT-Neo-8M averaging); median of
-   repetitions, each after a barrier. Target <= 0.5.
+3. ``flat_over_per_tensor``: the flat sync (parameters are views of one buffer: ONE
+   all-reduce in place) over one all-reduce per parameter tensor (the authors' GPT-Neo-8M
+   averaging); median of repetitions, each after a barrier. Target <= 0.5.
+3b. ``sync_over_torch_average``: Local SGD's sync over torch's
+   ``model_averaging.utils.average_parameters`` on an identical model in the same
+   processes (alternating repetitions, consensus statistic off; the figures with it on and
+   for DiLoCo's outer-Nesterov sync are printed beside). Target <= 1.05. The consensus
+   statistic's squared norm at ``--consensus-params`` (124M) values is timed in the parent:
+   the one-kernel form, the former chunked host loop, and a plain ``torch.dot``.
 4. Memory of PALSGD vs Local SGD, in separate processes: (a) accounting,
    ``algo.memory_bytes()`` (tensors the algorithm allocates), (b) peak resident set size
    (``getrusage(RUSAGE_SELF).ru_maxrss``) after building the model, the inner optimizer and
@@ -27,8 +33,10 @@ Measured (each ratio from the same run, paired where possible):
    torch's CPU allocations (they bypass Python's allocator), hence RSS; the memory workers
    run with ``MALLOC_MMAP_THRESHOLD_=65536`` so that glibc returns freed tensors to the OS
    and the peak RSS tracks the peak of live allocations (without it the peak varies by
-   several MiB between identical runs). Expected difference: one model copy (the anchor
-   ``z``), nothing more.
+   several MiB between identical runs). Expected accounted difference: two model copies,
+   the anchor ``z`` and the work buffer that PALSGD with outer averaging uses for the
+   consensus statistic's ``x - z`` (none with ``consensus_interval = 0``); Local SGD's
+   averaging reduces the parameters in place and allocates no work buffer at all.
 
 Usage: ``python benchmarks/bench_algorithms.py [--world-size 2] [--out results.json]``.
 All randomness is seeded; the data are synthetic tensors generated up front.
@@ -53,7 +61,12 @@ from torch import nn
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.distributed import spawn_workers
 
-TARGETS = {"palsgd_over_local_sgd": 1.02, "pull_over_grad": 0.05, "flat_over_per_tensor": 0.5}
+TARGETS = {
+    "palsgd_over_local_sgd": 1.02,
+    "pull_over_grad": 0.05,
+    "flat_over_per_tensor": 0.5,
+    "sync_over_torch_average": 1.05,
+}
 
 
 class ResidualMLP(nn.Module):
@@ -143,7 +156,7 @@ def timing_worker(rank: int, world: int, args: argparse.Namespace) -> dict[str, 
     out: dict[str, Any] = {}
     data = make_data(args, rank, 16)
     H = args.H
-    bar = tqdm(total=3, desc="bench_algorithms", disable=rank != 0)
+    bar = tqdm(total=4, desc="bench_algorithms", disable=rank != 0)
 
     # 1. PALSGD (coin every step, no pull) vs Local SGD, alternating single steps
     algos = {}
@@ -224,8 +237,92 @@ def timing_worker(rank: int, world: int, args: argparse.Namespace) -> dict[str, 
     out["n_tensors"] = len(params)
     out["n_params"] = sum(p.numel() for p in params)
     bar.update()
+
+    # 4. one sync against torch's model_averaging.utils.average_parameters, same processes
+    out.update(sync_vs_torch(args, world))
+    bar.update()
     bar.close()
     return out
+
+
+def sync_vs_torch(args: argparse.Namespace, world: int) -> dict[str, Any]:
+    """Median seconds (max over ranks) of one sync of each kind, alternating repetitions:
+    torch's ``average_parameters`` (one ``torch.cat`` copy, one all-reduce, re-pointing),
+    Local SGD's sync (parameters are views of the flat buffer: all-reduced in place) with
+    the consensus statistic off and on, and DiLoCo's (``Delta = z - x``, all-reduce, outer
+    Nesterov step on the flat anchor, ``x <- z``) off and on."""
+    from torch.distributed.algorithms.model_averaging.utils import average_parameters
+
+    def build(name: str, consensus: int):
+        m = make_model(args)
+        cfg = AlgorithmConfig(name=name, H=1, consensus_interval=consensus)
+        return build_algorithm(cfg, m, torch.optim.SGD(m.parameters(), lr=0.01))
+
+    torch_model = make_model(args)
+    algos = {
+        "local_sgd": build("local_sgd", 0),
+        "local_sgd_consensus": build("local_sgd", 1),
+        "diloco": build("diloco", 0),
+        "diloco_consensus": build("diloco", 1),
+    }
+
+    def torch_avg() -> None:
+        average_parameters(iter(torch_model.parameters()), dist.group.WORLD)
+
+    fns = {"torch_average_parameters": torch_avg, **{k: a._sync for k, a in algos.items()}}
+    res: dict[str, list[float]] = {k: [] for k in fns}
+    for rep in range(args.comm_reps + 2):
+        for name, fn in fns.items():
+            dist.barrier()
+            start = time.perf_counter()
+            fn()
+            dt = _max_over_ranks(time.perf_counter() - start)
+            if rep >= 2:
+                res[name].append(dt)
+    med = {k: statistics.median(v) for k, v in res.items()}
+    ref = med["torch_average_parameters"]
+    out: dict[str, Any] = {f"sync_{k}_s": v for k, v in med.items()}
+    for k in algos:
+        out[f"sync_{k}_over_torch"] = med[k] / ref
+    return out
+
+
+def _sq_norm_chunked(v: torch.Tensor, chunk: int = 1 << 16) -> float:
+    """The consensus norm as the toolkit computed it before (a host loop over chunks)."""
+    chunks = (v.numel() + chunk - 1) // chunk
+    partial = torch.empty(chunks, dtype=torch.float64, device=v.device)
+    for i in range(chunks):
+        c = v[i * chunk : (i + 1) * chunk]
+        partial[i] = torch.dot(c, c)
+    return float(partial.sum())
+
+
+def consensus_cost(n: int, reps: int = 5) -> dict[str, Any]:
+    """Seconds of the consensus statistic's squared norm over ``n`` float32 values: the
+    one-kernel form in use (``empirical.algorithms.local.sq_norm``), the former chunked host
+    loop, and one plain ``torch.dot`` (the memory-bound floor). On the CPU every figure is
+    compute included; ``host_launches`` counts the kernels each form launches."""
+    from empirical.algorithms.local import _CHUNK, sq_norm
+
+    v = torch.randn(n, generator=torch.Generator().manual_seed(0))
+    times: dict[str, list[float]] = {"fused": [], "chunked": [], "dot": []}
+    for _ in range(reps):
+        for name, fn in (
+            ("fused", lambda: float(sq_norm(v))),
+            ("chunked", lambda: _sq_norm_chunked(v)),
+            ("dot", lambda: float(torch.dot(v, v))),
+        ):
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    med = {k: statistics.median(t) for k, t in times.items()}
+    return {
+        "n": n,
+        **{f"{k}_s": t for k, t in med.items()},
+        "fused_over_dot": med["fused"] / med["dot"],
+        "chunked_over_fused": med["chunked"] / med["fused"],
+        "host_launches": {"fused": 4, "chunked": 2 * (-(-n // _CHUNK)) + 1, "dot": 1},
+    }
 
 
 def memory_worker(rank: int, world: int, args: argparse.Namespace, name: str) -> dict[str, Any]:
@@ -267,11 +364,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-blocks", type=int, default=2)
     ap.add_argument("--pull-steps", type=int, default=80)
     ap.add_argument("--comm-reps", type=int, default=15)
+    ap.add_argument(
+        "--consensus-params",
+        type=int,
+        default=124_000_000,
+        help="size of the consensus-statistic measurement (0: skip)",
+    )
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     timing = spawn_workers(timing_worker, args.world_size, args, timeout_s=1800)[0]
+    consensus = consensus_cost(args.consensus_params) if args.consensus_params > 0 else None
     saved_env = os.environ.get("MALLOC_MMAP_THRESHOLD_")
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"  # inherited by the spawned workers
     try:
@@ -299,11 +403,13 @@ def main(argv: list[str] | None = None) -> int:
         },
         "args": vars(args),
         "timing": timing,
+        "consensus": consensus,
         "memory": mem,
         "ratios": {
             "palsgd_over_local_sgd": timing["palsgd_over_local_sgd"],
             "pull_over_grad": timing["pull_over_grad"],
             "flat_over_per_tensor": timing["flat_over_per_tensor"],
+            "sync_over_torch_average": timing["sync_local_sgd_over_torch"],
             "extra_memory_accounted_in_model_copies": (acc_pal - acc_local) / model_bytes,
             "extra_peak_rss_in_model_copies": rss_diff / model_bytes,
         },
@@ -345,6 +451,23 @@ def main(argv: list[str] | None = None) -> int:
         f" model copies; peak RSS {rss_diff / 2**20:.1f} MiB = "
         f"{r['extra_peak_rss_in_model_copies']:.2f} model copies (model {model_bytes / 2**20:.1f} MiB)"
     )
+    print(
+        f"{'one sync (3.57M-class)':26s} torch average_parameters "
+        f"{timing['sync_torch_average_parameters_s'] * 1e3:.2f} ms; Local SGD "
+        f"{timing['sync_local_sgd_s'] * 1e3:.2f} ms (consensus on "
+        f"{timing['sync_local_sgd_consensus_s'] * 1e3:.2f} ms, "
+        f"{timing['sync_local_sgd_consensus_over_torch']:.3f}x); DiLoCo "
+        f"{timing['sync_diloco_s'] * 1e3:.2f} ms ({timing['sync_diloco_over_torch']:.3f}x; "
+        f"consensus on {timing['sync_diloco_consensus_over_torch']:.3f}x)"
+    )
+    if consensus is not None:
+        print(
+            f"{'consensus norm':26s} {consensus['n']:,} fp32 values: one kernel "
+            f"{consensus['fused_s'] * 1e3:.1f} ms ({consensus['host_launches']['fused']} "
+            f"launches), former chunk loop {consensus['chunked_s'] * 1e3:.1f} ms "
+            f"({consensus['host_launches']['chunked']} launches), torch.dot "
+            f"{consensus['dot_s'] * 1e3:.1f} ms (CPU: compute included)"
+        )
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(result, fh, indent=2)

@@ -32,7 +32,7 @@ import os
 import random
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,8 @@ __all__ = [
     "read_manifest",
     "list_checkpoints",
     "latest_complete",
+    "verify_checkpoint",
+    "intact_checkpoints",
     "resolve_resume",
     "check_compatible",
     "check_rank_files",
@@ -153,6 +155,58 @@ def latest_complete(root: str | os.PathLike) -> Path | None:
     """The complete checkpoint with the highest step, or None."""
     done = [d for _, d, complete in list_checkpoints(root) if complete]
     return done[-1] if done else None
+
+
+def verify_checkpoint(
+    directory: str | os.PathLike,
+    rank: int | None = None,
+    check: Callable[[dict[str, Any], Path], None] | None = None,
+) -> str | None:
+    """``None`` if the checkpoint is intact, else why not: its manifest is readable, every
+    rank file it lists exists with the recorded size and, for ``rank`` (if given), the file's
+    SHA-256 matches the manifest. ``check(manifest, directory)``, if given, runs right after
+    the manifest is read and its errors propagate (a checkpoint of another run is a
+    mismatch to report, not damage to skip)."""
+    directory = Path(directory)
+    try:
+        manifest = read_manifest(directory)
+    except UserInputError as exc:
+        return str(exc)
+    if check is not None:
+        check(manifest, directory)
+    try:
+        check_rank_files(directory, manifest)
+        if rank is not None and rank < int(manifest["world_size"]):
+            entry = _file_entry(manifest, rank, directory)
+            path = directory / entry["file"]
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest != entry["sha256"]:
+                return f"checkpoint file '{path}' is corrupt: its SHA-256 differs from the manifest"
+    except UserInputError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"checkpoint '{directory}' cannot be read: {exc}"
+    return None
+
+
+def intact_checkpoints(
+    root: str | os.PathLike,
+    rank: int | None = None,
+    check: Callable[[dict[str, Any], Path], None] | None = None,
+) -> tuple[list[tuple[int, Path]], list[tuple[Path, str]]]:
+    """Complete checkpoints under ``root`` that pass :func:`verify_checkpoint` (newest
+    first), and the complete ones that do not, with the reason."""
+    good: list[tuple[int, Path]] = []
+    bad: list[tuple[Path, str]] = []
+    for step, directory, complete in reversed(list_checkpoints(root)):
+        if not complete:
+            continue
+        why = verify_checkpoint(directory, rank, check)
+        if why is None:
+            good.append((step, directory))
+        else:
+            bad.append((directory, why))
+    return good, bad
 
 
 def resolve_resume(resume: str | None, root: str | os.PathLike) -> Path | None:

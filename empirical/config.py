@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from empirical.schedules import SCHEDULES
 from theory.validation import (
     ParameterError,
     ParamSpec,
@@ -43,7 +44,9 @@ __all__ = [
     "THEORY_FIELDS",
     "ALGORITHM_FIELDS",
     "MATCH_FIELDS",
+    "RUN_ONLY_FIELDS",
     "FIELD_ALIASES",
+    "allowed_changes",
     "OPTIMIZERS",
     "load_config_file",
     "resolve_config",
@@ -106,8 +109,25 @@ class TrainConfig:
     discard_batch_on_pull: bool | None = None
     outer_steps_per_sync: int | None = None
     sync_offset: int | None = None
+    sync_schedule: str | None = None
+    interleave_outer_steps: bool | None = None
+    consensus_interval: int | None = None
+    offload_outer_state: bool | None = None
+    coins_file: str | None = None
     comm_delay_s: float | None = None
     comm_delay_per_byte_s: float | None = None
+    # learning-rate schedules (inner: over steps 0..T; outer: over the steps after T0)
+    lr_schedule: str = "constant"
+    lr_warmup: int = 0
+    lr_min_ratio: float = 0.0
+    outer_lr_schedule: str = "constant"
+    outer_lr_warmup: int = 0
+    outer_lr_min_ratio: float = 0.0
+    # precision and data loading
+    precision: str = "fp32"
+    num_workers: int = 0
+    pin_memory: bool = False
+    pretokenize: bool = False
     # evaluation (of the anchor, i.e. the global model)
     eval_interval: int = 50
     eval_batches: int = 4
@@ -116,15 +136,20 @@ class TrainConfig:
     checkpoint_interval: int = 0
     keep_checkpoints: int = 3
     resume: str | None = None
+    allow_changed: str | None = None
     overwrite: bool = False
     max_steps_this_run: int | None = None
     crash_at_step: int | None = None
     # run
     seed: int = 0
     device: str = "auto"
+    backend: str = "auto"
     output_dir: str = "runs/train"
+    run_name: str | None = None
+    export_dir: str | None = None
     log_interval: int = 10
     tensorboard: bool = False
+    wandb_project: str | None = None
     progress: bool = True
     nproc: int = 1
     max_restarts: int = 0
@@ -157,6 +182,10 @@ ALGORITHM_FIELDS: dict[str, str] = {
     "discard_batch_on_pull": "discard_batch_on_pull",
     "outer_steps_per_sync": "outer_steps_per_sync",
     "sync_offset": "sync_offset",
+    "sync_schedule": "sync_schedule",
+    "interleave_outer_steps": "interleave_outer_steps",
+    "consensus_interval": "consensus_interval",
+    "offload_outer_state": "offload_outer_state",
     "comm_delay_s": "comm_delay_s",
     "comm_delay_per_byte_s": "comm_delay_per_byte_s",
 }
@@ -179,6 +208,39 @@ MATCH_FIELDS = (
     "outer",
     "coins",
     "seed",
+)
+
+#: fields that may differ freely between a run and the checkpoint it resumes (they say how
+#: this invocation runs and where it writes, not what is trained); every other field not
+#: in MATCH_FIELDS is a hyperparameter that a resume refuses to change unless it is named
+#: in ``allow_changed`` (then the new value is applied and the change recorded)
+RUN_ONLY_FIELDS = (
+    "T",
+    "eval_interval",
+    "eval_batches",
+    "checkpoint_dir",
+    "checkpoint_interval",
+    "keep_checkpoints",
+    "resume",
+    "allow_changed",
+    "overwrite",
+    "max_steps_this_run",
+    "crash_at_step",
+    "device",
+    "backend",
+    "output_dir",
+    "run_name",
+    "export_dir",
+    "log_interval",
+    "tensorboard",
+    "wandb_project",
+    "progress",
+    "nproc",
+    "max_restarts",
+    "num_workers",
+    "pin_memory",
+    "pretokenize",
+    "data_path",
 )
 
 #: trainer-side synonyms (besides theory.validation.ALIASES) -> field
@@ -245,6 +307,20 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
             "crash_at_step", "fault injection: fail after this step", 1, math.inf, integer=True
         ),
         ParamSpec("seed", "random seed", 0, 2**63 - 1, integer=True),
+        ParamSpec(
+            "consensus_interval",
+            "syncs between consensus statistics (0: never)",
+            0,
+            math.inf,
+            integer=True,
+        ),
+        ParamSpec("lr_warmup", "steps of linear learning-rate warm-up", 0, math.inf, integer=True),
+        ParamSpec("lr_min_ratio", "final / peak inner learning rate (cosine)", 0, 1),
+        ParamSpec(
+            "outer_lr_warmup", "local steps of linear outer-lr warm-up", 0, math.inf, integer=True
+        ),
+        ParamSpec("outer_lr_min_ratio", "final / peak outer learning rate (cosine)", 0, 1),
+        ParamSpec("num_workers", "DataLoader worker processes", 0, math.inf, integer=True),
         ParamSpec("log_interval", "steps between metrics records", 1, math.inf, integer=True),
         ParamSpec(
             "nproc", "processes (workers K) to launch on this node", 1, math.inf, integer=True
@@ -254,6 +330,8 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
 }
 
 _DEVICES = ("auto", "cpu", "cuda")
+_BACKENDS = ("auto", "nccl", "gloo")
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def _preset(**kw: Any) -> dict[str, Any]:
@@ -470,6 +548,29 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
     dev = cfg.device
     if not (dev in _DEVICES or (dev.startswith("cuda:") and dev[5:].isdigit())):
         raise UserInputError(f"unknown device '{dev}': choose auto, cpu, cuda or cuda:N")
+    if dev.startswith("cuda:") and cfg.nproc > 1:
+        raise UserInputError(
+            f"device '{dev}' names one GPU but --nproc {cfg.nproc} processes would share it: "
+            "use --device cuda (each rank takes cuda:LOCAL_RANK)"
+        )
+    choices = {
+        "backend": _BACKENDS,
+        "precision": PRECISIONS,
+        "lr_schedule": SCHEDULES,
+        "outer_lr_schedule": SCHEDULES,
+    }
+    for name, allowed in choices.items():
+        if getattr(cfg, name) not in allowed:
+            raise UserInputError(
+                f"option '{name}' = {getattr(cfg, name)!r} is not one of {', '.join(allowed)}"
+            )
+    if cfg.backend == "nccl" and dev == "cpu":
+        raise UserInputError("backend 'nccl' needs CUDA devices, but device 'cpu' was given")
+    if cfg.lr_warmup > cfg.T:
+        raise ParameterError("lr_warmup", cfg.lr_warmup, f"[0, T = {cfg.T}]")
+    if cfg.coins_file is not None and not Path(cfg.coins_file).is_file():
+        raise UserInputError(f"coins file '{cfg.coins_file}' (option coins_file) does not exist")
+    allowed_changes(cfg)
     if cfg.data_path is not None and not Path(cfg.data_path).exists():
         raise UserInputError(f"data path '{cfg.data_path}' (option data_path) does not exist")
     if cfg.max_steps_this_run is not None and cfg.checkpoint_interval == 0:
@@ -478,6 +579,33 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
             "checkpoint_interval > 0 so that there is a checkpoint to resume from"
         )
     return cfg
+
+
+def allowed_changes(cfg: TrainConfig) -> tuple[str, ...]:
+    """The field names in ``cfg.allow_changed`` (comma-separated, aliases accepted); each
+    must be a hyperparameter a resume may change (not in :data:`MATCH_FIELDS` or
+    :data:`RUN_ONLY_FIELDS`)."""
+    if not cfg.allow_changed:
+        return ()
+    names = []
+    for raw in str(cfg.allow_changed).split(","):
+        key = raw.strip()
+        if not key:
+            continue
+        name = _canonical_key(canonicalize({key: 0}, allow_unknown=True).popitem()[0])
+        if name not in _FIELDS:
+            raise UserInputError(f"allow_changed names '{key}', which is not a training option")
+        if name in MATCH_FIELDS:
+            raise UserInputError(
+                f"allow_changed names '{key}': '{name}' fixes what the checkpoint holds "
+                "(model, data, algorithm, schedule of syncs and coins) and cannot change on resume"
+            )
+        if name in RUN_ONLY_FIELDS:
+            raise UserInputError(
+                f"allow_changed names '{key}': '{name}' may change on resume without it"
+            )
+        names.append(name)
+    return tuple(names)
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

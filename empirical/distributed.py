@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 __all__ = [
     "DistContext",
+    "bind_device",
     "init_distributed",
     "cleanup",
     "find_free_port",
@@ -57,11 +58,58 @@ def _default_backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-def _device_for(backend: str, local_rank: int) -> torch.device:
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
+def bind_device(
+    device: str | None, backend: str, local_rank: int | None = None, world_size: int | None = None
+) -> torch.device:
+    """The device of this rank, bound with ``torch.cuda.set_device`` when it is a GPU.
+
+    ``device``: ``"cpu"``, ``"cuda"`` (``cuda:LOCAL_RANK``), ``"cuda:N"`` (one process only)
+    or ``None`` (CUDA if the backend is NCCL, else the CPU). With NCCL every local rank needs
+    its own GPU (``LOCAL_RANK < torch.cuda.device_count()``; NCCL refuses two ranks on one
+    GPU); with gloo, local ranks beyond the GPU count share GPUs round-robin
+    (``LOCAL_RANK mod device_count``), which is meant for tests on one GPU. Every failure is a
+    :class:`~theory.validation.UserInputError` raised before any collective.
+    """
+    from theory.validation import UserInputError
+
+    local = int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else int(local_rank)
+    world = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else int(world_size)
+    kind = (device or ("cuda" if backend == "nccl" else "cpu")).split(":")[0]
+    if kind == "cpu":
+        if backend == "nccl":
+            raise UserInputError("backend 'nccl' needs CUDA devices, but device 'cpu' was given")
+        return torch.device("cpu")
+    if kind != "cuda":
+        raise UserInputError(f"unknown device {device!r}: choose cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise UserInputError(f"device {device!r} requested but CUDA is not available")
+    count = torch.cuda.device_count()
+    if device is not None and ":" in device:
+        index = int(device.split(":", 1)[1])
+        if world > 1:
+            raise UserInputError(
+                f"device {device!r} names one GPU but {world} processes run: use --device cuda "
+                "(each rank takes cuda:LOCAL_RANK)"
+            )
+        if index >= count:
+            raise UserInputError(f"device {device!r} does not exist ({count} CUDA devices)")
+    elif local < count:
+        index = local
+    elif backend == "gloo":
+        index = local % count
+    else:
+        raise UserInputError(
+            f"LOCAL_RANK {local} has no GPU of its own ({count} CUDA devices on this node): "
+            "start at most one process per GPU, or use the gloo backend to share GPUs"
+        )
+    dev = torch.device("cuda", index)
+    torch.cuda.set_device(dev)
+    return dev
+
+
+def _init_kwargs(backend: str, dev: torch.device) -> dict[str, Any]:
+    """``device_id`` for NCCL groups (binds the communicator to this rank's GPU)."""
+    return {"device_id": dev} if backend == "nccl" and dev.type == "cuda" else {}
 
 
 def init_distributed(
@@ -71,15 +119,19 @@ def init_distributed(
 
     * Already initialised: return its context unchanged.
     * ``torchrun`` environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``):
-      ``init_process_group(backend, init_method="env://")``; ``LOCAL_RANK`` picks the GPU.
+      ``init_process_group(backend, init_method="env://")``.
     * Otherwise a single-process group (world size 1) on an in-memory store, so that the
       same code path (including ``torch`` DDP) runs without a launcher.
 
-    ``device`` (``"cpu"``/``"cuda"``) overrides the device; with ``backend=None`` a CUDA
-    device implies ``nccl`` and a CPU device ``gloo``.
+    The device is bound BEFORE the group exists (:func:`bind_device`: ``cuda:LOCAL_RANK``
+    and ``torch.cuda.set_device``), and an NCCL group gets ``device_id``, so that no rank's
+    collectives land on another rank's GPU. ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``)
+    overrides the device; with ``backend=None`` a CUDA device implies ``nccl`` and a CPU
+    device ``gloo``.
     """
     if backend is None:
-        backend = {"cpu": "gloo", "cuda": "nccl"}.get(device or "", _default_backend())
+        kind = (device or "").split(":")[0]
+        backend = {"cpu": "gloo", "cuda": "nccl"}.get(kind, _default_backend())
     if backend not in ("gloo", "nccl"):
         from theory.validation import UserInputError
 
@@ -87,17 +139,18 @@ def init_distributed(
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if dist.is_available() and dist.is_initialized():
         be = str(dist.get_backend())
-        dev = torch.device(device) if device else _device_for(be, local_rank)
+        dev = bind_device(device, be, local_rank, dist.get_world_size())
         return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, dev, be, False)
+    dev = bind_device(device, backend, local_rank)
     timeout = datetime.timedelta(seconds=timeout_s)
     env = os.environ
+    kw = _init_kwargs(backend, dev)
     if all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
-        dist.init_process_group(backend, init_method="env://", timeout=timeout)
+        dist.init_process_group(backend, init_method="env://", timeout=timeout, **kw)
     else:
         dist.init_process_group(
-            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
+            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout, **kw
         )
-    dev = torch.device(device) if device else _device_for(backend, local_rank)
     return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, dev, backend, True)
 
 

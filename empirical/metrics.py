@@ -23,6 +23,7 @@ appends, so the files equal those of an uninterrupted run except for the timing 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.metadata
 import io
@@ -99,15 +100,22 @@ def json_safe(value: Any) -> Any:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to a temp file next to ``path``, fsync, then ``os.replace`` (a crash
-    leaves either the old or the new file, never a partial one)."""
+    leaves either the old or the new file, never a partial one). If writing fails (a full
+    disk, for instance) the temp file is removed and the error re-raised, so a failed write
+    leaves no file behind and the old ``path``, if any, untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return path
 
 
@@ -143,11 +151,16 @@ def read_jsonl(path: str | os.PathLike, kind: str | None = None) -> list[dict[st
 
 
 class MetricsWriter:
-    """Rank-0 writer of ``metrics.jsonl``, ``train.csv``, ``eval.csv`` (and TensorBoard).
+    """Rank-0 writer of ``metrics.jsonl``, ``train.csv``, ``eval.csv`` (and TensorBoard,
+    Weights & Biases).
 
     ``enabled=False`` (ranks other than 0) makes every method a no-op.
     ``resume_position`` (from :meth:`position` saved in a checkpoint) truncates the files
     to that position and appends; without it the files are started afresh.
+    Optional loggers, each skipped with a warning when its package is not installed:
+    ``tensorboard=True`` (scalars in ``out_dir/tb/run_name``) and ``wandb_project``
+    (``wandb.init(project, name=run_name, config=run_config, dir=out_dir,
+    resume="allow")``; numeric fields of every record logged at its ``step``).
     """
 
     FILES = {"jsonl": "metrics.jsonl", "train": "train.csv", "eval": "eval.csv"}
@@ -160,13 +173,19 @@ class MetricsWriter:
         tensorboard: bool = False,
         resume_position: Mapping[str, int] | None = None,
         start_step: int = 0,
+        wandb_project: str | None = None,
+        run_name: str | None = None,
+        run_config: Mapping[str, Any] | None = None,
     ):
         self.out_dir = Path(out_dir)
         self.enabled = enabled
         self._fh: dict[str, io.TextIOBase] = {}
         self._tb = None
+        self._wandb = None
         if not enabled:
             return
+        if wandb_project:
+            self._wandb = _open_wandb(wandb_project, run_name, run_config, self.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for key, name in self.FILES.items():
             path = self.out_dir / name
@@ -191,7 +210,8 @@ class MetricsWriter:
                 csv.writer(fh).writerow(_CSV_FIELDS[key])
                 fh.flush()
         if tensorboard:
-            self._tb = _open_tensorboard(self.out_dir / "tb", start_step)
+            tb_dir = self.out_dir / "tb" / run_name if run_name else self.out_dir / "tb"
+            self._tb = _open_tensorboard(tb_dir, start_step)
 
     @property
     def path(self) -> Path:
@@ -225,6 +245,13 @@ class MetricsWriter:
             for key, val in rec.items():
                 if isinstance(val, int | float) and not isinstance(val, bool) and key != "step":
                     self._tb.add_scalar(f"{kind}/{key}", val, global_step=int(rec["step"]))
+        if self._wandb is not None and "step" in rec and kind != "event":
+            scalars = {
+                f"{kind}/{k}": v
+                for k, v in rec.items()
+                if isinstance(v, int | float) and not isinstance(v, bool) and k != "step"
+            }
+            self._wandb.log(scalars, step=int(rec["step"]))
         return rec
 
     def close(self) -> None:
@@ -235,6 +262,9 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
 
     def __enter__(self) -> MetricsWriter:
         return self
@@ -255,3 +285,23 @@ def _open_tensorboard(log_dir: Path, start_step: int):
         )
         return None
     return SummaryWriter(str(log_dir), purge_step=start_step if start_step > 0 else None)
+
+
+def _open_wandb(project: str, name: str | None, config: Mapping[str, Any] | None, out_dir: Path):
+    """A W&B run, or None (with a warning) when the ``wandb`` package is not installed."""
+    try:
+        import wandb
+    except ImportError:
+        warnings.warn(
+            f"wandb_project={project!r} but the 'wandb' package is not installed "
+            "(pip install wandb); writing JSONL/CSV only",
+            stacklevel=3,
+        )
+        return None
+    return wandb.init(
+        project=project,
+        name=name,
+        config=dict(config or {}),
+        dir=str(out_dir),
+        resume="allow",
+    )

@@ -30,10 +30,29 @@ the sync. Outputs (rank 0) in ``--output-dir``: ``metrics.jsonl``, ``train.csv``
 Evaluation is of the anchor, the global model at the last sync
 (``algo.anchor_state_dict()`` loaded into a copy of the model), not of a rank's local model.
 
+Devices: every rank binds ``cuda:LOCAL_RANK`` (``torch.cuda.set_device``) before its
+process group exists and an NCCL group gets ``device_id`` (:func:`empirical.distributed.
+bind_device`). ``--precision bf16|fp16`` runs the forward pass under ``torch.autocast`` with
+fp32 parameters (master weights), fp32 anchor and outer state; fp16 adds a
+``torch.amp.GradScaler`` passed to ``algo.step`` (unscale, clip, skip inf/NaN steps,
+update). Step times are CUDA events read when metrics are written (no per-step
+synchronisation).
+
+Resume: ``--resume auto`` takes the newest checkpoint that is intact on every rank (an
+older one when the newest is corrupt, with a warning); after the process group exists the
+ranks agree on it (an all-gather) and stop with a clear error when they cannot. Every
+hyperparameter is compared with the checkpoint's configuration: a changed one is refused
+with its name unless ``--allow-changed NAME[,NAME...]`` is given, in which case the new
+value is applied from the resumed step on and the change recorded (``metrics.jsonl``
+resume event, ``summary.json`` ``changed_on_resume``).
+
 Exit codes: 0 finished (or stopped by ``--max-steps-this-run``), 2 bad input
-(:class:`~theory.validation.UserInputError`; raised on every rank before the process
-group exists, so no rank waits for another), 3 the loss or the parameters became NaN/inf
-(the last checkpoint written before is intact).
+(:class:`~theory.validation.UserInputError`; raised before any collective, and for
+checkpoint problems that only some ranks see, on every rank after the ranks compared
+notes), 3 the loss or the parameters became NaN/inf (the last checkpoint written before is
+intact), 4 out of resources (disk full while writing a checkpoint or metrics: the partial
+checkpoint is removed and the last complete one stays usable; out of memory), 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -41,9 +60,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import errno
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -55,14 +76,15 @@ from typing import Any
 
 from empirical.config import (
     ALGORITHM_FIELDS,
-    MATCH_FIELDS,
     OPTIMIZERS,
     PRESETS,
     TrainConfig,
     config_to_dict,
     resolve_config,
 )
+from empirical.export import export_anchor, run_name
 from empirical.metrics import atomic_write_json, package_versions
+from empirical.resume import check_resume, checkpoint_meta, common_resume_step
 from theory.validation import UserInputError
 
 __all__ = [
@@ -76,11 +98,14 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USER_ERROR",
     "EXIT_DIVERGED",
+    "EXIT_NO_RESOURCES",
+    "export_anchor",
 ]
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
 EXIT_DIVERGED = 3
+EXIT_NO_RESOURCES = 4
 
 _PROG = "palsgd train"
 
@@ -136,7 +161,36 @@ _HELP: dict[str, str] = {
     "pull_first_tensor_only": "pull only the first parameter tensor (authors' code)",
     "discard_batch_on_pull": "draw and drop A micro-batches on a pull step (authors' code)",
     "outer_steps_per_sync": "outer-optimizer steps per sync (authors' README: A)",
-    "sync_offset": "sync when (t - T0 + 1 + offset) %% H == 0 (authors' PALSGD: 1)",
+    "sync_offset": "sync when (t - T0 + 1 + offset) %% H == 0 (derived with "
+    "--sync-schedule global_step)",
+    "sync_schedule": "rounds (every round H steps) | global_step (the authors' absolute "
+    "step counter; the offset follows from T0 and H)",
+    "interleave_outer_steps": "take the outer_steps_per_sync - 1 zero-gradient outer steps "
+    "one per micro-batch of the next step (authors' code)",
+    "consensus_interval": "syncs between consensus statistics (0: never)",
+    "offload_outer_state": "keep the outer momentum in pinned CPU memory between syncs",
+    "coins_file": ".npy file of recorded pull coins, shape (T,) or (T, K), replayed "
+    "instead of the counter-based coins",
+    "lr_schedule": "inner learning-rate schedule: constant | cosine (linear warm-up, cosine decay)",
+    "lr_warmup": "steps of linear inner learning-rate warm-up",
+    "lr_min_ratio": "final inner learning rate / alpha of the cosine schedule",
+    "outer_lr_schedule": "outer learning-rate schedule (over the steps after T0): "
+    "constant | cosine",
+    "outer_lr_warmup": "local steps of linear outer learning-rate warm-up",
+    "outer_lr_min_ratio": "final outer learning rate / gamma of the cosine schedule",
+    "precision": "fp32 | bf16 | fp16 (autocast with fp32 master weights; fp16 with a GradScaler)",
+    "num_workers": "DataLoader worker processes per rank",
+    "pin_memory": "page-locked host batches (faster host-to-GPU copies)",
+    "pretokenize": "tinystories: tokenise once into a memory-mapped cache next to the data",
+    "allow_changed": "comma-separated hyperparameters that may differ from the resumed "
+    "checkpoint's (applied and recorded); any other change is refused",
+    "backend": "auto (nccl on CUDA, gloo on CPU) | nccl | gloo",
+    "run_name": "name of the run in W&B/TensorBoard and summary.json (default: from the "
+    "algorithm and its hyperparameters)",
+    "export_dir": "at the end, save the anchor (global model) there: save_pretrained for "
+    "Hugging Face models, anchor.pt otherwise",
+    "wandb_project": "also log to this Weights & Biases project (skipped with a warning "
+    "when wandb is not installed)",
     "comm_delay_s": "emulated slow link: seconds added to every all-reduce",
     "comm_delay_per_byte_s": "emulated slow link: seconds per payload byte added to every "
     "all-reduce",
@@ -256,9 +310,22 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(config_to_dict(cfg), indent=2))
         return EXIT_OK
-    if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
-        return launch_torchrun(cfg)
-    return train(cfg)
+    try:
+        if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
+            return launch_torchrun(cfg)
+        return train(cfg)
+    except MemoryError:
+        print(f"{_PROG}: error{_rank_tag()}: out of memory", file=sys.stderr)
+        return EXIT_NO_RESOURCES
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(
+            f"{_PROG}: error{_rank_tag()}: no space left on the device while writing "
+            f"'{exc.filename or 'an output file'}'",
+            file=sys.stderr,
+        )
+        return EXIT_NO_RESOURCES
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -351,6 +418,10 @@ class Prepared:
     device: str
     resume_dir: Path | None
     manifest: dict[str, Any] | None
+    changed: dict[str, tuple[Any, Any]]
+    resume_candidates: list[int] | None  # intact steps here (--resume auto), newest first
+    resume_error: str | None  # a resume problem of this rank, reported after agreement
+    coin_trace: Any  # recorded coins (numpy array) or None
 
 
 def _world() -> tuple[int, int, int]:
@@ -378,27 +449,25 @@ def algorithm_config(cfg: TrainConfig):
     return AlgorithmConfig(**kw)
 
 
-def _resolve_device(cfg: TrainConfig, local_rank: int) -> str:
+def _backend(cfg: TrainConfig, device: str) -> str:
+    """The process-group backend: ``cfg.backend`` or, for ``auto``, NCCL on CUDA."""
+    if cfg.backend != "auto":
+        return cfg.backend
+    return "nccl" if device.startswith("cuda") else "gloo"
+
+
+def _resolve_device(cfg: TrainConfig, local_rank: int, world_size: int = 1) -> str:
+    """This rank's device (bound with ``torch.cuda.set_device``; see
+    :func:`empirical.distributed.bind_device` for the rules and their errors)."""
     import torch
 
-    if cfg.device == "auto":
-        return f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
-    if cfg.device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise UserInputError(f"device '{cfg.device}' requested but CUDA is not available")
-        if cfg.device == "cuda":
-            return f"cuda:{local_rank}"
-        if int(cfg.device[5:]) >= torch.cuda.device_count():
-            raise UserInputError(
-                f"device '{cfg.device}' does not exist ({torch.cuda.device_count()} CUDA devices)"
-            )
-    return cfg.device
+    from empirical.distributed import bind_device
 
-
-def _checkpoint_meta(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
-    meta = {k: getattr(cfg, k) for k in MATCH_FIELDS}
-    meta["world_size"] = world_size
-    return meta
+    device = cfg.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    backend = cfg.backend if cfg.backend != "auto" else ("nccl" if device != "cpu" else "gloo")
+    return str(bind_device(device, backend, local_rank, world_size))
 
 
 def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = None) -> Prepared:
@@ -415,7 +484,7 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
     from empirical.algorithms import check_stability
     from empirical.checkpoint import (
         check_compatible,
-        check_rank_files,
+        intact_checkpoints,
         latest_complete,
         read_manifest,
         resolve_resume,
@@ -439,6 +508,13 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
             overrides["max_position_embeddings"] = cfg.seq_len
     try:
         kw: dict[str, Any] = {"tokenizer": cfg.tokenizer} if task == "lm" else {}
+        if cfg.pretokenize:
+            if cfg.dataset != "tinystories":
+                raise UserInputError(
+                    f"option 'pretokenize' applies to the 'tinystories' dataset, not "
+                    f"'{cfg.dataset}'"
+                )
+            kw["pretokenize"] = True
         train_set = data_mod.build_dataset(
             cfg.dataset, path=cfg.data_path, split="train", seq_len=cfg.seq_len, seed=cfg.seed, **kw
         )
@@ -464,23 +540,54 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
         )
     vocab = getattr(train_set, "vocab_size", None) if task == "lm" else None
     classes = getattr(train_set, "num_classes", None) if task == "image" else None
-    device = _resolve_device(cfg, local)
+    device = _resolve_device(cfg, local, world_size)
+    coin_trace = None
+    if cfg.coins_file is not None:
+        import numpy as np
+
+        from empirical.algorithms import recorded_coins
+
+        try:
+            coin_trace = np.load(cfg.coins_file, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise UserInputError(f"coins file '{cfg.coins_file}' cannot be read: {exc}") from None
+        recorded_coins(coin_trace)  # shape and values checked here, before any collective
 
     root = cfg.checkpoint_path()
     resume = cfg.resume
     if resume is None and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
         resume = "auto"  # a torchrun restart continues from the latest checkpoint
-    resume_dir = resolve_resume(resume, root)
-    manifest = None
-    if resume_dir is not None:
-        manifest = read_manifest(resume_dir)
-        check_compatible(manifest, _checkpoint_meta(cfg, world_size), resume_dir)
-        check_rank_files(resume_dir, manifest)
-        if int(manifest["step"]) > cfg.T:
-            raise UserInputError(
-                f"checkpoint '{resume_dir}' is at step {manifest['step']}, beyond T = {cfg.T}"
-            )
-    elif resume is None and not cfg.overwrite and latest_complete(root) is not None:
+    resume_dir, manifest, candidates, error = None, None, None, None
+    changed: dict[str, tuple[Any, Any]] = {}
+    try:
+        if resume == "auto":
+            meta = checkpoint_meta(cfg, world_size)
+
+            def same_run(manifest: dict[str, Any], directory: Path) -> None:
+                check_compatible(manifest, meta, directory)
+
+            good, bad = intact_checkpoints(root, rank, same_run)
+            candidates = [step for step, _ in good]
+            if good:
+                resume_dir = good[0][1]
+            for directory, why in bad:
+                if resume_dir is None or directory.name > resume_dir.name:
+                    print(
+                        f"{_PROG}: warning{_rank_tag()}: skipping checkpoint '{directory}': {why}",
+                        file=sys.stderr,
+                    )
+        else:
+            resume_dir = resolve_resume(resume, root)
+        if resume_dir is not None:
+            manifest = read_manifest(resume_dir)
+            changed = check_resume(cfg, resume_dir, manifest, world_size)
+    except UserInputError as exc:
+        if world_size == 1:
+            raise
+        # only this rank may see the problem (storage not shared): report it after the
+        # process group exists, on every rank, instead of leaving the others waiting
+        error = str(exc)
+    if resume is None and error is None and not cfg.overwrite and latest_complete(root) is not None:
         raise UserInputError(
             f"checkpoint directory '{root}' already holds checkpoints (latest "
             f"'{latest_complete(root).name}'): pass --resume auto to continue that run, "
@@ -502,6 +609,10 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
         device,
         resume_dir,
         manifest,
+        changed,
+        candidates,
+        error,
+        coin_trace,
     )
 
 
@@ -535,6 +646,14 @@ class InjectedFailure(RuntimeError):
     """Raised by ``crash_at_step`` (fault injection for restart tests)."""
 
 
+class _CheckpointFailed(Exception):
+    """A checkpoint could not be written (disk full, permissions); raised on every rank."""
+
+    def __init__(self, step: int, why: str, last: Path | None):
+        super().__init__(step, why)
+        self.step, self.why, self.last = step, why, last
+
+
 class _Diverged(Exception):
     def __init__(self, step: int, where: str):
         super().__init__(step, where)
@@ -546,9 +665,9 @@ def train(cfg: TrainConfig) -> int:
     prep = prepare(cfg)
     from empirical.distributed import cleanup, init_distributed
 
-    device = "cuda" if prep.device.startswith("cuda") else "cpu"
-    own_group = _init_group_after_restart("nccl" if device == "cuda" else "gloo")
-    ctx = init_distributed(device=device)
+    backend = _backend(cfg, prep.device)
+    own_group = _init_group_after_restart(backend, prep.device)
+    ctx = init_distributed(backend, device=prep.device)
     try:
         return _Trainer(prep, ctx).fit()
     finally:
@@ -560,7 +679,7 @@ def train(cfg: TrainConfig) -> int:
                 dist.destroy_process_group()
 
 
-def _init_group_after_restart(backend: str) -> bool:
+def _init_group_after_restart(backend: str, device: str = "cpu") -> bool:
     """Create the process group of a *restarted* torchrun attempt on a fresh key space.
 
     torchrun's workers share the agent's TCPStore across restarts
@@ -590,8 +709,13 @@ def _init_group_after_restart(backend: str) -> bool:
         env["MASTER_ADDR"], int(env["MASTER_PORT"]), world, is_master=False, timeout=timeout
     )
     store = dist.PrefixStore(f"palsgd/attempt_{restart}", store)
+    import torch
+
+    from empirical.distributed import _init_kwargs
+
+    kw = _init_kwargs(backend, torch.device(device))  # the device is bound by prepare()
     dist.init_process_group(
-        backend, store=store, rank=int(env["RANK"]), world_size=world, timeout=timeout
+        backend, store=store, rank=int(env["RANK"]), world_size=world, timeout=timeout, **kw
     )
     return True
 
@@ -618,7 +742,7 @@ class _Trainer:
         from empirical import data as data_mod
         from empirical import models
         from empirical.algorithms import build_algorithm
-        from empirical.timing import StepTimer, Totals
+        from empirical.timing import DeviceClock, Totals
 
         self.prep, self.cfg, self.ctx = prep, prep.cfg, ctx
         cfg = self.cfg
@@ -654,7 +778,9 @@ class _Trainer:
                 drop_last=False,
             )
         self.optimizer = build_inner_optimizer(cfg, self.model.parameters())
-        self.algo = build_algorithm(prep.algorithm, self.model, self.optimizer)
+        self.algo = build_algorithm(
+            prep.algorithm, self.model, self.optimizer, coin_source=prep.coin_trace
+        )
         self.stream = data_mod.BatchStream(
             prep.train_set,
             cfg.batch_size,
@@ -662,9 +788,21 @@ class _Trainer:
             world_size=self.world,
             seed=cfg.seed,
             iid=cfg.iid,
+            num_workers=cfg.num_workers,
+            pin_memory=cfg.pin_memory and self.device.type == "cuda",
         )
-        self.timer = StepTimer(self.device)
+        self.clock = DeviceClock(self.device)
         self.totals = Totals()
+        self.scaler = None
+        self.autocast = None
+        if cfg.precision != "fp32":
+            dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float16
+            dev_type = self.device.type
+            self.autocast = lambda: torch.autocast(device_type=dev_type, dtype=dtype)
+            if cfg.precision == "fp16":
+                self.scaler = torch.amp.GradScaler(dev_type)
+        self.loss_fn = lambda model, batch: models.compute_loss(model, batch, prep.task)
+        self.changed = dict(prep.changed)
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self.loss_count = 0
         self._bad_pending = torch.full((), math.inf, dtype=torch.float64, device=self.device)
@@ -675,10 +813,13 @@ class _Trainer:
         self.metrics_position: dict[str, int] | None = None
         self.start_step = 0
         self.resumed_from: str | None = None
-        if prep.resume_dir is not None:
-            self._load(prep.resume_dir, prep.manifest)
+        resume_dir, manifest = self._agree_on_resume()
+        if resume_dir is not None:
+            self._load(resume_dir, manifest)
         else:
             self._clear_checkpoints()
+        self._apply_hyperparameters(int(self.algo.t))
+        self._seen = {k: float(self.algo.stats[k]) for k in ("time_comm_s", "time_pull_s")}
         self.samples_per_seq = cfg.seq_len if prep.task == "lm" else 1
 
     # ------------------------------------------------------------------ collectives
@@ -690,6 +831,94 @@ class _Trainer:
     def _barrier(self) -> None:
         if self.world > 1:
             self.dist.barrier()
+
+    def _agree_on_resume(self) -> tuple[Path | None, dict[str, Any] | None]:
+        """Collective: every rank reports what it would resume from; return the common
+        choice, or raise the same UserInputError on every rank.
+
+        With ``--resume auto`` the ranks take the newest step intact on all of them (an
+        older one than some rank's newest when a file is corrupt or missing there); with an
+        explicit checkpoint every rank must see the same step.
+        """
+        from empirical.checkpoint import read_manifest, step_dir
+
+        prep = self.prep
+        mine = {
+            "rank": self.rank,
+            "step": None if prep.manifest is None else int(prep.manifest["step"]),
+            "candidates": prep.resume_candidates,
+            "error": prep.resume_error,
+        }
+        notes: list[Any] = [None] * self.world
+        self.dist.all_gather_object(notes, mine)
+        errors = [n for n in notes if n["error"]]
+        if errors:
+            first = errors[0]
+            raise UserInputError(
+                f"rank {first['rank']} cannot resume: {first['error']}"
+                + (f" ({len(errors)} ranks report problems)" if len(errors) > 1 else "")
+            )
+        if prep.resume_candidates is not None:  # --resume auto
+            step = common_resume_step(notes)
+            if step is None:
+                return None, None
+            directory = step_dir(self.cfg.checkpoint_path(), step)
+            if mine["step"] != step:
+                if self.main:
+                    print(
+                        f"{_PROG}: warning: resuming from step {step}, the newest checkpoint "
+                        "intact on every rank",
+                        file=sys.stderr,
+                    )
+                manifest = read_manifest(directory)
+                self.changed = check_resume(self.cfg, directory, manifest, self.world)
+                return directory, manifest
+            return prep.resume_dir, prep.manifest
+        steps = {n["rank"]: n["step"] for n in notes}
+        if len(set(steps.values())) > 1:
+            raise UserInputError(
+                f"the ranks see different checkpoints to resume from (step by rank: {steps}); "
+                "the checkpoint directory must be shared storage visible to every rank"
+            )
+        return prep.resume_dir, prep.manifest
+
+    def _apply_hyperparameters(self, t: int) -> None:
+        """Set the inner and outer optimizers' hyperparameters from this run's configuration
+        (and the schedules at step ``t``): after a resume the loaded optimizer states would
+        otherwise keep the checkpoint's values."""
+        cfg = self.cfg
+        for g in self.optimizer.param_groups:
+            g["weight_decay"] = cfg.weight_decay
+            if cfg.optimizer == "sgd_momentum":
+                g["momentum"] = cfg.momentum
+            if cfg.optimizer == "adamw":
+                g["betas"] = (cfg.beta1, cfg.beta2)
+        outer = getattr(self.algo, "outer", None)
+        if outer is not None:
+            outer.set_hyperparameters(mu=float(self.prep.algorithm.mu))
+        self._set_rates(t)
+
+    def _set_rates(self, t: int) -> None:
+        """The scheduled inner learning rate of step ``t`` (and the outer one)."""
+        from empirical.schedules import rate_at
+
+        cfg = self.cfg
+        lr = rate_at(cfg.lr_schedule, cfg.alpha, t, cfg.T, cfg.lr_warmup, cfg.lr_min_ratio)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.lr = lr
+        outer = getattr(self.algo, "outer", None)
+        if outer is not None:
+            T0 = int(self.prep.algorithm.warmup_steps)
+            gamma = rate_at(
+                cfg.outer_lr_schedule,
+                float(self.prep.algorithm.gamma),
+                t - T0,
+                cfg.T - T0,
+                cfg.outer_lr_warmup,
+                cfg.outer_lr_min_ratio,
+            )
+            outer.set_hyperparameters(gamma=gamma)
 
     # ------------------------------------------------------------------ resume / checkpoint
     def _load(self, directory: Path, manifest: dict[str, Any]) -> None:
@@ -708,6 +937,8 @@ class _Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.algo.load_state_dict(state["algorithm"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         self.stream.load_state_dict(state["data"])
         tr = state["trainer"]
         self.totals.load_state_dict(tr["totals"])
@@ -755,6 +986,7 @@ class _Trainer:
         )
 
         cfg = self.cfg
+        self._resolve_times()
         state = {
             "format": 1,
             "rank": self.rank,
@@ -764,6 +996,7 @@ class _Trainer:
             "algorithm": self.algo.state_dict(),
             "data": self.stream.state_dict(),
             "rng": capture_rng(),
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
             "trainer": {
                 "totals": self.totals.state_dict(),
                 "loss_sum": self.loss_sum.detach().cpu(),
@@ -774,15 +1007,35 @@ class _Trainer:
                 "metrics_position": self.writer.position() if self.main else None,
             },
         }
-        info = save_rank_state(cfg.checkpoint_path(), step, self.rank, state)
+        root = cfg.checkpoint_path()
+        directory = step_dir(root, step)
+        info: dict[str, Any]
+        try:
+            info = save_rank_state(root, step, self.rank, state)
+        except OSError as exc:
+            info = {"rank": self.rank, "error": f"{exc.strerror or exc} (rank {self.rank})"}
+            info["errno"] = exc.errno
         infos: list[Any] = [None] * self.world
         self.dist.all_gather_object(infos, info)
-        directory = step_dir(cfg.checkpoint_path(), step)
+        failed = [i for i in infos if "error" in i]
+        if not failed and self.main:
+            try:
+                meta = checkpoint_meta(cfg, self.world)
+                meta["T"] = cfg.T
+                meta["config"] = config_to_dict(cfg)
+                write_manifest(root, step, meta, infos)
+            except OSError as exc:
+                failed = [{"rank": 0, "error": str(exc.strerror or exc), "errno": exc.errno}]
+        if not self._agree(not failed):
+            # no rank's partial files may stay: they would keep the disk full
+            self._barrier()
+            if self.main:
+                shutil.rmtree(directory, ignore_errors=True)
+            self._barrier()
+            why = failed[0]["error"] if failed else "another rank failed to write its file"
+            raise _CheckpointFailed(step, why, self.last_checkpoint)
         if self.main:
-            meta = _checkpoint_meta(cfg, self.world)
-            meta["T"] = cfg.T
-            write_manifest(cfg.checkpoint_path(), step, meta, infos)
-            prune(cfg.checkpoint_path(), cfg.keep_checkpoints)
+            prune(root, cfg.keep_checkpoints)
         self._barrier()
         self.last_checkpoint = directory
         return directory
@@ -853,8 +1106,23 @@ class _Trainer:
         self._barrier()
 
     # ------------------------------------------------------------------ logging
+    def _resolve_times(self) -> None:
+        """Fold the step times recorded since the last call into ``totals`` (one wait for
+        the GPU's CUDA events; nothing to wait for on the CPU)."""
+        self.algo.resolve_timings()
+        self.clock.resolve()
+        wall = float(self.clock.stats.pop("wall_s", 0.0))
+        comm = float(self.algo.stats["time_comm_s"]) - self._seen["time_comm_s"]
+        pull = float(self.algo.stats["time_pull_s"]) - self._seen["time_pull_s"]
+        self._seen = {k: float(self.algo.stats[k]) for k in ("time_comm_s", "time_pull_s")}
+        self.totals.wall_s += wall
+        self.totals.comm_s += comm
+        self.totals.pull_s += pull
+        self.totals.compute_s += max(wall - comm - pull, 0.0)
+
     def _log(self, step: int) -> None:
         torch = self.torch
+        self._resolve_times()
         window = torch.stack(
             [
                 self.loss_sum.to(torch.float64),
@@ -884,7 +1152,7 @@ class _Trainer:
             "time_pull_s": self.totals.pull_s,
             "wall_s": self.totals.wall_s,
             "consensus": s.get("last_consensus"),
-            "lr": cfg.alpha,
+            "lr": self.lr,
             "tokens": self.tokens,
         }
         self.writer.write("train", rec)
@@ -901,39 +1169,23 @@ class _Trainer:
             return self.stream.next()
 
     def _one_step(self) -> Any:
+        """One local step through ``algo.train_step`` (micro-batches, pulls, discarded
+        batches, interleaved outer steps, autocast and the GradScaler are the algorithm's)."""
         torch = self.torch
-        cfg, algo = self.cfg, self.algo
-        start = self.timer.now()
-        action = algo.next_action()
-        if action == "grad":
-            acc = torch.zeros((), dtype=torch.float64, device=self.device)
-            for i in range(cfg.A):
-                batch = self._next_batch()
-                ctx = algo.no_sync() if i < cfg.A - 1 else contextlib.nullcontext()
-                with ctx:
-                    loss = self.models.compute_loss(algo.model, batch, self.prep.task)
-                    (loss / cfg.A).backward()
-                acc += loss.detach().to(torch.float64)
-            acc /= cfg.A
-        elif action == "pull":
-            acc = None
-            if self.prep.algorithm.discard_batch_on_pull:
-                for _ in range(cfg.A):
-                    self._next_batch()
-        else:  # pragma: no cover - contract violation
-            raise RuntimeError(f"algorithm returned unknown action {action!r}")
-        before_step = self.timer.now()
-        comm0, pull0 = float(algo.stats["time_comm_s"]), float(algo.stats["time_pull_s"])
-        info = algo.step()
-        end = self.timer.now()
-        comm = float(algo.stats["time_comm_s"]) - comm0
-        pull = float(algo.stats["time_pull_s"]) - pull0
-        self.totals.comm_s += comm
-        self.totals.pull_s += pull
-        self.totals.compute_s += (before_step - start) + max(end - before_step - comm - pull, 0.0)
-        self.totals.wall_s += end - start
+        algo = self.algo
+        self._set_rates(int(algo.t))
+        start = self.clock.mark()
+        res = algo.train_step(
+            self._next_batch,
+            self.loss_fn,
+            micro_batches=self.cfg.A,
+            scaler=self.scaler,
+            autocast=self.autocast,
+        )
+        self.clock.add("wall_s", start, self.clock.mark())
         step = int(algo.t)
-        if acc is not None:
+        if res.loss is not None:
+            acc = res.loss
             self.loss_sum += acc
             self.loss_count += 1
             bad = ~torch.isfinite(acc)
@@ -942,7 +1194,7 @@ class _Trainer:
                 torch.tensor(float(step), dtype=torch.float64, device=self.device),
                 self._bad_pending,
             )
-        return info
+        return res.info
 
     def fit(self) -> int:
         """Run until ``T`` steps (or ``max_steps_this_run``); return the exit code."""
@@ -958,12 +1210,16 @@ class _Trainer:
             atomic_write_json(out / "config.json", config_to_dict(cfg))
             if self.prep.stability.status != "ok":
                 print(f"{_PROG}: warning: {self.prep.stability.message}", file=sys.stderr)
+        self.run_name = cfg.run_name or run_name(cfg, self.world)
         self.writer = MetricsWriter(
             out,
             enabled=self.main,
             tensorboard=cfg.tensorboard,
             resume_position=self.metrics_position,
             start_step=self.start_step + 1 if self.resumed_from else 0,
+            wandb_project=cfg.wandb_project,
+            run_name=self.run_name,
+            run_config=config_to_dict(cfg),
         )
         self.bar = None
         if self.main and cfg.progress:
@@ -972,10 +1228,19 @@ class _Trainer:
             )
         started = time.perf_counter()
         if self.resumed_from:
-            self.writer.write(
-                "event",
-                {"event": "resume", "step": self.start_step, "checkpoint": self.resumed_from},
-            )
+            event = {"event": "resume", "step": self.start_step, "checkpoint": self.resumed_from}
+            if self.changed:
+                event["changed"] = {
+                    k: {"checkpoint": o, "now": n} for k, (o, n) in self.changed.items()
+                }
+                if self.main:
+                    text = ", ".join(f"{k} {o!r} -> {n!r}" for k, (o, n) in self.changed.items())
+                    print(
+                        f"{_PROG}: resumed at step {self.start_step} with changed "
+                        f"hyperparameters (--allow-changed): {text}",
+                        file=sys.stderr,
+                    )
+            self.writer.write("event", event)
         else:
             self.writer.write("event", {"event": "start", "step": 0, "world_size": self.world})
             if cfg.eval_interval > 0:
@@ -1008,6 +1273,20 @@ class _Trainer:
                 self.writer.write(
                     "event", {"event": "stopped", "step": step, "reason": "max_steps_this_run"}
                 )
+            elif cfg.export_dir:
+                self._export()
+        except _CheckpointFailed as exc:
+            status, code = "no_space" if "space" in exc.why.lower() else "failed", EXIT_NO_RESOURCES
+            last_ckpt = str(exc.last) if exc.last else "none"
+            message = (
+                f"the checkpoint of step {exc.step} could not be written ({exc.why}); its "
+                f"partial files were removed; last complete checkpoint: {last_ckpt} (free "
+                "space and continue with --resume auto)"
+            )
+            with contextlib.suppress(OSError):
+                self.writer.write("event", {"event": "checkpoint_failed", "step": exc.step})
+            if self.main:
+                print(f"{_PROG}: error: {message}", file=sys.stderr)
         except _Diverged as exc:
             status, code = "diverged", EXIT_DIVERGED
             last_ckpt = str(self.last_checkpoint) if self.last_checkpoint else "none"
@@ -1027,8 +1306,13 @@ class _Trainer:
             if self.bar is not None:
                 self.bar.close()
         if self.main:
-            self._summary(status, message, time.perf_counter() - started)
-            if status != "diverged":
+            try:
+                self._summary(status, message, time.perf_counter() - started)
+            except OSError as exc:
+                if code == EXIT_OK:
+                    raise
+                print(f"{_PROG}: warning: summary.json not written: {exc}", file=sys.stderr)
+            if status not in ("diverged", "no_space", "failed"):
                 loss = "n/a" if self.last_loss is None else f"{self.last_loss:.4f}"
                 ev = (self.last_eval or {}).get("eval_loss")
                 ev_text = "" if ev is None else f", anchor eval loss {ev:.4f}"
@@ -1046,10 +1330,16 @@ class _Trainer:
     def _summary(self, status: str, message: str, elapsed: float) -> None:
         torch = self.torch
         s = _stats_dict(self.algo.stats)
+        self._resolve_times()
         summary = {
             "status": status,
             "message": message,
             "run_id": self.run_id,
+            "run_name": self.run_name,
+            "changed_on_resume": {
+                k: {"checkpoint": o, "now": n} for k, (o, n) in self.changed.items()
+            },
+            "export_dir": self.cfg.export_dir if status == "finished" else None,
             "step": int(self.algo.t),
             "T": self.cfg.T,
             "world_size": self.world,
@@ -1083,6 +1373,14 @@ class _Trainer:
             },
         }
         atomic_write_json(Path(self.cfg.output_dir) / "summary.json", summary)
+
+    def _export(self) -> None:
+        """Collective: write the anchor (the global model) to ``export_dir`` on rank 0."""
+        state, _ = self._global_state()
+        if self.main:
+            path = export_anchor(self.model, state, self.cfg.export_dir, self.cfg.model)
+            print(f"{_PROG}: exported the anchor to {path}", file=sys.stderr)
+        self._barrier()
 
 
 def _entry() -> None:  # pragma: no cover - exercised through torchrun in the tests

@@ -52,8 +52,19 @@ CONFIGS = {
     "palsgd_shared": AlgorithmConfig(
         name="palsgd", H=5, T0=2, p=0.4, eta=1.2, outer="sgd", gamma=0.8, coins="shared", seed=11
     ),
+    # the simulator takes the A - 1 zero-gradient outer steps at the sync; the interleaved
+    # form of the preset is checked against the authors' loop in test_algorithms_faithful.py
     "palsgd_reference": AlgorithmConfig.reference_faithful(
-        H=4, T0=4, p=0.3, eta=1.0, outer="nesterov", gamma=0.5, mu=0.9, A=3, seed=1
+        H=4,
+        T0=4,
+        p=0.3,
+        eta=1.0,
+        outer="nesterov",
+        gamma=0.5,
+        mu=0.9,
+        A=3,
+        seed=1,
+        interleave_outer_steps=False,
     ),
     "local_sgd": AlgorithmConfig(name="local_sgd", H=3),
     "post_local_sgd": AlgorithmConfig(name="post_local_sgd", H=3, T0=2),

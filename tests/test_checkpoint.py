@@ -194,3 +194,37 @@ def test_tensorboard_optional(tmp_path):
         with MetricsWriter(tmp_path, tensorboard=True) as w:
             w.write("train", {"step": 1, "loss": 1.0})
         assert any((tmp_path / "tb").iterdir())
+
+
+def test_intact_checkpoints_skip_damage_but_report_other_runs(tmp_path):
+    for step in (2, 4, 6):
+        _save(tmp_path, step)
+    (ck.step_dir(tmp_path, 6) / ck.MANIFEST).write_text("{not json")
+    f = ck.rank_file(ck.step_dir(tmp_path, 4), 1)
+    blob = bytearray(f.read_bytes())
+    blob[-5] ^= 1
+    f.write_bytes(bytes(blob))
+    good, bad = ck.intact_checkpoints(tmp_path, rank=1)
+    assert [s for s, _ in good] == [2]
+    assert [d.name for d, _ in bad] == ["step_00000006", "step_00000004"]
+    assert "SHA-256" in bad[1][1] and "corrupt" in bad[0][1]
+    good0, _ = ck.intact_checkpoints(tmp_path, rank=0)  # rank 0's own file is fine
+    assert [s for s, _ in good0] == [4, 2]
+
+    def other_run(manifest, directory):
+        raise UserInputError("does not match this run")
+
+    with pytest.raises(UserInputError, match="does not match"):
+        ck.intact_checkpoints(tmp_path, rank=0, check=other_run)
+
+
+def test_common_resume_step():
+    from empirical.resume import common_resume_step
+
+    notes = [{"rank": 0, "candidates": [6, 4, 2]}, {"rank": 1, "candidates": [4, 2]}]
+    assert common_resume_step(notes) == 4
+    assert (
+        common_resume_step([{"rank": 0, "candidates": []}, {"rank": 1, "candidates": []}]) is None
+    )
+    with pytest.raises(UserInputError, match="no checkpoint is intact on every rank"):
+        common_resume_step([{"rank": 0, "candidates": [6]}, {"rank": 1, "candidates": []}])

@@ -9,9 +9,8 @@ explicit decision point for PALSGD's pull steps::
                                            outer="nesterov", gamma=0.1, mu=0.9),
                            model, torch.optim.AdamW(model.parameters(), lr=1e-2))
     while training:
-        if algo.next_action() == "grad":
-            loss_fn(algo.model(batch)).backward()
-        info = algo.step()        # StepInfo(action, synced, t)
+        res = algo.train_step(next_batch, loss_fn, micro_batches=A)  # StepResult
+        # or by hand: if algo.next_action() == "grad": loss.backward(); algo.step()
 
 See :mod:`empirical.algorithms.local` for the exact per-step semantics and
 ``/work/shared/design/algorithm.md`` for the algorithms and the authors' code's quirks
@@ -25,20 +24,24 @@ from typing import Any
 import torch
 from torch import nn
 
-from empirical.algorithms.base import DistributedAlgorithm, StepInfo
+from empirical.algorithms.base import DistributedAlgorithm, StepInfo, StepResult
+from empirical.algorithms.coins import CoinSource, counter_coins, recorded_coins
 from empirical.algorithms.config import (
     BUFFERS,
     COINS,
     NAMES,
     OUTERS,
+    SYNC_SCHEDULES,
     AlgorithmConfig,
     StabilityReport,
+    authors_sync_offset,
     check_stability,
 )
 from empirical.algorithms.ddp import DDPAlgorithm
 from empirical.algorithms.flat import FlatLayout
 from empirical.algorithms.local import LocalAlgorithm
 from empirical.algorithms.outer import OuterOptimizer
+from theory.validation import UserInputError
 
 __all__ = [
     "AlgorithmConfig",
@@ -49,6 +52,12 @@ __all__ = [
     "DDPAlgorithm",
     "LocalAlgorithm",
     "StepInfo",
+    "StepResult",
+    "CoinSource",
+    "counter_coins",
+    "recorded_coins",
+    "authors_sync_offset",
+    "SYNC_SCHEDULES",
     "FlatLayout",
     "OuterOptimizer",
     "NAMES",
@@ -64,14 +73,23 @@ def build_algorithm(
     inner_optimizer: torch.optim.Optimizer,
     *,
     process_group: Any = None,
+    coin_source: Any = None,
 ) -> DistributedAlgorithm:
     """The algorithm named by ``config`` around ``model`` and ``inner_optimizer``.
 
     ``process_group`` defaults to the world group (or to a single process when no group is
     initialised). Rank 0's parameters and buffers are broadcast to all ranks here.
+    ``coin_source`` (PALSGD only): ``None`` (the counter-based coins of
+    :func:`theory.coins.pull_coins`), a callable ``(steps, worker) -> bool array``, or a
+    recorded trace of shape ``(T,)`` or ``(T, K)`` (:func:`recorded_coins`). Move the model
+    to its device first: the local algorithms make its parameters views of one flat buffer.
     """
     if not isinstance(config, AlgorithmConfig):
         raise TypeError("config must be an AlgorithmConfig")
     if config.name == "ddp":
+        if coin_source is not None:
+            raise UserInputError("'coin_source' is used by 'palsgd' only, not 'ddp'")
         return DDPAlgorithm(config, model, inner_optimizer, process_group=process_group)
-    return LocalAlgorithm(config, model, inner_optimizer, process_group=process_group)
+    return LocalAlgorithm(
+        config, model, inner_optimizer, process_group=process_group, coin_source=coin_source
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,9 +14,10 @@ import torch.distributed as dist
 from torch import nn
 
 from empirical.algorithms.config import AlgorithmConfig
+from empirical.timing import DeviceClock
 from theory.validation import UserInputError
 
-__all__ = ["StepInfo", "DistributedAlgorithm", "Communicator", "new_stats"]
+__all__ = ["StepInfo", "StepResult", "DistributedAlgorithm", "Communicator", "new_stats"]
 
 
 @dataclass
@@ -31,6 +32,17 @@ class StepInfo:
     action: str
     synced: bool
     t: int
+
+
+@dataclass
+class StepResult:
+    """Result of :meth:`DistributedAlgorithm.train_step`: the step's :class:`StepInfo`, the
+    mean loss over its micro-batches (a detached float64 0-d tensor on the model's device;
+    ``None`` on a pull step) and the number of micro-batches drawn from the data."""
+
+    info: StepInfo
+    loss: torch.Tensor | None
+    batches: int
 
 
 def new_stats() -> dict[str, Any]:
@@ -49,6 +61,7 @@ def new_stats() -> dict[str, Any]:
         "time_inner_step_s": 0.0,
         "time_sync_s": 0.0,
         "last_consensus": None,
+        "discarded_backward_steps": 0,
     }
 
 
@@ -59,16 +72,24 @@ class Communicator:
     (single-process runs need no launcher). ``torch.distributed.all_reduce`` is looked up
     at call time, so a test can count the calls by patching it.
 
-    ``delay`` (bytes -> seconds), if given, is slept after every all-reduce, inside the
-    timed region (an emulated slow link, :mod:`empirical.algorithms.slowlink`).
+    ``delay`` (bytes -> seconds), if given, is slept after every all-reduce and added to
+    ``time_comm_s`` (an emulated slow link, :mod:`empirical.algorithms.slowlink`).
+
+    Times go through ``clock`` (:class:`empirical.timing.DeviceClock` on ``stats``): CUDA
+    events read at log time on a GPU, so a collective never forces a synchronisation.
     """
 
     def __init__(
-        self, group: Any, stats: dict[str, Any], delay: Callable[[int], float] | None = None
+        self,
+        group: Any,
+        stats: dict[str, Any],
+        delay: Callable[[int], float] | None = None,
+        clock: DeviceClock | None = None,
     ) -> None:
         self.group = group
         self.stats = stats
         self.delay = delay
+        self.clock = clock if clock is not None else DeviceClock("cpu", stats)
         self.initialized = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank(group) if self.initialized else 0
         self.size = dist.get_world_size(group) if self.initialized else 1
@@ -81,21 +102,17 @@ class Communicator:
         """True when collectives actually communicate (initialised group of size > 1)."""
         return self.initialized and self.size > 1
 
-    def _sync_device(self, t: torch.Tensor) -> None:
-        if t.is_cuda:
-            torch.cuda.synchronize(t.device)
-
     def all_reduce_sum(self, buf: torch.Tensor) -> None:
         """In-place SUM all-reduce of ``buf`` (one call), timed and counted."""
         if not self.active:
             return
-        start = time.perf_counter()
-        dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self.group)
-        self._sync_device(buf)
+        with self.clock.region("time_comm_s"):
+            dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self.group)
         nbytes = buf.numel() * buf.element_size()
         if self.delay is not None:
+            start = time.perf_counter()
             time.sleep(max(self.delay(nbytes), 0.0))
-        self.stats["time_comm_s"] += time.perf_counter() - start
+            self.clock.add_seconds("time_comm_s", time.perf_counter() - start)
         self.stats["allreduce_calls"] += 1
         self.stats["bytes_communicated"] += nbytes
 
@@ -103,10 +120,8 @@ class Communicator:
         """Broadcast ``t`` from the group's rank 0, timed and counted."""
         if not self.active:
             return
-        start = time.perf_counter()
-        dist.broadcast(t, src=self.src, group=self.group)
-        self._sync_device(t)
-        self.stats["time_comm_s"] += time.perf_counter() - start
+        with self.clock.region("time_comm_s"):
+            dist.broadcast(t, src=self.src, group=self.group)
         self.stats["broadcast_calls"] += 1
         self.stats["bytes_communicated"] += t.numel() * t.element_size()
 
@@ -114,18 +129,27 @@ class Communicator:
 class DistributedAlgorithm:
     """Interface shared by all algorithms (see :func:`empirical.algorithms.build_algorithm`).
 
-    Training loop, per local step::
+    The simplest loop lets the algorithm drive the micro-batches, so that pull steps,
+    discarded batches, gradient accumulation and the interleaved outer steps are right by
+    construction::
+
+        for _ in range(T):
+            res = algo.train_step(next_batch, loss_fn, micro_batches=A)  # StepResult
+
+    The same by hand, per local step::
 
         action = algo.next_action()
         if action == "grad":
             for i, batch in enumerate(micro_batches):      # A micro-batches
                 ctx = algo.no_sync() if i < A - 1 else contextlib.nullcontext()
                 with ctx:
-                    (loss_fn(algo.model(batch)) / A).backward()
+                    (loss_fn(algo.model, batch) / A).backward()
+                algo.micro_batch_done()
+        elif algo.config.discard_batch_on_pull:
+            ...draw and drop A micro-batches...
         info = algo.step()
 
-    On a pull step the trainer skips forward/backward (and, with
-    ``config.discard_batch_on_pull``, consumes and drops the step's batches).
+    A backward pass on a pull step is discarded with a ``RuntimeWarning``.
     """
 
     config: AlgorithmConfig
@@ -133,6 +157,8 @@ class DistributedAlgorithm:
     inner_optimizer: torch.optim.Optimizer
     t: int
     stats: dict[str, Any]
+    params: list[nn.Parameter]
+    clock: DeviceClock
 
     def next_action(self) -> str:
         """``"grad"`` or ``"pull"`` for step ``t`` (a pure function of ``t``)."""
@@ -142,9 +168,67 @@ class DistributedAlgorithm:
         """Context for micro-batches ``1..A-1`` of gradient accumulation (no-op by default)."""
         return contextlib.nullcontext()
 
-    def step(self) -> StepInfo:
-        """Finish local step ``t`` (see the subclasses)."""
+    def step(self, scaler: Any = None) -> StepInfo:
+        """Finish local step ``t`` (see the subclasses); ``scaler``: an optional
+        ``torch.amp.GradScaler`` that scaled the loss."""
         raise NotImplementedError
+
+    def micro_batch_done(self) -> None:
+        """Call after each micro-batch's backward (used by the interleaved outer steps of
+        the reference-faithful mode; a no-op by default)."""
+
+    def train_step(
+        self,
+        next_batch: Callable[[], Any],
+        loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+        *,
+        micro_batches: int = 1,
+        scaler: Any = None,
+        autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    ) -> StepResult:
+        """One local step, micro-batches included.
+
+        ``next_batch()`` returns the next micro-batch; ``loss_fn(model, batch)`` its mean
+        loss. A gradient step draws ``micro_batches`` batches and back-propagates
+        ``loss / micro_batches`` of each (the first ``micro_batches - 1`` under
+        :meth:`no_sync`, forward under ``autocast()`` if given, the loss scaled by
+        ``scaler`` if given); a pull step runs no forward/backward and, with
+        ``config.discard_batch_on_pull``, draws and drops ``micro_batches`` batches.
+        """
+        a = int(micro_batches)
+        if a < 1:
+            raise UserInputError(f"'micro_batches' must be >= 1, got {micro_batches!r}")
+        action = self.next_action()
+        loss_out: torch.Tensor | None = None
+        drawn = 0
+        if action == "grad":
+            acc = None
+            for i in range(a):
+                batch = next_batch()
+                drawn += 1
+                ctx = self.no_sync() if i < a - 1 else contextlib.nullcontext()
+                with ctx:
+                    with autocast() if autocast is not None else contextlib.nullcontext():
+                        loss = loss_fn(self.model, batch)
+                    scaled = loss / a
+                    if scaler is not None:
+                        scaled = scaler.scale(scaled)
+                    scaled.backward()
+                value = loss.detach().to(torch.float64)
+                acc = value if acc is None else acc + value
+                self.micro_batch_done()
+            assert acc is not None
+            loss_out = acc / a
+        elif self.config.discard_batch_on_pull:
+            for _ in range(a):
+                next_batch()
+                drawn += 1
+        info = self.step() if scaler is None else self.step(scaler=scaler)
+        return StepResult(info=info, loss=loss_out, batches=drawn)
+
+    def resolve_timings(self) -> None:
+        """Add the device-timed intervals recorded so far to ``stats`` (waits once on a GPU)."""
+        self.clock.resolve()
 
     def anchor_state_dict(self) -> dict[str, torch.Tensor]:
         """Model state with the anchor ``z`` as parameters (a copy)."""
@@ -169,6 +253,32 @@ class DistributedAlgorithm:
             if grads:
                 torch.nn.utils.clip_grad_norm_(grads, self.config.clip_grad_norm)
 
+    def _inner_step(self, p: float, scaler: Any = None) -> None:
+        """Unscale (with ``scaler``), clip, and the inner optimizer's step with every group's
+        learning rate divided by ``1 - p`` (restored afterwards; a plain step for ``p = 0``);
+        ``scaler.step`` skips the step when the gradients hold inf/NaN, then
+        ``scaler.update``."""
+        opt = self.inner_optimizer
+        if scaler is not None:
+            scaler.unscale_(opt)
+        self._clip(self.params)
+        groups = opt.param_groups
+        saved = [g["lr"] for g in groups]
+        with self.clock.region("time_inner_step_s"):
+            try:
+                if p != 0:
+                    for g, lr in zip(groups, saved, strict=True):
+                        g["lr"] = lr / (1.0 - p)
+                if scaler is not None:
+                    scaler.step(opt)
+                else:
+                    opt.step()
+            finally:
+                for g, lr in zip(groups, saved, strict=True):
+                    g["lr"] = lr
+        if scaler is not None:
+            scaler.update()
+
     def _check_state_name(self, state: dict[str, Any]) -> None:
         cfg = state.get("config", {})
         for key in ("name", "outer"):
@@ -177,13 +287,3 @@ class DistributedAlgorithm:
                     f"checkpoint was written with {key}={cfg[key]!r}, this run uses "
                     f"{key}={getattr(self.config, key)!r}"
                 )
-
-
-@contextlib.contextmanager
-def timed(stats: dict[str, Any], key: str) -> Iterator[None]:
-    """Add the wall time of the block to ``stats[key]``."""
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        stats[key] += time.perf_counter() - start

@@ -37,6 +37,8 @@ __all__ = [
     "OUTERS",
     "COINS",
     "BUFFERS",
+    "SYNC_SCHEDULES",
+    "authors_sync_offset",
     "DILOCO_DEFAULT_GAMMA",
     "DILOCO_DEFAULT_MU",
 ]
@@ -45,10 +47,25 @@ NAMES = ("ddp", "local_sgd", "post_local_sgd", "diloco", "palsgd")
 OUTERS = ("average", "sgd", "nesterov")
 COINS = ("independent", "shared")
 BUFFERS = ("average", "anchor", "local")
+SYNC_SCHEDULES = ("rounds", "global_step")
 
 #: DiLoCo's outer Nesterov settings (Douillard et al. 2023, Sec. 2: lr 0.7, momentum 0.9).
 DILOCO_DEFAULT_GAMMA = 0.7
 DILOCO_DEFAULT_MU = 0.9
+
+
+def authors_sync_offset(name: str, T0: int, H: int) -> int:
+    """The ``sync_offset`` that reproduces the authors' absolute-counter sync test.
+
+    The authors' code tests the sync on its step counter ``global_step`` (warm-up steps
+    included) right after each local step (docs/reference-faithful.md):
+    PALSGD syncs after the step that makes ``(global_step + 1) % H == 0``, DiLoCo, Local and
+    Post-Local SGD after the step that makes ``global_step % H == 0``. Step ``s`` leaves
+    ``global_step = s + 1``, and the toolkit syncs after ``s >= T0`` with
+    ``(s - T0 + 1 + offset) % H == 0``, so the offset is ``(T0 + 1) mod H`` for PALSGD and
+    ``T0 mod H`` for the others (``T0`` = the warm-up steps actually run).
+    """
+    return (T0 + (1 if name == "palsgd" else 0)) % H
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -68,14 +85,29 @@ class AlgorithmConfig:
 
     Timing: local steps are numbered ``t = 0, 1, ...`` (pull steps count). Steps ``t < T0``
     are warm-up steps (gradient all-reduce, identical workers). A sync happens right after
-    local step ``t >= T0`` when ``(t - T0 + 1 + sync_offset) % H == 0``; with
-    ``sync_offset = 0`` every round is exactly ``H`` steps, the authors' PALSGD code uses
-    ``sync_offset = 1`` (first round ``H - 1`` steps; reference-implementation.md Q8).
+    local step ``t >= T0`` when ``(t - T0 + 1 + sync_offset) % H == 0``. With
+    ``sync_schedule = "rounds"`` (default) ``sync_offset`` defaults to 0: every round is
+    exactly ``H`` steps. With ``sync_schedule = "global_step"`` the sync follows the
+    authors' absolute step counter and ``sync_offset`` is derived from ``T0`` and ``H``
+    (:func:`authors_sync_offset`; a different explicit value is an error).
+
+    Outer steps: ``outer_steps_per_sync = A > 1`` takes ``A - 1`` further outer steps on a
+    zero outer gradient after each sync (Q5). With ``interleave_outer_steps`` they are taken
+    as the authors' code takes them, one after each of the first ``A - 1`` micro-batches of
+    the following step, so micro-batch ``j`` (``j = 1..A``) is evaluated after ``j`` outer
+    steps (:meth:`DistributedAlgorithm.micro_batch_done`); otherwise all at once.
+
+    ``consensus_interval``: the consensus distance ``mean_k ||x_k - xbar||^2`` is computed at
+    every ``consensus_interval``-th sync (0: never; it costs two reductions over the model).
 
     Reference-faithful switches (each off by default; reference-implementation.md §6):
     ``pull_first_tensor_only`` (Q1), ``coins = "shared"`` (Q4), ``discard_batch_on_pull``
     (Q3: consulted by the trainer), ``outer_steps_per_sync = A`` (Q5 / §4),
-    ``sync_offset = 1`` (Q8), ``buffers = "anchor"`` (Q10).
+    ``sync_schedule = "global_step"`` (Q8), ``interleave_outer_steps`` (§4),
+    ``buffers = "anchor"`` (Q10).
+
+    Memory: ``offload_outer_state`` keeps the outer momentum in (pinned) CPU memory between
+    syncs; it is moved to the device for the outer step only.
 
     Emulated slow link (:mod:`empirical.algorithms.slowlink`, for checking the cost model on
     one machine): every all-reduce of ``n`` payload bytes is followed by an extra delay of
@@ -97,7 +129,11 @@ class AlgorithmConfig:
     pull_first_tensor_only: bool = False
     discard_batch_on_pull: bool = False
     outer_steps_per_sync: int = 1
-    sync_offset: int = 0
+    sync_offset: int | None = None
+    sync_schedule: str = "rounds"
+    interleave_outer_steps: bool = False
+    consensus_interval: int = 1
+    offload_outer_state: bool = False
     comm_delay_s: float = 0.0
     comm_delay_per_byte_s: float = 0.0
 
@@ -117,6 +153,22 @@ class AlgorithmConfig:
         object.__setattr__(self, "outer", outer)
         object.__setattr__(self, "gamma", gamma)
         object.__setattr__(self, "mu", mu)
+        _choice("sync_schedule", self.sync_schedule, SYNC_SCHEDULES)
+        if self.sync_schedule == "global_step":
+            check_int("H", self.H, 1)
+            check_int("T0", self.T0, 0)
+            derived = authors_sync_offset(self.name, self.warmup_steps, self.H)
+            if self.sync_offset is not None and self.sync_offset % self.H != derived:
+                raise ParameterError(
+                    "sync_offset",
+                    self.sync_offset,
+                    f"[{derived}, {derived}] (mod H) for sync_schedule='global_step'",
+                    f"the authors' schedule at T0={self.T0}, H={self.H} is offset {derived}; "
+                    "leave sync_offset unset or use sync_schedule='rounds'",
+                )
+            object.__setattr__(self, "sync_offset", derived)
+        elif self.sync_offset is None:
+            object.__setattr__(self, "sync_offset", 0)
         self.validate()
 
     # ------------------------------------------------------------------ construction helpers
@@ -124,28 +176,29 @@ class AlgorithmConfig:
     def reference_faithful(cls, **kw: Any) -> AlgorithmConfig:
         """The authors' code's behaviour (reference-implementation.md §3.6, §6), quirks on.
 
-        For ``palsgd`` (the default name): shared coins (Q4), pull on the first parameter
-        tensor only (Q1), the batch of a pull step discarded (Q3), sync after the step that
-        makes ``t = H-1 (mod H)`` (``sync_offset = 1``, Q8), ``outer_steps_per_sync = A``
-        (the README's ``--is_intended_impl False`` with ``A`` micro-batches, Q5; give ``A=``
-        or ``outer_steps_per_sync=``), workers reset to the anchor's stale buffers (Q10).
-        For ``diloco``/``post_local_sgd``/``local_sgd`` only the buffer policy differs from
-        the default (their authors' classes sync at ``t = 0 (mod H)`` with one outer step).
-        Any field given in ``kw`` overrides the preset.
+        Every name but ``ddp``: the authors' sync schedule on the absolute step counter
+        (``sync_schedule = "global_step"``, Q8: the offset follows from ``T0`` and ``H``)
+        and workers reset to the anchor's stale buffers (Q10). For ``palsgd`` (the default
+        name) also: shared coins (Q4), pull on the first parameter tensor only (Q1), the
+        batch of a pull step discarded (Q3), ``outer_steps_per_sync = A`` (the README's
+        ``--is_intended_impl False`` with ``A`` micro-batches, Q5; give ``A=`` or
+        ``outer_steps_per_sync=``) with the extra outer steps interleaved with the next
+        step's micro-batches as in the authors' code (§4). Any field given in ``kw``
+        overrides the preset.
         """
         kw = dict(kw)
         a = kw.pop("A", None)
         name = kw.setdefault("name", "palsgd")
         if name == "ddp":
             return cls(**kw)
-        preset: dict[str, Any] = {"buffers": "anchor"}
+        preset: dict[str, Any] = {"buffers": "anchor", "sync_schedule": "global_step"}
         if name == "palsgd":
             preset.update(
                 coins="shared",
                 pull_first_tensor_only=True,
                 discard_batch_on_pull=True,
-                sync_offset=1,
                 outer_steps_per_sync=1 if a is None else a,
+                interleave_outer_steps=True,
             )
         elif a is not None and "outer_steps_per_sync" not in kw:
             raise UserInputError(
@@ -155,7 +208,10 @@ class AlgorithmConfig:
         return cls(**preset)
 
     def replace(self, **changes: Any) -> AlgorithmConfig:
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again; a derived ``sync_offset`` is
+        derived again)."""
+        if self.sync_schedule == "global_step" and "sync_offset" not in changes:
+            changes["sync_offset"] = None
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -196,11 +252,17 @@ class AlgorithmConfig:
         _choice("coins", self.coins, COINS)
         _choice("buffers", self.buffers, BUFFERS)
         validate(H=self.H, p=self.p, eta=self.eta, T0=self.T0, gamma=self.gamma, mu=self.mu)
-        for flag in ("pull_first_tensor_only", "discard_batch_on_pull"):
+        for flag in (
+            "pull_first_tensor_only",
+            "discard_batch_on_pull",
+            "interleave_outer_steps",
+            "offload_outer_state",
+        ):
             if not isinstance(getattr(self, flag), bool):
                 raise UserInputError(f"'{flag}' must be True or False, got {getattr(self, flag)!r}")
         check_int("outer_steps_per_sync", self.outer_steps_per_sync, 1)
         check_int("sync_offset", self.sync_offset, 0)
+        check_int("consensus_interval", self.consensus_interval, 0)
         check_int("seed", self.seed, 0)
         for name in ("comm_delay_s", "comm_delay_per_byte_s"):
             v = getattr(self, name)

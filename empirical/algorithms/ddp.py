@@ -14,13 +14,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from empirical.algorithms.base import DistributedAlgorithm, StepInfo, new_stats, timed
+from empirical.algorithms.base import DistributedAlgorithm, StepInfo, new_stats
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.slowlink import (
     SlowLinkState,
     delayed_allreduce_hook,
     link_delay_fn,
 )
+from empirical.timing import DeviceClock
 
 __all__ = ["DDPAlgorithm"]
 
@@ -53,12 +54,13 @@ class DDPAlgorithm(DistributedAlgorithm):
         self.t = 0
         self.stats = new_stats()
         self.params = [p for p in model.parameters() if p.requires_grad]
+        dev = self.params[0].device if self.params else torch.device("cpu")
+        self.clock = DeviceClock(dev, self.stats)
         initialized = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size(process_group) if initialized else 1
         self.rank = dist.get_rank(process_group) if initialized else 0
         if initialized:
             kw: dict[str, Any] = {"process_group": process_group}
-            dev = self.params[0].device if self.params else torch.device("cpu")
             if dev.type == "cuda":
                 kw["device_ids"] = [dev.index]
             kw.update(ddp_kwargs or {})
@@ -80,10 +82,9 @@ class DDPAlgorithm(DistributedAlgorithm):
             return self.model.no_sync()
         return contextlib.nullcontext()
 
-    def step(self) -> StepInfo:
-        self._clip(self.params)
-        with timed(self.stats, "time_inner_step_s"):
-            self.inner_optimizer.step()
+    def step(self, scaler: Any = None) -> StepInfo:
+        """Clip, inner step (through ``scaler`` if given), ``zero_grad``, ``t += 1``."""
+        self._inner_step(0.0, scaler)
         self.inner_optimizer.zero_grad(set_to_none=True)
         self.t += 1
         self.stats["grad_steps"] += 1

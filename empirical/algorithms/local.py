@@ -32,15 +32,30 @@ One class covers the four algorithms; they differ only in the configuration
   all-reduces of zero outer gradients; here the zero steps are taken locally (they carry
   no data), so a sync is always ONE all-reduce.
 
-Memory (beyond model and inner optimizer): one work buffer of the model's size (plus a few
-scalars and the floating-point buffers) for all algorithms, the anchor ``z`` (one model
-copy) when it must persist between syncs (PALSGD, SGD/Nesterov outer), and the outer
-momentum (one more copy) for ``mu > 0``. Plain Local SGD stores no anchor.
+Flat parameters: when every trainable parameter has the buffer dtype and one device, the
+parameters are re-pointed to views of ONE flat buffer at construction (as torch's
+``model_averaging.utils.average_parameters`` re-points them after its all-reduce). A sync
+then all-reduces the parameters in place (outer ``"average"``) or forms ``Delta_k = z - x_k``
+in one pass, with no gather or scatter copies; the outer step acts on the flat anchor.
+Move the model to its device BEFORE building the algorithm (``module.to`` would allocate
+new parameter tensors and break the views).
+
+Memory (beyond model and inner optimizer): a work buffer of the model's size (plus a few
+scalars and the floating-point buffers) when the warm-up or the ``Delta`` path needs one
+(allocated on first use), the anchor ``z`` (one model copy) when it must persist between
+syncs (PALSGD, SGD/Nesterov outer), and the outer momentum (one more copy, optionally
+offloaded to pinned CPU memory) for ``mu > 0``. Plain Local SGD stores no anchor.
+
+Mixed precision: the parameters (the master weights), the anchor and the outer state keep
+the model's dtype (fp32 for an fp32 model under ``torch.autocast``); :meth:`step` accepts
+a ``torch.amp.GradScaler`` (unscale, clip, skip a step with inf/NaN gradients, update).
 """
 
 from __future__ import annotations
 
 import copy
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,41 +67,39 @@ from empirical.algorithms.base import (
     DistributedAlgorithm,
     StepInfo,
     new_stats,
-    timed,
 )
+from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat import FlatLayout, flat_dtype, foreach_copy
 from empirical.algorithms.outer import OuterOptimizer
 from empirical.algorithms.slowlink import link_delay_fn
-from theory.coins import pull_coins
+from empirical.timing import DeviceClock
 from theory.validation import UserInputError
 
 __all__ = ["LocalAlgorithm"]
 
 _COIN_BLOCK = 1024  # coins drawn per vectorised call of theory.coins.pull_coins
-_CHUNK = 1 << 16  # elements per chunk of the squared norms (partial sums added in float64)
+_CHUNK = 1 << 16  # elements per row of the squared norms (row sums added in float64)
 
 
-def _sq_norm(v: torch.Tensor, ref: torch.Tensor | None = None) -> float:
-    """``||v - ref||^2`` (or ``||v||^2``): dot products over chunks of ``_CHUNK`` elements in
-    the buffer dtype, summed in float64 on the device with one host transfer (relative
-    error about one fp32 rounding, at the cost of one fast pass; casting the whole vector
-    to float64 would cost about 4x more)."""
+def sq_norm(v: torch.Tensor) -> torch.Tensor:
+    """``||v||^2`` of a 1-D tensor as a float64 0-d tensor on ``v``'s device.
+
+    One reduction kernel over ``v`` viewed as rows of ``_CHUNK`` elements (norms in the
+    buffer dtype), the row results squared and summed in float64, plus one dot product for
+    the tail: relative error about one fp32 rounding, a constant number of kernel launches
+    (no per-chunk host loop) and no host transfer.
+    """
     n = v.numel()
-    if n == 0:
-        return 0.0
-    chunks = (n + _CHUNK - 1) // _CHUNK
-    partial = torch.empty(chunks, dtype=torch.float64, device=v.device)
-    tmp = None if ref is None else torch.empty(min(n, _CHUNK), dtype=v.dtype, device=v.device)
-    for i in range(chunks):
-        chunk = v[i * _CHUNK : (i + 1) * _CHUNK]
-        if ref is not None:
-            assert tmp is not None
-            diff = tmp[: chunk.numel()]
-            torch.sub(chunk, ref[i * _CHUNK : (i + 1) * _CHUNK], out=diff)
-            chunk = diff
-        partial[i] = torch.dot(chunk, chunk)
-    return float(partial.sum())
+    m = n - n % _CHUNK
+    total = torch.zeros((), dtype=torch.float64, device=v.device)
+    if m:
+        rows = torch.linalg.vector_norm(v[:m].view(-1, _CHUNK), dim=1)
+        total += rows.to(torch.float64).square().sum()
+    if m < n:
+        tail = v[m:]
+        total += torch.dot(tail, tail).to(torch.float64)
+    return total
 
 
 class LocalAlgorithm(DistributedAlgorithm):
@@ -95,6 +108,10 @@ class LocalAlgorithm(DistributedAlgorithm):
     ``model`` must be identical on all ranks or is made so: at construction rank 0's
     parameters and buffers are broadcast (as torch DDP does). Parameters that are not in
     any param group of ``inner_optimizer`` are synchronised but never pulled.
+
+    ``coin_source`` (PALSGD): ``None`` for the counter-based coins of
+    :func:`theory.coins.pull_coins`, a callable ``(steps, worker) -> bool array`` or a
+    recorded trace (:func:`empirical.algorithms.coins.recorded_coins`).
     """
 
     def __init__(
@@ -104,6 +121,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         inner_optimizer: torch.optim.Optimizer,
         *,
         process_group: Any = None,
+        coin_source: Callable[[np.ndarray, int], np.ndarray] | np.ndarray | None = None,
     ) -> None:
         if config.name == "ddp":
             raise UserInputError("LocalAlgorithm does not run 'ddp'; use build_algorithm")
@@ -112,18 +130,19 @@ class LocalAlgorithm(DistributedAlgorithm):
         self.inner_optimizer = inner_optimizer
         self.t = 0
         self.stats = new_stats()
-        delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
-        self.comm = Communicator(process_group, self.stats, delay=delay)
-        self.rank, self.world_size = self.comm.rank, self.comm.size
-        self.T0 = config.warmup_steps
-
         self.params: list[nn.Parameter] = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise UserInputError("the model has no trainable parameters")
-        self.named_buffers: list[tuple[str, torch.Tensor]] = list(model.named_buffers())
-        self.float_buffers = [b for _, b in self.named_buffers if b.is_floating_point()]
         self.dtype = flat_dtype(self.params)
         self.device = self.params[0].device
+        self.clock = DeviceClock(self.device, self.stats)
+        delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
+        self.comm = Communicator(process_group, self.stats, delay=delay, clock=self.clock)
+        self.rank, self.world_size = self.comm.rank, self.comm.size
+        self.T0 = config.warmup_steps
+
+        self.named_buffers: list[tuple[str, torch.Tensor]] = list(model.named_buffers())
+        self.float_buffers = [b for _, b in self.named_buffers if b.is_floating_point()]
         self.layout = FlatLayout(self.params)
         n = self.layout.numel
         self.n = n
@@ -132,10 +151,20 @@ class LocalAlgorithm(DistributedAlgorithm):
         nb = self.buf_layout.numel if self.avg_buffers else 0
         self.n_sync = n + nb + 1  # params (or Delta), averaged buffers, consensus scalar
         self.n_warm = n + len(self.params)  # gradients, presence flags
-        self.work = torch.zeros(max(self.n_sync, self.n_warm), dtype=self.dtype, device=self.device)
+        self._work: torch.Tensor | None = None
+
+        # the parameters become views of ONE flat buffer when they share dtype and device
+        self.flat: torch.Tensor | None = None
+        if all(p.dtype == self.dtype and p.device == self.device for p in self.params):
+            self.flat = torch.zeros(self.n_sync, dtype=self.dtype, device=self.device)
+            with torch.no_grad():
+                self.layout.gather(self.params, self.flat)
+                for p, view in zip(self.params, self.layout.views(self.flat), strict=True):
+                    p.data = view
 
         self.z: torch.Tensor | None = None
         self.outer: OuterOptimizer | None = None
+        self.pending_outer = 0  # interleaved zero-gradient outer steps still to take
         if config.uses_anchor:
             self.z = torch.zeros(n, dtype=self.dtype, device=self.device)
             if config.outer != "average":
@@ -145,6 +174,7 @@ class LocalAlgorithm(DistributedAlgorithm):
                     float(config.gamma),
                     float(config.mu),
                     config.outer_steps_per_sync,
+                    offload=config.offload_outer_state,
                 )
             self.z_views = self.layout.views(self.z)
         self.anchor_buffers: dict[str, torch.Tensor] | None = None
@@ -166,6 +196,9 @@ class LocalAlgorithm(DistributedAlgorithm):
                         ps.append(p)
                         zs.append(zv)
                 self.pull_groups = [(gi, ps, zs) for gi, (ps, zs) in sorted(by_group.items())]
+        self.coin_source = as_coin_source(
+            coin_source, config.seed, config.p, config.coins == "shared"
+        )
         self._coins: tuple[int, list[bool]] = (0, [])
         self.local_started = False
 
@@ -173,25 +206,39 @@ class LocalAlgorithm(DistributedAlgorithm):
         if self.T0 == 0:
             self._start_local_phase()
 
+    # ------------------------------------------------------------------ buffers
+    def _work_buffer(self) -> torch.Tensor:
+        """The work buffer (gradients in the warm-up, ``Delta`` at syncs), made on first use."""
+        if self._work is None:
+            size = max(self.n_sync, self.n_warm)
+            self._work = torch.zeros(size, dtype=self.dtype, device=self.device)
+        return self._work
+
+    @property
+    def work(self) -> torch.Tensor:
+        """The work buffer (allocated on first access)."""
+        return self._work_buffer()
+
     # ------------------------------------------------------------------ decisions
     def next_action(self) -> str:
         """``"pull"`` iff PALSGD, local phase (``t >= T0``) and the coin of step ``t`` says so."""
         t = self.t
         if t < self.T0 or not self.config.has_pulls:
             return "grad"
+        length = getattr(self.coin_source, "length", None)
+        if length is not None and t >= length:
+            raise UserInputError(
+                f"the recorded coin trace holds {length} steps; step {t} has no coin"
+            )
         start, coins = self._coins
         if not start <= t < start + len(coins):
             # one vectorised call per block of steps; still a pure function of t
-            cfg = self.config
             block = np.arange(t, t + _COIN_BLOCK)
-            coins = pull_coins(
-                cfg.seed,
-                cfg.p,
-                step=block,
-                worker=self.rank,
-                replica=0,
-                shared=cfg.coins == "shared",
-            ).tolist()
+            coins = np.asarray(self.coin_source(block, self.rank), dtype=bool).tolist()
+            if len(coins) != _COIN_BLOCK:
+                raise UserInputError(
+                    f"the coin source returned {len(coins)} coins for {_COIN_BLOCK} steps"
+                )
             self._coins = (t, coins)
             start = t
         return "pull" if coins[t - start] else "grad"
@@ -205,24 +252,37 @@ class LocalAlgorithm(DistributedAlgorithm):
         return self.t < self.T0
 
     # ------------------------------------------------------------------ the step
-    def step(self) -> StepInfo:
+    def micro_batch_done(self) -> None:
+        """After each micro-batch's backward: with ``interleave_outer_steps``, take one of
+        the zero-gradient outer steps left by the last sync and reset ``x <- z`` (the
+        authors' code, docs/reference-faithful.md). A no-op otherwise."""
+        if self.pending_outer > 0 and self.config.interleave_outer_steps:
+            self._pending_outer_steps(1)
+
+    def step(self, scaler: Any = None) -> StepInfo:
         """Finish local step ``t``: warm-up all-reduce or pull or (scaled) inner step,
-        ``zero_grad``, ``t += 1``, and a sync when due."""
+        ``zero_grad``, ``t += 1``, and a sync when due.
+
+        ``scaler``: an optional ``torch.amp.GradScaler`` that scaled the loss (unscaled
+        before the clip; a step with inf/NaN gradients is skipped by the scaler).
+        Zero-gradient outer steps still pending from the last sync are taken first.
+        """
         s = self.t
         action = self.next_action()
+        if self.pending_outer:
+            self._pending_outer_steps(self.pending_outer)
         if s < self.T0:
             self._allreduce_grads()
-            self._clip(self.params)
-            self._inner_step(0.0)
+            self._inner_step(0.0, scaler)
             self.stats["warmup_steps"] += 1
             self.stats["grad_steps"] += 1
         elif action == "pull":
-            with timed(self.stats, "time_pull_s"):
+            self._warn_if_gradients(s)
+            with self.clock.region("time_pull_s"):
                 self._pull()
             self.stats["pull_steps"] += 1
         else:
-            self._clip(self.params)
-            self._inner_step(self.config.p)  # p > 0 only for PALSGD (AlgorithmConfig.validate)
+            self._inner_step(self.config.p, scaler)  # p > 0 only for PALSGD
             self.stats["grad_steps"] += 1
         self.inner_optimizer.zero_grad(set_to_none=True)
         self.t = s + 1
@@ -230,27 +290,21 @@ class LocalAlgorithm(DistributedAlgorithm):
         if not self.local_started and self.t >= self.T0:
             self._start_local_phase()
         elif self.sync_due_after(s):
-            with timed(self.stats, "time_sync_s"):
+            with self.clock.region("time_sync_s"):
                 self._sync()
             synced = True
         return StepInfo(action=action, synced=synced, t=self.t)
 
-    def _inner_step(self, p: float) -> None:
-        """The inner optimizer's step with every group's learning rate divided by ``1 - p``
-        (restored afterwards); a plain step for ``p = 0``."""
-        groups = self.inner_optimizer.param_groups
-        with timed(self.stats, "time_inner_step_s"):
-            if p == 0:
-                self.inner_optimizer.step()
-                return
-            saved = [g["lr"] for g in groups]
-            try:
-                for g, lr in zip(groups, saved, strict=True):
-                    g["lr"] = lr / (1.0 - p)
-                self.inner_optimizer.step()
-            finally:
-                for g, lr in zip(groups, saved, strict=True):
-                    g["lr"] = lr
+    def _warn_if_gradients(self, s: int) -> None:
+        if any(q.grad is not None for q in self.params):
+            self.stats["discarded_backward_steps"] += 1
+            warnings.warn(
+                f"step {s} is a pull step but the parameters hold gradients: a pull uses no "
+                "gradient, so that backward pass is discarded; run forward/backward only when "
+                "next_action() == 'grad', or use train_step()",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     @torch.no_grad()
     def _pull(self) -> None:
@@ -273,7 +327,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         """Average gradients over ranks with ONE flat all-reduce (warm-up = DDP)."""
         if not self.comm.active:
             return
-        n, buf = self.n, self.work[: self.n_warm]
+        n, buf = self.n, self._work_buffer()[: self.n_warm]
         grads = [p.grad for p in self.params]
         flags = buf[n:]
         views = self.layout.views(buf)
@@ -291,7 +345,7 @@ class LocalAlgorithm(DistributedAlgorithm):
                     flags[f] = 1.0
         self.comm.all_reduce_sum(buf)
         buf[:n].div_(self.world_size)
-        have = (flags > 0).tolist()
+        have = (flags > 0).tolist()  # ranks may differ in which parameters got gradients
         for p, h in zip(self.params, have, strict=True):
             if h and p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -304,10 +358,13 @@ class LocalAlgorithm(DistributedAlgorithm):
         """Make every rank start from rank 0's parameters and buffers."""
         if not self.comm.active:
             return
-        buf = self.work[: self.n]
-        self.layout.gather(self.params, buf)
-        self.comm.broadcast(buf)
-        self.layout.scatter(buf, self.params)
+        if self.flat is not None:
+            self.comm.broadcast(self.flat[: self.n])
+        else:
+            buf = self._work_buffer()[: self.n]
+            self.layout.gather(self.params, buf)
+            self.comm.broadcast(buf)
+            self.layout.scatter(buf, self.params)
         for p in self.model.parameters():
             if not p.requires_grad:  # frozen parameters: never synced later, equal from here on
                 self.comm.broadcast(p.data)
@@ -318,43 +375,107 @@ class LocalAlgorithm(DistributedAlgorithm):
     def _start_local_phase(self) -> None:
         """End of warm-up: ``z <- x`` (workers are identical here) and the buffer snapshot."""
         if self.z is not None:
-            self.layout.gather(self.params, self.z)
+            if self.flat is not None:
+                self.z.copy_(self.flat[: self.n])
+            else:
+                self.layout.gather(self.params, self.z)
         if self.config.buffers != "local":
             self.anchor_buffers = {k: b.detach().clone() for k, b in self.named_buffers}
         self.local_started = True
 
     @torch.no_grad()
+    def _params_to_anchor(self) -> None:
+        """``x <- z`` on every parameter."""
+        assert self.z is not None
+        if self.flat is not None:
+            self.flat[: self.n].copy_(self.z)
+        else:
+            self.layout.scatter(self.z, self.params)
+
+    @torch.no_grad()
+    def _pending_outer_steps(self, count: int) -> None:
+        """Take ``count`` of the pending zero-gradient outer steps, then ``x <- z``."""
+        assert self.outer is not None
+        zeros = self._work_buffer()[: self.n]
+        for _ in range(count):
+            self.stats["outer_steps"] += self.outer.zero_step(zeros)
+        self.pending_outer -= count
+        self._params_to_anchor()
+        if self.config.buffers == "anchor" and self.anchor_buffers is not None:
+            for k, b in self.named_buffers:
+                b.copy_(self.anchor_buffers[k])
+
+    def _consensus_due(self) -> bool:
+        every = self.config.consensus_interval
+        return self.comm.active and every > 0 and self.stats["syncs"] % every == 0
+
+    @torch.no_grad()
+    def _sq_dist_to_anchor(self, x: torch.Tensor) -> torch.Tensor:
+        """``||x - z||^2``, through the work buffer unless ``x`` lives in it."""
+        assert self.z is not None
+        work = self._work_buffer()
+        if x.untyped_storage().data_ptr() == work.untyped_storage().data_ptr():
+            return sq_norm(x - self.z)
+        tmp = work[: self.n]
+        torch.sub(x, self.z, out=tmp)
+        return sq_norm(tmp)
+
+    @torch.no_grad()
     def _sync(self) -> None:
         cfg = self.config
-        n, K = self.n, self.world_size
-        buf = self.work[: self.n_sync]
-        x = buf[:n]
-        self.layout.gather(self.params, x)
+        n, K, last = self.n, self.world_size, self.n_sync - 1
         delta_path = cfg.outer != "average"
+        due = self._consensus_due()
+        if delta_path or self.flat is None:
+            buf = self._work_buffer()[: self.n_sync]
+        else:
+            buf = self.flat[: self.n_sync]  # the parameters themselves, reduced in place
+        x = buf[:n]
         if delta_path:
             assert self.z is not None
-            torch.sub(self.z, x, out=x)  # Delta_k = z - x_k, in place
-            buf[self.n_sync - 1] = _sq_norm(x)
+            if self.flat is not None:
+                torch.sub(self.z, self.flat[:n], out=x)  # Delta_k = z - x_k
+            else:
+                self.layout.gather(self.params, x)
+                torch.sub(self.z, x, out=x)
+        elif self.flat is None:
+            self.layout.gather(self.params, x)
+        if due:  # mean_k ||x_k - r||^2 travels in the same all-reduce
+            if delta_path or self.z is None:
+                buf[last] = sq_norm(x)
+            else:
+                buf[last] = self._sq_dist_to_anchor(x)
         else:
-            buf[self.n_sync - 1] = _sq_norm(x, self.z)
+            buf[last] = 0.0
         if self.avg_buffers:
             self.buf_layout.gather(self.float_buffers, buf)
         self.comm.all_reduce_sum(buf)
         if K > 1:
             buf.div_(K)
-        mean_sq = float(buf[self.n_sync - 1])
+        consensus = None
         if delta_path:
-            assert self.outer is not None and self.z is not None
-            consensus = mean_sq - _sq_norm(x)
-            self.stats["outer_steps"] += self.outer.step(x)
-            self.layout.scatter(self.z, self.params)
+            assert self.outer is not None
+            if due:
+                consensus = buf[last] - sq_norm(x)
+            if cfg.interleave_outer_steps:
+                self.stats["outer_steps"] += self.outer.step(x, steps=1)
+                self.pending_outer = cfg.outer_steps_per_sync - 1
+            else:
+                self.stats["outer_steps"] += self.outer.step(x)
+            self._params_to_anchor()
         else:
-            consensus = mean_sq - _sq_norm(x, self.z)
+            if due:
+                ref = sq_norm(x) if self.z is None else self._sq_dist_to_anchor(x)
+                consensus = buf[last] - ref
             if self.z is not None:
                 self.z.copy_(x)
-            self.layout.scatter(x, self.params)
+            if self.flat is None:
+                self.layout.scatter(x, self.params)
             self.stats["outer_steps"] += 1
-        self.stats["last_consensus"] = max(consensus, 0.0) if self.comm.active else 0.0
+        if consensus is not None:
+            self.stats["last_consensus"] = max(float(consensus), 0.0)
+        elif not self.comm.active:
+            self.stats["last_consensus"] = 0.0
         self.stats["syncs"] += 1
         self._apply_buffer_policy(buf)
 
@@ -405,6 +526,7 @@ class LocalAlgorithm(DistributedAlgorithm):
             "config": self.config.to_dict(),
             "t": self.t,
             "local_started": self.local_started,
+            "pending_outer": self.pending_outer,
             "world_size": self.world_size,
             "z": None if self.z is None else self.z.detach().clone(),
             "outer": copy.deepcopy(self.outer.state_dict()) if self.outer is not None else {},
@@ -428,6 +550,7 @@ class LocalAlgorithm(DistributedAlgorithm):
             )
         self.t = int(state["t"])
         self.local_started = bool(state.get("local_started", self.t >= self.T0))
+        self.pending_outer = int(state.get("pending_outer", 0))
         if z is not None and self.z is not None:
             self.z.copy_(z)
         if self.outer is not None:
@@ -438,14 +561,20 @@ class LocalAlgorithm(DistributedAlgorithm):
         self._coins = (0, [])
 
     def memory_bytes(self) -> dict[str, int]:
-        """Bytes held by the algorithm: work buffer, anchor, outer state, buffer snapshot."""
+        """Bytes held by the algorithm on the model's device: work buffer (0 until first
+        used), anchor, outer state, buffer snapshot, the flat parameter buffer's room for
+        averaged buffers and the consensus scalar (the parameters themselves are the
+        model's); ``outer_state_offloaded`` is in host memory."""
 
         def size(t: torch.Tensor | None) -> int:
             return 0 if t is None else t.numel() * t.element_size()
 
+        extra = 0 if self.flat is None else (self.n_sync - self.n) * self.flat.element_size()
         return {
-            "work_buffer": size(self.work),
+            "work_buffer": size(self._work),
             "anchor": size(self.z),
             "outer_state": 0 if self.outer is None else self.outer.state_bytes(),
+            "outer_state_offloaded": 0 if self.outer is None else self.outer.offloaded_bytes(),
             "anchor_buffers": sum(size(v) for v in (self.anchor_buffers or {}).values()),
+            "flat_extra": extra,
         }

@@ -10,6 +10,11 @@
 ``steps_per_sync = A > 1`` reproduces the authors' ``--is_intended_impl False`` path
 (reference-implementation.md §4): after the step on ``Delta``, ``A - 1`` further steps on a
 zero outer gradient. For Nesterov each of them moves ``z`` by ``-gamma*mu*(mu*m)``.
+:meth:`OuterOptimizer.zero_step` takes one of them alone (the interleaved form, §4).
+
+``offload=True`` keeps the momentum buffer in pinned CPU memory between steps (a CUDA
+anchor only; on the CPU it is a no-op): it is copied to the device for each step and back
+after it, saving one model copy of device memory for two transfers per sync.
 """
 
 from __future__ import annotations
@@ -29,48 +34,118 @@ class OuterOptimizer:
     """
 
     def __init__(
-        self, z: torch.Tensor, kind: str, gamma: float, mu: float, steps_per_sync: int = 1
+        self,
+        z: torch.Tensor,
+        kind: str,
+        gamma: float,
+        mu: float,
+        steps_per_sync: int = 1,
+        offload: bool = False,
     ) -> None:
         self.z = z
         self.kind = kind
         self.steps_per_sync = int(steps_per_sync)
+        self.offload = bool(offload) and z.is_cuda
+        self._host: torch.Tensor | None = None  # pinned copy of the momentum when offloaded
         self.optimizer: torch.optim.SGD | None = None
         if kind != "average":
             self.optimizer = torch.optim.SGD(
                 [z], lr=gamma, momentum=mu, dampening=0.0, nesterov=(kind == "nesterov")
             )
 
+    @property
+    def lr(self) -> float:
+        """The outer learning rate ``gamma`` in use (1 for ``"average"``)."""
+        return 1.0 if self.optimizer is None else float(self.optimizer.param_groups[0]["lr"])
+
+    def set_hyperparameters(self, gamma: float | None = None, mu: float | None = None) -> None:
+        """Set the outer learning rate and/or momentum (a schedule, or a changed resume)."""
+        if self.optimizer is None:
+            return
+        group = self.optimizer.param_groups[0]
+        if gamma is not None:
+            group["lr"] = float(gamma)
+        if mu is not None:
+            group["momentum"] = float(mu)
+
     @torch.no_grad()
-    def step(self, delta: torch.Tensor) -> int:
-        """One outer update with outer gradient ``delta``; return the optimizer steps taken."""
+    def step(self, delta: torch.Tensor, steps: int | None = None) -> int:
+        """One outer update with outer gradient ``delta``, then ``steps - 1`` on a zero
+        gradient (``steps`` defaults to ``steps_per_sync``; ``delta`` is zeroed by those);
+        return the optimizer steps taken."""
         if self.optimizer is None:
             self.z.sub_(delta)
             return 1
+        steps = self.steps_per_sync if steps is None else int(steps)
+        self._fetch()
         self.z.grad = delta
         try:
             self.optimizer.step()
-            for _ in range(self.steps_per_sync - 1):
+            for _ in range(steps - 1):
                 delta.zero_()
                 self.optimizer.step()
         finally:
             self.z.grad = None
-        return self.steps_per_sync
+            self._stash()
+        return steps
+
+    @torch.no_grad()
+    def zero_step(self, zeros: torch.Tensor) -> int:
+        """One step on a zero outer gradient (``zeros`` is zeroed and used as the gradient)."""
+        if self.optimizer is None:
+            return 0
+        zeros.zero_()
+        return self.step(zeros, steps=1)
+
+    def _fetch(self) -> None:
+        if self._host is not None and self.optimizer is not None:
+            dev = self._host.to(self.z.device, non_blocking=True, copy=True)
+            self.optimizer.state[self.z]["momentum_buffer"] = dev
+
+    def _stash(self) -> None:
+        if not self.offload or self.optimizer is None:
+            return
+        buf = self.optimizer.state.get(self.z, {}).get("momentum_buffer")
+        if buf is None or buf is self._host:
+            return
+        if self._host is None:
+            self._host = torch.empty(buf.shape, dtype=buf.dtype, pin_memory=buf.is_cuda)
+        self._host.copy_(buf, non_blocking=True)
+        self.optimizer.state[self.z]["momentum_buffer"] = None  # frees the device copy
 
     @property
     def momentum_buffer(self) -> torch.Tensor | None:
-        """The outer momentum ``m`` (``None`` before the first step or without momentum)."""
+        """The outer momentum ``m`` (``None`` before the first step or without momentum;
+        the pinned host copy when offloaded)."""
         if self.optimizer is None:
             return None
+        if self._host is not None:
+            return self._host
         return self.optimizer.state.get(self.z, {}).get("momentum_buffer")
 
     def state_dict(self) -> dict[str, Any]:
-        return {} if self.optimizer is None else self.optimizer.state_dict()
+        if self.optimizer is None:
+            return {}
+        state = self.optimizer.state_dict()
+        if self._host is not None:
+            state["state"] = {
+                k: {**v, "momentum_buffer": self._host.clone()} for k, v in state["state"].items()
+            }
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.optimizer is not None and state:
             self.optimizer.load_state_dict(state)
+            self._host = None
+            self._stash()
 
     def state_bytes(self) -> int:
-        """Bytes held by the optimizer state (the momentum buffer)."""
+        """Bytes of the optimizer state (the momentum buffer) held on the anchor's device."""
         buf = self.momentum_buffer
-        return 0 if buf is None else buf.numel() * buf.element_size()
+        if buf is None or (self._host is not None and buf is self._host):
+            return 0
+        return buf.numel() * buf.element_size()
+
+    def offloaded_bytes(self) -> int:
+        """Bytes of the optimizer state kept in host memory (0 without offload)."""
+        return 0 if self._host is None else self._host.numel() * self._host.element_size()

@@ -1,0 +1,210 @@
+"""Measured step costs of GPT-Neo on one device, written as a profile for the cost model.
+
+For each model (default GPT-Neo-8M and GPT-Neo-125M with the GPT-2 vocabulary, micro-batch
+32 x context 300 as in the authors' README) on one device: forward+backward of one
+micro-batch (``--precision``, fp32 master weights), the inner AdamW step, a PALSGD pull
+(``x <- x - c (x - z)`` on every tensor), a flat all-reduce of the parameters in a
+one-process group of the device's backend (NCCL on a GPU), the consensus norm's host time,
+and the peak memory of PALSGD (model, AdamW, work buffer, anchor, outer momentum). Times are
+CUDA events (medians of ``--reps``), or ``time.perf_counter`` on the CPU.
+
+Outputs in ``--out``:
+
+* ``gpu-measurements.json``: every figure, plus the utilisation implied by the measured
+  gradient step against the cost model's FLOP count
+  (:data:`empirical.costmodel.SETTINGS`, :func:`empirical.costmodel.gpu_compute_profile`);
+* ``gpu-profile.json``: a cluster profile in the format ``palsgd cost predict
+  --profiles-file`` reads (``{name: {K, link, gpu, source}}``). One device has no
+  interconnect to measure, so the link is the all-reduce of ``--link-workers`` gloo
+  processes on this machine fitted by :func:`empirical.costmodel.calibrate_link` (host
+  staged; a lower bound on what NVLink gives), and ``gpu`` names the device when the cost
+  model knows it, otherwise the known device of the same compute peak (H200 -> H100 SXM5,
+  both 989 dense BF16 TFLOP/s; the name measured is kept in ``source``).
+
+``--dry-run``: the tiny GPT-Neo on the CPU with small batches and few repetitions (checks
+the script end to end in seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from empirical.algorithms import AlgorithmConfig, build_algorithm
+from empirical.algorithms.local import sq_norm
+from empirical.distributed import cleanup, init_distributed
+from empirical.models import build_model
+
+#: device name -> the cost model's GPU of the same dense BF16 peak
+SAME_PEAK = {"H200": "H100-SXM5-80GB", "H100": "H100-SXM5-80GB", "A100": "A100-SXM4-80GB"}
+
+
+class Timer:
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def __call__(self, fn, reps: int) -> float:
+        """Median seconds of ``fn()`` over ``reps`` calls (after one warm-up call)."""
+        fn()
+        times = []
+        for _ in range(reps):
+            if self.cuda:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) / 1e3)
+            else:
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+
+def profile_model(name: str, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    timer = Timer(device)
+    vocab = 257 if args.dry_run else 50257
+    model = build_model(name, vocab_size=vocab).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    cfg = AlgorithmConfig(name="palsgd", H=4, p=0.2, eta=1.0, outer="nesterov", gamma=0.1, mu=0.9)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    algo = build_algorithm(cfg, model, opt)
+    B, S = args.batch, args.context
+    ids = torch.randint(0, vocab, (B, S), device=device)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+
+    def fwd_bwd() -> None:
+        if dtype is None:
+            loss = model(input_ids=ids, labels=ids).loss
+        else:
+            with torch.autocast(device.type, dtype=dtype):
+                loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+
+    t_fb = timer(fwd_bwd, args.reps)
+    t_inner = timer(opt.step, args.reps)
+    opt.zero_grad(set_to_none=True)
+    for _ in range(2 * cfg.H):  # syncs: anchor and momentum allocated
+        algo.train_step(lambda: ids, lambda m, b: m(input_ids=b, labels=b).loss)
+    t_pull = timer(algo._pull, args.reps)
+    flat = algo.flat[: algo.n]
+    t_ar = timer(lambda: dist.all_reduce(flat), args.reps)
+    t_sync = timer(algo._sync, args.reps)
+    host = []
+    for _ in range(args.reps):
+        start = time.perf_counter()
+        sq_norm(flat)
+        host.append(time.perf_counter() - start)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    n = sum(p.numel() for p in model.parameters())
+    out = {
+        "params": n,
+        "micro_batch": [B, S],
+        "precision": args.precision,
+        "fwd_bwd_s": t_fb,
+        "inner_step_s": t_inner,
+        "pull_s": t_pull,
+        "flat_allreduce_1proc_s": t_ar,
+        "sync_local_s": t_sync,
+        "consensus_host_s": statistics.median(host),
+        "algorithm_bytes": algo.memory_bytes(),
+    }
+    if device.type == "cuda":
+        out["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
+    return out
+
+
+def implied_utilisation(name: str, fb: dict[str, Any], gpu: str) -> float | None:
+    """Utilisation at which the cost model's FLOP estimate of one micro-batch takes the
+    measured forward+backward time (pass it as ``palsgd cost predict --utilisation``)."""
+    from empirical import costmodel
+
+    setting = {"gptneo-8m": "gptneo-8m-tinystories", "gptneo-125m": "gptneo-125m-tinystories"}
+    key = setting.get(name)
+    if key is None or gpu not in costmodel.GPUS:
+        return None
+    s = costmodel._setting(key)  # FLOPs per sample from params, layers, context 300
+    if fb["micro_batch"][1] != s["ctx"]:
+        return None
+    flops = s["flops_per_sample"] * fb["micro_batch"][0]  # one micro-batch
+    return float(flops) / (costmodel.GPUS[gpu].peak_flops * fb["fwd_bwd_s"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=["gptneo-8m", "gptneo-125m"])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--context", type=int, default=300)
+    ap.add_argument(
+        "--A",
+        type=int,
+        default=16,
+        help="micro-batches per step (README: 16), for the reported grad_step_s",
+    )
+    ap.add_argument("--precision", default="bf16", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--link-workers", type=int, default=2)
+    ap.add_argument("--out", default="gpu-check-out")
+    ap.add_argument("--dry-run", action="store_true", help="tiny model on the CPU")
+    args = ap.parse_args(argv)
+    if args.dry_run:
+        args.models, args.batch, args.context, args.reps = ["gptneo-tiny"], 2, 32, 2
+        args.precision = "fp32"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    use_cuda = torch.cuda.is_available() and not args.dry_run
+    ctx = init_distributed(device="cuda" if use_cuda else "cpu")
+    try:
+        device = ctx.device
+        name = torch.cuda.get_device_name(device) if use_cuda else "cpu"
+        result: dict[str, Any] = {"device": name, "backend": ctx.backend, "models": {}}
+        for m in args.models:
+            result["models"][m] = profile_model(m, args, device)
+            print(f"{m}: {json.dumps(result['models'][m])}", flush=True)
+    finally:
+        cleanup(ctx)
+    from empirical import costmodel
+
+    gpu = next((v for k, v in SAME_PEAK.items() if k in name), name)
+    if args.dry_run:
+        gpu = "H100-SXM5-80GB"  # any known GPU: the dry run checks the file, not a device
+        name = "cpu (dry run: no GPU measured)"
+    for m, fb in result["models"].items():
+        fb["implied_utilisation"] = implied_utilisation(m, fb, gpu)
+        fb["grad_step_s"] = args.A * fb["fwd_bwd_s"] + fb["inner_step_s"]
+    sizes = [4096, 65536, 1 << 20] if args.dry_run else [4096, 65536, 1 << 20, 16 << 20]
+    meas = costmodel.measure_allreduce(sizes, world_size=args.link_workers, repeats=3, trials=1)
+    link = costmodel.calibrate_link(meas, "ring", name="gloo-host-local")
+    link_d = link.to_dict()
+    link_d["source"] = (
+        f"gloo all-reduce of {args.link_workers} processes on this machine (host staged), "
+        f"fitted by empirical.costmodel.calibrate_link: {link.source}"
+    )
+    profile = {
+        "measured-local": {
+            "K": 4,
+            "link": link_d,
+            "gpu": gpu,
+            "source": f"benchmarks/gpu_profile.py on {name}"
+            + ("" if gpu == name else f" (cost model GPU of the same peak: {gpu})"),
+        }
+    }
+    result["link"] = link_d
+    (out / "gpu-measurements.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "gpu-profile.json").write_text(json.dumps(profile, indent=2) + "\n")
+    print(f"wrote {out / 'gpu-measurements.json'} and {out / 'gpu-profile.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
