@@ -25,7 +25,6 @@ retyped, so changing a constant in one lemma breaks every certificate that uses 
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
