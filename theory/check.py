@@ -378,6 +378,16 @@ def _outer_coverage(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[Con
     ]
 
 
+def _covers(b: Bound, algorithm: str) -> bool:
+    """Whether ``b`` is stated for ``algorithm``: DDP is minibatch SGD, and DiLoCo (Local SGD
+    with an outer optimizer) is Local SGD."""
+    return (
+        algorithm in b.algorithms
+        or (algorithm == "ddp" and "sgd" in b.algorithms)
+        or (algorithm == "local_sgd" and "diloco" in b.algorithms)
+    )
+
+
 def _outer_not_averaging(v: Mapping[str, float]) -> bool:
     gamma, mu = v.get("gamma"), v.get("mu")
     return (gamma is not None and gamma != 1) or (mu is not None and mu != 0)
@@ -399,7 +409,7 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
         status="skipped",
     )
     step = param_name(b.step_symbol)
-    if algorithm not in b.algorithms and not (algorithm == "ddp" and "sgd" in b.algorithms):
+    if not _covers(b, algorithm):
         rep.applicable = False
         rep.caveats.append(
             f"this bound covers {list(b.algorithms)}, the configuration is {algorithm!r}: "
@@ -501,11 +511,7 @@ def check(
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
     if chosen is None:
-        chosen = [
-            b
-            for b in registry.all_bounds()
-            if algorithm in b.algorithms or (algorithm == "ddp" and "sgd" in b.algorithms)
-        ]
+        chosen = [b for b in registry.all_bounds() if _covers(b, algorithm)]
         if not chosen:
             warnings.append(
                 ConfigWarning(

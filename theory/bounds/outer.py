@@ -101,7 +101,7 @@ LOCAL_SGD_OUTER = register(
         "local_sgd",
         "local_sgd_outer",
         "Local SGD, inner SGD, outer SGD/momentum (gamma, mu) (derived here)",
-        ("local_sgd",),
+        ("diloco",),
         "p = 0 (no pull). Covers DiLoCo's outer Nesterov with SGD inner steps; with AdamW "
         "inner steps (DiLoCo's own) this is the nearest covered case. At H = 1, gamma = 1, "
         "mu = 0 it is 4 F0/(alpha T) + 4 L alpha sigma^2/K (twice the minibatch-SGD F0 term, "
