@@ -50,6 +50,7 @@ from theory.proofs.lemmas import (
     by_key,
     dot,
     expect,
+    from_lemma,
     is_zero,
     mean_zero_two_point,
     sqnorm,
@@ -784,7 +785,7 @@ def _round_lemmas(co: dict[str, sp.Expr], coins: str) -> tuple[list[Lemma], sp.E
                 "L11 summed over the round, Delta = f(z_r) - E f(z_{r+1})",
             ),
             Hypothesis(gam_split, gam_slack, "Gam split summed over the round"),
-            Hypothesis("L17", drift_rhs - SD, "anchor distance with feedback"),
+            from_lemma(L17, "L17"),
         ),
         multipliers={"L11": 1, gam_split: c_gam, "L17": c_prime},
         domain=DOMAIN,
@@ -803,7 +804,7 @@ def _round_lemmas(co: dict[str, sp.Expr], coins: str) -> tuple[list[Lemma], sp.E
         uses=("L18", "C4"),
         lhs=alpha / 4 * SPhi,
         rhs=Delta + Q,
-        hypotheses=(Hypothesis("L18", Delta + Q - co["omega"] * SPhi, "round descent"), c4),
+        hypotheses=(from_lemma(L18, "L18"), c4),
         multipliers={"L18": 1, "C4": SPhi},
         domain=DOMAIN,
     )
@@ -823,7 +824,9 @@ def _round_lemmas(co: dict[str, sp.Expr], coins: str) -> tuple[list[Lemma], sp.E
     return [L17, L18, L18b, L19], Q
 
 
-def _theorem_lemmas(co: dict[str, sp.Expr], Q: sp.Expr) -> tuple[list[Lemma], sp.Expr, sp.Expr]:
+def _theorem_lemmas(
+    co: dict[str, sp.Expr], Q: sp.Expr, L18b: Lemma
+) -> tuple[list[Lemma], sp.Expr, sp.Expr]:
     SPhi_all, SDelta = sp.symbols("SPhi_all SDelta", real=True)
     bound = 4 * F0 / (alpha * T) + 4 * Q / (alpha * H)
     L20 = Inequality(
@@ -836,7 +839,9 @@ def _theorem_lemmas(co: dict[str, sp.Expr], Q: sp.Expr) -> tuple[list[Lemma], sp
         lhs=SPhi_all / (R * H),
         rhs=bound.subs(T, R * H),
         hypotheses=(
-            Hypothesis("L18b", SDelta + R * Q - alpha / 4 * SPhi_all, "L18b summed over rounds"),
+            from_lemma(
+                L18b, "L18b", {Delta: SDelta / R, SPhi: SPhi_all / R}, scale=R
+            ),  # L18b summed over the R rounds (linearity)
             Hypothesis("L19", F0 - SDelta, "telescoping and A4"),
         ),
         multipliers={"L18b": 4 / (alpha * R * H), "L19": 4 / (alpha * R * H)},
@@ -922,7 +927,7 @@ class _Core:
 def _core(coins: str) -> _Core:
     co = coefficients(coins)
     rounds, Q = _round_lemmas(co, coins)
-    final, bound, sharp = _theorem_lemmas(co, Q)
+    final, bound, sharp = _theorem_lemmas(co, Q, by_key(rounds)["L18b"])
     # the bound is read off the last lemma (not retyped): rhs of L20 with R*H -> T,
     # displayed term by term (4 F0/(alpha T) plus 4 q/(alpha H) for each part q of Q)
     assembled = sp.sympify(final[0].rhs).subs(R, T / H)
@@ -1007,6 +1012,7 @@ def _recommended_step(co: dict[str, sp.Expr]) -> sp.Expr:
 def _extra_checks(
     co: dict[str, sp.Expr], conds: tuple[Condition, ...], bound, sharp
 ) -> tuple[Lemma, ...]:
+    """X1 (certificate) and X1s (the same by exact-rational sampling, a cross-check)."""
     region = tuple(c.relation for c in conds)
     ranges = {
         L: (sp.Rational(1, 10), 10),
@@ -1020,22 +1026,55 @@ def _extra_checks(
         sigma: (0, 10),
         zeta: (0, 10),
     }
-    return (
-        SampledInequality(
-            "X1",
-            "Sharp form is never larger",
-            "Under C1-C4: F0/(omega T) + Q/(omega H) <= 4F0/(alpha T) + 4Q/(alpha H) (omega >= alpha/4).",
-            "Sampled with exact rationals inside the conditions.",
-            lhs=sharp,
-            rhs=bound,
-            ranges=ranges,
-            region=region,
-            integers=(H, K, T),
-            log_scale=(alpha, L, T),
-            n=600,
-            min_kept=40,
-            seed=1,
-        ),
+    Q = sp.sympify((bound - 4 * F0 / (alpha * T)) * alpha * H / 4)
+    x1 = Inequality(
+        "X1",
+        "Sharp form is never larger",
+        "Under C4: F0/(omega T) + Q/(omega H) <= 4F0/(alpha T) + 4Q/(alpha H).",
+        "The difference is (F0/T + Q/H)(4 omega - alpha)/(alpha omega) and C4 is "
+        "omega - alpha/4 >= 0 (omega written Omega > 0; Q >= 0 on the domain).",
+        uses=("C4",),
+        lhs=F0 / (Omega * T) + Q / (Omega * H),
+        rhs=bound,
+        hypotheses=(Hypothesis("C4", Omega - alpha / 4, "condition C4: omega >= alpha/4"),),
+        multipliers={"C4": 4 * (F0 / T + Q / H) / (alpha * Omega)},
+        domain=DOMAIN,
+    )
+    x1s = SampledInequality(
+        "X1s",
+        "Sharp form is never larger (sampled cross-check)",
+        "Under C1-C4: F0/(omega T) + Q/(omega H) <= 4F0/(alpha T) + 4Q/(alpha H) (omega >= alpha/4).",
+        "Sampled with exact rationals inside the conditions.",
+        lhs=sharp,
+        rhs=bound,
+        ranges=ranges,
+        region=region,
+        integers=(H, K, T),
+        log_scale=(alpha, L, T),
+        n=600,
+        min_kept=40,
+        seed=1,
+    )
+    return (x1, x1s, _c2_redundancy(co))
+
+
+def _c2_redundancy(co: dict[str, sp.Expr]) -> Lemma:
+    """X2: for H >= 2, C4 implies alpha eta <= 1/sqrt(12) < 2, so C2 is never binding there."""
+    g = sp.Symbol("g", nonnegative=True)  # H = 2 + g
+    return Inequality(
+        "X2",
+        "C2 is implied by C4 when H >= 2",
+        "If H >= 2 and C4 holds, then 12 alpha^2 eta^2 <= 1, hence alpha eta <= 1/sqrt(12) < 2. "
+        "At H = 1 the drift lemmas that use C2 (L15a in L15-L17) are vacuous (D_0 = 0, H - 1 = 0).",
+        "C4 gives 3 alpha^2 (H-1) P c' <= alpha/4 with c' >= alpha (L+eta)^2/2, P >= H >= 2, "
+        "H - 1 >= 1: 3 alpha^3 eta^2 <= alpha/4.",
+        uses=("C4",),
+        lhs=12 * alpha**2 * eta**2,
+        rhs=sp.Integer(1),
+        hypotheses=(Hypothesis("C4", alpha / 4 - co["loss"], "condition C4"),),
+        multipliers={"C4": 4 / alpha},
+        nonneg_terms=(4 / alpha * co["loss"] - 12 * alpha**2 * eta**2,),
+        domain=Domain({p: _u / (1 + _u), H: 2 + g}, "0 < p < 1, H >= 2"),
     )
 
 
