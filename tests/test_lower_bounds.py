@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from theory import bounds as registry
-from theory.bounds.lower import LowerBound, get_lower, lower_bounds
+from theory.bounds.lower import get_lower, lower_bounds
 from theory.quadratic import QuadraticProblem, exact_moments
 from theory.validation import UserInputError
 
