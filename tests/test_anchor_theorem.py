@@ -175,5 +175,9 @@ def test_check_reports_covered_outer_optimizer():
 
 
 def test_plain_averaging_is_the_default_outer_optimizer():
-    rep = check(dict(L=1.0, sigma=1.0, zeta=1.0, F0=1.0, T=10**5, K=4, H=8, alpha=1e-3))
+    vals = dict(L=1.0, sigma=1.0, zeta=1.0, F0=1.0, T=10**5, K=4, H=8, alpha=1e-3)
+    rep = check(vals, bounds=["local_sgd_outer"])
     assert rep.bound("local_sgd_outer").status == "evaluated"
+    assert rep.bound("local_sgd_outer").applicable is False  # averaging: not DiLoCo
+    rep = check({**vals, "gamma": 0.7, "mu": 0.9})
+    assert rep.bound("local_sgd_outer").applicable

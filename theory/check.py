@@ -378,13 +378,13 @@ def _outer_coverage(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[Con
     ]
 
 
-def _covers(b: Bound, algorithm: str) -> bool:
-    """Whether ``b`` is stated for ``algorithm``: DDP is minibatch SGD, and DiLoCo (Local SGD
-    with an outer optimizer) is Local SGD."""
+def _covers(b: Bound, algorithm: str, v: Mapping[str, float]) -> bool:
+    """Whether ``b`` is stated for ``algorithm``: DDP is minibatch SGD, and Local SGD with an
+    outer optimizer other than averaging is DiLoCo."""
     return (
         algorithm in b.algorithms
         or (algorithm == "ddp" and "sgd" in b.algorithms)
-        or (algorithm == "local_sgd" and "diloco" in b.algorithms)
+        or (algorithm == "local_sgd" and "diloco" in b.algorithms and _outer_not_averaging(v))
     )
 
 
@@ -409,7 +409,7 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
         status="skipped",
     )
     step = param_name(b.step_symbol)
-    if not _covers(b, algorithm):
+    if not _covers(b, algorithm, v):
         rep.applicable = False
         rep.caveats.append(
             f"this bound covers {list(b.algorithms)}, the configuration is {algorithm!r}: "
@@ -511,7 +511,7 @@ def check(
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
     if chosen is None:
-        chosen = [b for b in registry.all_bounds() if _covers(b, algorithm)]
+        chosen = [b for b in registry.all_bounds() if _covers(b, algorithm, v)]
         if not chosen:
             warnings.append(
                 ConfigWarning(
