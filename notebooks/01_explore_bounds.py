@@ -109,7 +109,8 @@ for b in BOUNDS:
 # bound does not use is simply ignored by it.
 
 # %%
-REF = dict(L=1.0, sigma=1.0, zeta=0.0, F0=1.0, K=4, H=8, T=10_000, p=0.2, eta=0.5, alpha=0.01)
+REF = dict(L=1.0, sigma=1.0, zeta=0.0, F0=1.0, K=4, H=8, T=10_000, p=0.2, eta=0.5, alpha=0.01,
+           gamma=1.0, mu=0.0)
 md_table([{k: v for k, v in REF.items()}], list(REF))
 
 

@@ -187,6 +187,7 @@ def configs_for(bound, seed):
     return [
         Config(bound=bound.name, problem=pname, algorithm=algo, K=K, T=T_V, alpha=a, H=H, p=p,
                eta=eta, coins=coins_for(bound), alpha_role=role, alpha_max=amax,
+               outer="sgd" if "gamma" in bound.parameters else "average", gamma=1.0,
                seed=seed + i)
         for i, (role, a) in enumerate(steps)
     ]

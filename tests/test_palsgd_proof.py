@@ -253,3 +253,40 @@ def test_local_sgd_chain_is_the_specialised_chain():
             val = getattr(lem, attr, None)
             if val is not None and not isinstance(val, sp.MatrixBase):
                 assert not ({S.p, S.eta} & sp.sympify(val).free_symbols), lem.key
+
+
+@pytest.mark.parametrize(
+    "user,used,subs_scale",
+    [("L18", "L17", None), ("L18b", "L18", None), ("L20", "L18b", "rounds")],
+)
+def test_borrowed_hypotheses_come_from_the_lemma_objects_and_mutations_fail(user, used, subs_scale):
+    """The hypothesis a lemma takes from another equals that lemma's slack; scaling the
+    other lemma's rhs (or adding a term) makes the user's certificate fail."""
+    import dataclasses
+
+    from theory.proofs.lemmas import from_lemma
+
+    th = P.theorem("independent")
+    u, v = th.lemma(user), th.lemma(used)
+    if subs_scale == "rounds":
+        SPhi_all, SDelta = sp.symbols("SPhi_all SDelta", real=True)
+        kw = dict(subs={P.Delta: SDelta / P.R, P.SPhi: SPhi_all / P.R}, scale=P.R)
+    else:
+        kw = {}
+    hyp = {h.name: h for h in u.hypotheses}[used]
+    assert sp.simplify(hyp.slack - from_lemma(v, used, **kw).slack) == 0
+    assert u.check().ok
+    for mutated in (
+        dataclasses.replace(v, rhs=sp.sympify(v.rhs) * sp.Rational(1, 2)),
+        dataclasses.replace(v, rhs=sp.sympify(v.rhs) - S.sigma**2),
+    ):
+        new = from_lemma(mutated, used, **kw)
+        hyps = tuple(new if h.name == used else h for h in u.hypotheses)
+        assert not dataclasses.replace(u, hypotheses=hyps).check().ok
+
+
+def test_x1_is_a_certificate_and_x2_makes_c2_redundant_for_h_ge_2():
+    th = P.theorem("independent")
+    keys = {x.key: x for x in th.extra_checks}
+    assert keys["X1"].method == "certificate" and keys["X1"].check().ok
+    assert keys["X2"].check().ok

@@ -328,8 +328,7 @@ def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarni
                 "warning",
                 "outer_optimizer",
                 f"outer step gamma = {_fmt(gamma)}, mu = {_fmt(mu)}: bounds that assume plain "
-                "averaging (gamma = 1, mu = 0) do not cover this outer optimizer; it is checked "
-                "empirically only",
+                "averaging (gamma = 1, mu = 0) do not cover this outer optimizer",
             )
         )
     T0 = v.get("T0")
@@ -354,6 +353,41 @@ def _config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarni
     return w
 
 
+#: outer-optimizer values assumed when a configuration does not give them (plain averaging)
+_OUTER_DEFAULTS = {"gamma": 1.0, "mu": 0.0}
+
+#: assumption key of the bounds that cover an outer learning rate and outer momentum
+_OUTER_COVERED = "S2o"
+
+
+def _outer_coverage(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[ConfigWarning]:
+    """An info line naming the chosen bounds that cover a non-averaging outer optimizer."""
+    if not _outer_not_averaging(v):
+        return []
+    names = [b.name for b in chosen if any(a.key == _OUTER_COVERED for a in b.assumptions)]
+    if not names:
+        return []
+    return [
+        ConfigWarning(
+            "info",
+            "outer_covered",
+            f"outer SGD/momentum (gamma = {_fmt(v.get('gamma', 1.0))}, mu = "
+            f"{_fmt(v.get('mu', 0.0))}) is covered by {', '.join(names)} (Theorem 2, "
+            "docs/anchor_theorem.md; heavy-ball or PyTorch-Nesterov momentum, SGD inner steps)",
+        )
+    ]
+
+
+def _covers(b: Bound, algorithm: str, v: Mapping[str, float]) -> bool:
+    """Whether ``b`` is stated for ``algorithm``: DDP is minibatch SGD, and Local SGD with an
+    outer optimizer other than averaging is DiLoCo."""
+    return (
+        algorithm in b.algorithms
+        or (algorithm == "ddp" and "sgd" in b.algorithms)
+        or (algorithm == "local_sgd" and "diloco" in b.algorithms and _outer_not_averaging(v))
+    )
+
+
 def _outer_not_averaging(v: Mapping[str, float]) -> bool:
     gamma, mu = v.get("gamma"), v.get("mu")
     return (gamma is not None and gamma != 1) or (mu is not None and mu != 0)
@@ -375,7 +409,7 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
         status="skipped",
     )
     step = param_name(b.step_symbol)
-    if algorithm not in b.algorithms and not (algorithm == "ddp" and "sgd" in b.algorithms):
+    if not _covers(b, algorithm, v):
         rep.applicable = False
         rep.caveats.append(
             f"this bound covers {list(b.algorithms)}, the configuration is {algorithm!r}: "
@@ -386,6 +420,8 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
             "assumes plain averaging (gamma = 1, mu = 0); the configured outer optimizer is "
             "not covered"
         )
+    # an outer optimizer not given is plain averaging (gamma = 1, mu = 0)
+    v = {**{k: d for k, d in _OUTER_DEFAULTS.items() if k in b.parameters}, **v}
     missing = sorted(set(b.parameters) - set(v) - {step})
     if missing:
         rep.reason = f"missing parameter(s) {missing}"
@@ -475,11 +511,7 @@ def check(
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
     if chosen is None:
-        chosen = [
-            b
-            for b in registry.all_bounds()
-            if algorithm in b.algorithms or (algorithm == "ddp" and "sgd" in b.algorithms)
-        ]
+        chosen = [b for b in registry.all_bounds() if _covers(b, algorithm, v)]
         if not chosen:
             warnings.append(
                 ConfigWarning(
@@ -489,6 +521,7 @@ def check(
                     f"{registry.names()} (ask for one with --bound NAME)",
                 )
             )
+    warnings += _outer_coverage(v, chosen)
     checks = [_check_bound(b, v, algorithm, eps) for b in chosen]
     return CheckReport(
         inputs=v,

@@ -24,12 +24,15 @@ __all__ = ["Preset", "PRESETS", "get_preset", "preset_names"]
 
 _ADAM_NOTE = (
     "alpha is an {opt} learning rate: the encoded bounds assume plain SGD inner steps, so "
-    "they do not apply to this run as it stands; treat their numbers as an indication only"
+    "they do not apply to this run as it stands; the nearest covered case is SGD inner steps "
+    "at lr alpha with the same outer optimizer (Theorem 2: palsgd_outer, palsgd_pull_aware, "
+    "local_sgd_outer), whose numbers are an indication only"
 )
 
 _NESTEROV_NOTE = (
-    "outer Nesterov (gamma = {gamma}, mu = {mu}): the encoded bounds assume plain "
-    "averaging (gamma = 1, mu = 0); outer momentum is checked empirically only"
+    "outer Nesterov (gamma = {gamma}, mu = {mu}): covered by Theorem 2 (palsgd_outer, "
+    "palsgd_pull_aware, local_sgd_outer: effective outer lr gamma/(1-mu), SGD inner steps); "
+    "Theorem 1 and the published bounds assume plain averaging (gamma = 1, mu = 0)"
 )
 
 

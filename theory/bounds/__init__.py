@@ -18,7 +18,7 @@ __all__ = ["register", "get", "all_bounds", "names", "BUILTIN_MODULES"]
 _REGISTRY: dict[str, Bound] = {}
 
 #: modules whose bounds are registered on first use
-BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd")
+BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "lower")
 _loaded = False
 
 
@@ -35,6 +35,8 @@ def register(bound: Bound, *, replace: bool = False) -> Bound:
     """Add ``bound`` to the registry under ``bound.name`` (error on a clash unless ``replace``)."""
     if not isinstance(bound, Bound):
         raise TypeError("register() takes a theory.bound.Bound")
+    if getattr(bound, "kind", "upper") != "upper":
+        raise TypeError("register() takes upper bounds; use theory.bounds.lower.register_lower")
     if bound.name in _REGISTRY and not replace and _REGISTRY[bound.name] is not bound:
         raise UserInputError(f"a bound named {bound.name!r} is already registered")
     _REGISTRY[bound.name] = bound
@@ -47,6 +49,13 @@ def get(name: str) -> Bound:
     try:
         return _REGISTRY[name]
     except KeyError:
+        from theory.bounds.lower import lower_bounds
+
+        if name in {b.name for b in lower_bounds()}:
+            raise UserInputError(
+                f"{name!r} is a lower bound (kind = 'lower'), not an upper bound: use "
+                "theory.bounds.lower.get_lower"
+            ) from None
         raise UserInputError(f"unknown bound {name!r}; known bounds: {names()}") from None
 
 

@@ -65,6 +65,7 @@ __all__ = [
     "dot",
     "exact_function",
     "expect",
+    "from_lemma",
     "is_zero",
     "manifestly_nonnegative",
     "mean_zero_two_point",
@@ -594,6 +595,27 @@ class Family(Lemma):
 
     def map(self, fn: Callable[[sp.Expr], sp.Expr]) -> Family:
         return replace(self, parts=tuple(p.map(fn) for p in self.parts))
+
+
+def from_lemma(
+    lemma: Lemma,
+    name: str,
+    subs: Mapping[sp.Expr, sp.Expr] | None = None,
+    scale: Any = 1,
+) -> Hypothesis:
+    """The inequality ``lemma.lhs <= lemma.rhs`` of a scalar lemma as a hypothesis of another.
+
+    The slack is ``scale * (rhs - lhs)`` after ``subs`` (e.g. per-round symbols replaced by
+    their sums over rounds), computed from the lemma object, so the hypothesis is never
+    retyped: a change to the lemma's constants changes every certificate that uses it.
+    ``scale`` must be positive (a positive multiple of a nonnegative slack).
+    """
+    if not isinstance(lemma, Inequality | SampledInequality):
+        raise TypeError(f"{lemma.key} is not an inequality lemma")
+    slack = sp.sympify(lemma.rhs) - sp.sympify(lemma.lhs)
+    if subs:
+        slack = slack.subs(dict(subs))
+    return Hypothesis(name, sp.sympify(scale) * slack, source=f"lemma {lemma.key}")
 
 
 def check_all(lemmas: Iterable[Lemma]) -> list[CheckResult]:
