@@ -26,6 +26,7 @@ NAMES = (
     "03_verify_bound",
     "04_reproduce_figure",
     "05_distributed_run_vs_bound",
+    "06_when_pulling_pays",
 )
 #: per-cell time limit (seconds); a notebook as a whole should take about a minute
 CELL_TIMEOUT = 300

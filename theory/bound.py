@@ -169,6 +169,9 @@ class Bound:
         (usually the step that balances the leading terms); ``None`` means none.
     notes: caveats shown with the bound.
     step_symbol: the step-size symbol the solvers optimise over (default ``alpha``).
+    measured: what the left-hand side averages: ``"iterates"`` (default,
+        ``(1/T) sum_t E||grad f(xbar_t)||^2``) or ``"anchors"``
+        (``(1/R) sum_{r<R} E||grad f(z_r)||^2`` over the anchors of the ``R = T/H`` rounds).
     """
 
     name: str
@@ -182,6 +185,7 @@ class Bound:
     recommended_step: sp.Expr | None = None
     notes: str = ""
     step_symbol: sp.Symbol = field(default=S.alpha)
+    measured: str = "iterates"
 
     # ----------------------------------------------------------------- construction
     @classmethod

@@ -67,6 +67,7 @@ def _bound(kind: str, name: str, title: str, algorithms: tuple[str, ...], notes:
         derived_here=True,
         algorithms=algorithms,
         notes=_MEASURED + notes,
+        measured="anchors",
     )
 
 

@@ -43,7 +43,7 @@ COORDS = (
     ("logit_p", -6.0, 6.0),
     ("log10_eta", -3.0, 4.0),
     ("log10_afrac", -3.0, 0.0),
-    ("gamma", 0.05, 1.95),
+    ("log10_gamma", -2.0, 2.0),
     ("mu", 0.0, 0.99),
     ("heavy_ball", 0.0, 1.0),
 )
@@ -70,7 +70,7 @@ def space_of(fam: Family) -> Space:
     if not fam.uses_p:
         free[[IDX["logit_p"], IDX["log10_eta"]]] = False
     if not fam.uses_gamma:
-        free[IDX["gamma"]] = False
+        free[IDX["log10_gamma"]] = False
     if not fam.uses_mu:
         free[[IDX["mu"], IDX["heavy_ball"]]] = False
     if fam.anchors:  # measured at the anchors of full rounds
@@ -88,7 +88,6 @@ def space_of(fam: Family) -> Space:
 def neutral() -> np.ndarray:
     """The neutral point: L = 1, sources on L, K = H = 1, p = 1/2, eta = L, largest step."""
     x = np.zeros(len(COORDS))
-    x[IDX["gamma"]] = 1.0
     x[IDX["rem"]] = 0.0
     return x
 
@@ -133,7 +132,7 @@ def decode(
         "T": T,
         "p": p,
         "eta": eta,
-        "gamma": g["gamma"] if fam.uses_gamma else np.ones_like(L),
+        "gamma": 10.0 ** g["log10_gamma"] if fam.uses_gamma else np.ones_like(L),
         "mu": g["mu"] if fam.uses_mu else np.zeros_like(L),
         "heavy_ball": np.round(g["heavy_ball"]) if fam.uses_mu else np.zeros_like(L),
     }
@@ -165,7 +164,7 @@ def isolating(space: Space, rng: np.random.Generator, n: int) -> tuple[np.ndarra
         "logit_p": [-4.0, 0.0, 4.0, -6.0, 6.0],
         "log10_eta": [-3.0, 0.0, 1.0, 4.0],
         "log10_afrac": [0.0, -1.0, -3.0],
-        "gamma": [1.0, 0.2, 1.8],
+        "log10_gamma": [0.0, -0.7, 0.25, 1.0, 2.0],
         "mu": [0.0, 0.9, 0.5, 0.99],
         "heavy_ball": [0.0, 1.0],
     }
