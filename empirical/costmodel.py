@@ -71,6 +71,7 @@ from empirical.config import README_8M_RUN
 from theory.validation import (
     ParameterError,
     UserInputError,
+    check_output_file,
     read_mapping_file,
     validate,
     validate_one,
@@ -1878,23 +1879,35 @@ def emulated_link_check(
 # ----------------------------------------------------------------------------- CLI
 
 
+#: the cluster profile ``palsgd cost predict`` uses when none is given
+DEFAULT_PROFILE = "64xGPU-100Gbps"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``palsgd cost {profiles,predict,check,calibrate}``."""
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("profiles", help="list the named cluster profiles (JSON)")
     pr = sub.add_parser("predict", help="paper-scale prediction of the gain over DDP (JSON)")
-    pr.add_argument("--setting", required=True, help=f"one of {', '.join(SETTINGS)}")
-    pr.add_argument("--profile", required=True, help="a cluster profile name")
+    pr.add_argument(
+        "--setting",
+        default="all",
+        help=f"one of {', '.join(SETTINGS)}, or 'all' (default: all three)",
+    )
+    pr.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help=f"a cluster profile name (default {DEFAULT_PROFILE}; 'palsgd cost profiles')",
+    )
     pr.add_argument(
         "--profiles-file",
         default=None,
         help="YAML/JSON file with more cluster profiles {name: {K, link, gpu, source}}",
     )
     pr.add_argument("--method", default="palsgd", help=", ".join(LOCAL_ALGORITHMS))
-    pr.add_argument("--p", type=float, default=None)
-    pr.add_argument("--H", type=int, default=None)
-    pr.add_argument("--T0", type=int, default=None)
-    pr.add_argument("--steps", type=int, default=None)
+    pr.add_argument("--p", "--prob_no_grad", dest="p", type=float, default=None)
+    pr.add_argument("--H", "--sync_interval", dest="H", type=int, default=None)
+    pr.add_argument("--T0", "--local_sgd_start_iter", dest="T0", type=int, default=None)
+    pr.add_argument("--steps", "--T", dest="steps", type=int, default=None)
     pr.add_argument("--step-ratio", type=float, default=1.0)
     pr.add_argument("--utilisation", type=float, default=None)
     pr.add_argument("--gpu", default=None, help=", ".join(GPUS))
@@ -1941,27 +1954,40 @@ def run(args: argparse.Namespace) -> int:
             None,
         )
         return 0
+    if getattr(args, "output", None):
+        check_output_file(args.output, "--output")
     if args.action == "predict":
         prof: str | ClusterProfile = args.profile
         if args.profiles_file:
             extra = load_profiles(args.profiles_file)
             if args.profile in extra:
                 prof = extra[args.profile]
-        out = paper_scale_prediction(
-            args.setting,
-            prof,
-            method=args.method,
-            p=args.p,
-            H=args.H,
-            T0=args.T0,
-            steps=args.steps,
-            step_ratio=args.step_ratio,
-            utilisation=args.utilisation,
-            gpu=args.gpu,
-            coins=args.coins,
-            overlap_ddp=not args.no_overlap_ddp,
-        )
-        _emit(out, args.output)
+        names = list(SETTINGS) if args.setting == "all" else [args.setting]
+        preds = {
+            name: paper_scale_prediction(
+                name,
+                prof,
+                method=args.method,
+                p=args.p,
+                H=args.H,
+                T0=args.T0,
+                steps=args.steps,
+                step_ratio=args.step_ratio,
+                utilisation=args.utilisation,
+                gpu=args.gpu,
+                coins=args.coins,
+                overlap_ddp=not args.no_overlap_ddp,
+            )
+            for name in names
+        }
+        _emit(preds[names[0]] if len(names) == 1 else preds, args.output)
+        for name, pr_ in preds.items():
+            print(
+                f"{name:>24}: predicted time reduction over DDP "
+                f"{100 * pr_['predicted_time_reduction']:.1f}% (paper: "
+                f"{100 * pr_['paper_reported_time_reduction']:.1f}%) on {pr_['profile']}",
+                file=sys.stderr,
+            )
         return 0
     if args.action == "check":
         scale = _number("steps_scale", args.steps_scale, low_open=True)

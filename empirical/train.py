@@ -63,12 +63,14 @@ from empirical.config import (
     resolve_config,
 )
 from empirical.metrics import atomic_write_json, package_versions
-from theory.validation import UserInputError
+from theory import exitcodes
+from theory.validation import UserInputError, check_output_dir
 
 __all__ = [
     "add_arguments",
     "run",
     "main",
+    "check_before_launch",
     "train",
     "prepare",
     "build_inner_optimizer",
@@ -239,13 +241,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+#: fields that only PALSGD reads: a preset's values are dropped (with a note) when the
+#: user chooses another algorithm and does not set them
+_PALSGD_ONLY = ("p", "eta")
+
+
+def _user_keys(args: argparse.Namespace) -> set[str]:
+    """Project names of the options the user set (flags and the --config file)."""
+    from theory.validation import canonicalize
+
+    ns = vars(args)
+    keys = [k[4:] for k in ns if k.startswith("opt:")]
+    if ns.get("cfg:config"):
+        from empirical.config import load_config_file
+
+        keys += [str(k) for k in load_config_file(ns["cfg:config"])]
+    keys = [_CLI_ALIASES.get(k, k) for k in keys]
+    return set(canonicalize(dict.fromkeys(keys), allow_unknown=True))
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """Resolve preset < --config file < flags into a validated :class:`TrainConfig`."""
+    """Resolve preset < --config file < flags into a validated :class:`TrainConfig`.
+
+    Choosing an algorithm other than PALSGD (``--algorithm diloco``) drops the pull
+    settings ``p`` and ``eta`` that the preset (not the user) set, with a note on stderr;
+    a ``p > 0`` the user set is refused by the algorithm's validation, naming ``p``.
+    """
     ns = vars(args)
     overrides = {k[4:]: v for k, v in ns.items() if k.startswith("opt:")}
-    return resolve_config(
-        preset=ns.get("cfg:preset"), file=ns.get("cfg:config"), overrides=overrides
+    preset, file = ns.get("cfg:preset"), ns.get("cfg:config")
+    cfg = resolve_config(preset=preset, file=file, overrides=overrides)
+    if cfg.algorithm == "palsgd":
+        return cfg
+    user = _user_keys(args)
+    dropped = {
+        k: getattr(cfg, k)
+        for k in _PALSGD_ONLY
+        if k not in user and getattr(cfg, k) not in (None, 0, 0.0)
+    }
+    if not dropped:
+        return cfg
+    shown = ", ".join(f"{k} = {v:g}" for k, v in dropped.items())
+    print(
+        f"{_PROG}: note: --algorithm {cfg.algorithm} has no pull steps; the preset's "
+        f"{shown} {'is' if len(dropped) == 1 else 'are'} not used",
+        file=sys.stderr,
     )
+    overrides.update(dict.fromkeys(dropped))
+    return resolve_config(preset=preset, file=file, overrides=overrides)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -256,7 +299,11 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(config_to_dict(cfg), indent=2))
         return EXIT_OK
+    check_output_dir(cfg.output_dir, "--output-dir")
+    if cfg.checkpoint_dir:
+        check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
     if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
+        check_before_launch(cfg)
         return launch_torchrun(cfg)
     return train(cfg)
 
@@ -288,6 +335,46 @@ def _rank_tag() -> str:
 
 # ----------------------------------------------------------------------------- launch
 
+#: the task of each dataset name (as :func:`empirical.data.build_dataset` builds them),
+#: for the model/dataset check before ranks launch (the datasets themselves are built by
+#: each rank)
+_DATASET_TASKS = {
+    "embedded-text": "lm",
+    "tinystories": "lm",
+    "embedded-images": "image",
+    "cifar10": "image",
+    "imagefolder": "image",
+}
+
+
+def check_before_launch(cfg: TrainConfig) -> None:
+    """The checks of :func:`prepare` that need no data, run once before torchrun starts
+    ``cfg.nproc`` ranks, so that bad input exits with 2 and one line naming the option
+    instead of failing inside every rank: model and dataset names and their tasks, the
+    algorithm's fields (coins, outer optimizer, ``p`` for a non-PALSGD algorithm, ...),
+    the pull's stability and the device. Raises :class:`UserInputError`.
+    """
+    from empirical import data as data_mod
+    from empirical import models
+    from empirical.algorithms import check_stability
+
+    task = models.model_task(cfg.model)
+    if cfg.dataset not in data_mod.DATASET_NAMES:
+        raise UserInputError(
+            f"unknown dataset '{cfg.dataset}' (--dataset): known datasets are "
+            f"{', '.join(data_mod.DATASET_NAMES)}"
+        )
+    data_task = _DATASET_TASKS.get(cfg.dataset, task)
+    if data_task != task:
+        raise UserInputError(
+            f"--model '{cfg.model}' (task: {task}) does not fit --dataset '{cfg.dataset}' "
+            f"(task: {data_task})"
+        )
+    alg = algorithm_config(cfg)
+    check_stability(alg, cfg.alpha, strict=True)
+    _resolve_device(cfg, 0)
+
+
 
 def launch_torchrun(cfg: TrainConfig) -> int:
     """Run ``cfg.nproc`` ranks on this node through ``torch.distributed.run``.
@@ -295,7 +382,8 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     The resolved configuration is passed as a JSON file, so every rank sees exactly the
     options validated here. Returns the launcher's exit code, except that a run whose ranks
     stopped on a non-finite loss returns :data:`EXIT_DIVERGED` (torchrun itself reports
-    any failing child as 1).
+    any failing child as 1), an interrupted launch 130, and any other failure
+    :data:`theory.exitcodes.FAILED`.
     """
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -325,6 +413,14 @@ def launch_torchrun(cfg: TrainConfig) -> int:
             data = json.loads(summary.read_text())
             if data.get("run_id") == run_id and data.get("status") == "diverged":
                 return EXIT_DIVERGED
+        if code in (exitcodes.INTERRUPTED, -2):
+            return exitcodes.INTERRUPTED
+        print(
+            f"{_PROG}: the torchrun launch of {cfg.nproc} ranks failed with exit code {code} "
+            "(see the ranks' messages above)",
+            file=sys.stderr,
+        )
+        return exitcodes.FAILED
     return code
 
 
