@@ -71,6 +71,7 @@ from empirical.config import README_8M_RUN
 from theory.validation import (
     ParameterError,
     UserInputError,
+    check_int,
     check_output_file,
     read_mapping_file,
     validate,
@@ -672,13 +673,13 @@ def measure_allreduce(
     """
     from empirical.distributed import spawn_workers
 
-    world = _workers(world_size)
-    if world < 2:
-        raise ParameterError("world_size", world_size, "integer in [2, inf)")
+    world = check_int("world_size", world_size, 2, integral_floats=True)
     sizes = [int(_number("sizes", s, low_open=True, unit="bytes")) for s in sizes]
     if not sizes:
         raise UserInputError("'sizes' must name at least one message size")
-    validate(R=repeats)
+    check_int("repeats", repeats, 1, integral_floats=True)
+    check_int("warmup", warmup, 0, integral_floats=True)
+    check_int("trials", trials, 1, integral_floats=True)
     per_rank = spawn_workers(
         _allreduce_worker,
         world,
@@ -1549,7 +1550,8 @@ def paper_scale_prediction(
     H_ = int(s["H"] if H is None else H)
     T0_ = int(s["T0"] if T0 is None else T0)
     steps_ = int(s["steps"] if steps is None else steps)
-    validate(p=p_, H=H_, T0=T0_, T=steps_)
+    validate(p=p_, H=H_, T0=T0_)
+    check_int("steps", steps_, 1)
     ratio = _number("step_ratio", step_ratio, low_open=True)
     util = float(s["utilisation"] if utilisation is None else utilisation)
     gpu_name = gpu or prof.gpu
@@ -2007,6 +2009,11 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     _choice("algorithm", args.algorithm, ALLREDUCE_ALGORITHMS)
+    check_int("world_size", args.world_size, 2)
+    check_int("repeats", args.repeats, 1)
+    check_int("trials", args.trials, 1)
+    for size in args.sizes:
+        _number("sizes", size, low_open=True, unit="bytes")
     print(
         f"palsgd cost: timing gloo all-reduce on {args.world_size} processes ...", file=sys.stderr
     )

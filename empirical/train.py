@@ -64,7 +64,7 @@ from empirical.config import (
 )
 from empirical.metrics import atomic_write_json, package_versions
 from theory import exitcodes
-from theory.validation import UserInputError, check_output_dir
+from theory.validation import ParameterError, UserInputError, check_output_dir
 
 __all__ = [
     "add_arguments",
@@ -241,6 +241,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:
+    """``exc`` with the flag the user typed (an alias such as ``--steps``) named."""
+    typed = [
+        k for k in overrides if k != exc.name and _CLI_ALIASES.get(k) == exc.name
+    ]
+    if not typed:
+        return exc
+    return UserInputError(f"{exc} (given as --{typed[0]})")
+
+
 #: fields that only PALSGD reads: a preset's values are dropped (with a note) when the
 #: user chooses another algorithm and does not set them
 _PALSGD_ONLY = ("p", "eta")
@@ -270,7 +280,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     ns = vars(args)
     overrides = {k[4:]: v for k, v in ns.items() if k.startswith("opt:")}
     preset, file = ns.get("cfg:preset"), ns.get("cfg:config")
-    cfg = resolve_config(preset=preset, file=file, overrides=overrides)
+    try:
+        cfg = resolve_config(preset=preset, file=file, overrides=overrides)
+    except ParameterError as exc:
+        raise _as_typed(exc, overrides) from None
     if cfg.algorithm == "palsgd":
         return cfg
     user = _user_keys(args)
@@ -303,7 +316,6 @@ def run(args: argparse.Namespace) -> int:
     if cfg.checkpoint_dir:
         check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
     if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
-        check_before_launch(cfg)
         return launch_torchrun(cfg)
     return train(cfg)
 
@@ -385,8 +397,8 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     any failing child as 1), an interrupted launch 130, and any other failure
     :data:`theory.exitcodes.FAILED`.
     """
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_before_launch(cfg)
+    out = check_output_dir(cfg.output_dir, "--output-dir")
     run_id = uuid.uuid4().hex
     cfg_path = atomic_write_json(out / "launch_config.json", config_to_dict(cfg))
     cmd = [
