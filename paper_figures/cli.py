@@ -548,7 +548,7 @@ def run(args: argparse.Namespace) -> int:
         )
     progress = not args.no_progress
     check_output_dir(out, "--out")
-    if not args.no_train:
+    if plan.runs and not args.no_train:
         check_output_dir(runs_dir, "--runs-dir" if args.runs_dir else "--out (its runs/ folder)")
     hardware_start = _hardware()
     t_runs = time.perf_counter()
