@@ -1,6 +1,6 @@
 """Calibrated cost model of DDP, Local SGD / DiLoCo and PALSGD: compute and communication time.
 
-Wall-clock of a run (design/algorithm.md "Cost of one step", reference-implementation.md §8)::
+Wall-clock of a run (docs/reference-implementation.md §8)::
 
     time = grad_steps * C_g + pull_steps * C_p + syncs * C_sync + waits + communication
 
@@ -38,7 +38,7 @@ after another); only the part that finishes after the backward pass is exposed. 
 Local SGD / Post-Local SGD / DiLoCo / PALSGD (this project's :mod:`empirical.algorithms`):
 one all-reduce of the flat gradient buffer per warm-up step and ``outer_steps_per_sync``
 all-reduces of the flat parameter buffer per sync (1 in this project; the authors'
-``--is_intended_impl False`` runs ``A``, reference-implementation.md §4).
+``--is_intended_impl False`` runs ``A``, docs/reference-implementation.md §4).
 
 Not modelled: waits caused by compute-time variability between workers (only the
 imbalance of PALSGD's coins is), data loading, evaluation, checkpoints, and the arithmetic
@@ -1377,11 +1377,11 @@ _README_STEP: dict[str, Any] = {
     "p": _README["p"],
     "H": _README["H"],
     "T0": _README["T0"],
-    "hyper_source": "README run (reference-implementation.md §7)",
+    "hyper_source": "README run (docs/reference-implementation.md §7)",
     "steps": 931,
 }
 
-#: The three settings. Numbers come from the authors' code (reference-implementation.md §7)
+#: The three settings. Numbers come from the authors' code (docs/reference-implementation.md §7)
 #: unless marked; ``steps`` (the DDP steps to the target) is an assumption and matters
 #: only through the share of warm-up steps.
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -1411,7 +1411,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "gptneo-125m-tinystories": {
         "label": "GPT-Neo-125M / TinyStories",
         "params": 124_412_160,
-        "params_source": "gptneo_125m.yaml, recomputed (reference-implementation.md §7)",
+        "params_source": "gptneo_125m.yaml, recomputed (docs/reference-implementation.md §7)",
         "layers": 12,
         "d_model": 768,
         "ctx": _README["seq_len"],
@@ -1421,14 +1421,14 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "(Kaplan et al. 2020, Table 1), x 300 tokens per sequence",
         **_README_STEP,
         "steps_source": "assumption: one epoch of TinyStories at the README batch "
-        "(reference-implementation.md §7)",
+        "(docs/reference-implementation.md §7)",
         "utilisation": 0.40,
         "utilisation_source": "assumption: 40% of peak tensor throughput",
     },
     "gptneo-8m-tinystories": {
         "label": "GPT-Neo-8M / TinyStories",
         "params": 8_054_656,
-        "params_source": "gptneo_8m.yaml, recomputed (reference-implementation.md §7)",
+        "params_source": "gptneo_8m.yaml, recomputed (docs/reference-implementation.md §7)",
         "layers": 8,
         "d_model": 128,
         "ctx": _README["seq_len"],

@@ -243,9 +243,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:
     """``exc`` with the flag the user typed (an alias such as ``--steps``) named."""
-    typed = [
-        k for k in overrides if k != exc.name and _CLI_ALIASES.get(k) == exc.name
-    ]
+    typed = [k for k in overrides if k != exc.name and _CLI_ALIASES.get(k) == exc.name]
     if not typed:
         return exc
     return UserInputError(f"{exc} (given as --{typed[0]})")
@@ -385,7 +383,6 @@ def check_before_launch(cfg: TrainConfig) -> None:
     alg = algorithm_config(cfg)
     check_stability(alg, cfg.alpha, strict=True)
     _resolve_device(cfg, 0)
-
 
 
 def launch_torchrun(cfg: TrainConfig) -> int:

@@ -6,8 +6,9 @@ every applicable encoded bound: each condition with pass/fail and margin, the bo
 and each term's share, the dominant term, the step ``alpha`` that minimises the bound, the
 largest ``H`` that keeps linear speed-up, and the communication rounds to reach ``eps``.
 It also flags configuration-level stability problems of the PALSGD step (pull coefficient
-``alpha*eta/p`` and gradient-branch step ``alpha L/(1-p)``, anchors-theory.md I5 / theory
-plan I3). The report is a :class:`CheckReport`; ``to_dict()`` is JSON-ready and
+``alpha*eta/p``: a pull multiplies ``x - z`` by ``1 - alpha*eta/p``; gradient-branch step
+``alpha L/(1-p)``: a step of size ``alpha/(1-p)`` on an L-smooth quadratic is stable for
+``alpha L/(1-p) <= 2``). The report is a :class:`CheckReport`; ``to_dict()`` is JSON-ready and
 ``to_text()`` is what the CLI prints.
 
 Python use (notebooks, the probe)::
