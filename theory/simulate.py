@@ -3,8 +3,8 @@
 ``R`` independent replicas x ``K`` workers x ``d`` coordinates advance together, one
 numpy operation per step for all of them (the Python loop runs over steps only).
 
-Semantics (the contract shared with ``empirical.algorithms``; notation of
-``docs``/``theory-plan``): steps ``t = 0, ..., T-1``, pull steps count.
+Semantics (the contract shared with ``empirical.algorithms``; notation of the
+README): steps ``t = 0, ..., T-1``, pull steps count.
 
 * Warm-up ``t < T0`` and every step of ``kind="sgd"``: minibatch SGD,
   ``x <- x - alpha * mean_k g_k(x)`` (one all-reduce per step); the anchor follows the
