@@ -44,6 +44,7 @@ import copy
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -71,6 +72,7 @@ __all__ = [
     "run",
     "main",
     "check_before_launch",
+    "run_torchrun",
     "train",
     "prepare",
     "build_inner_optimizer",
@@ -400,8 +402,8 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     cfg_path = atomic_write_json(out / "launch_config.json", config_to_dict(cfg))
     cmd = [
         sys.executable,
-        "-m",
-        "torch.distributed.run",
+        "-c",
+        "import sys; from empirical.train import run_torchrun; sys.exit(run_torchrun(sys.argv[1:]))",
         "--standalone",
         f"--nproc-per-node={cfg.nproc}",
         f"--max-restarts={cfg.max_restarts}",
@@ -424,6 +426,11 @@ def launch_torchrun(cfg: TrainConfig) -> int:
                 return EXIT_DIVERGED
         if code in (exitcodes.INTERRUPTED, -2):
             return exitcodes.INTERRUPTED
+        if code == EXIT_USER_ERROR:
+            print(
+                f"{_PROG}: the ranks refused the input (see their messages above)", file=sys.stderr
+            )
+            return EXIT_USER_ERROR
         print(
             f"{_PROG}: the torchrun launch of {cfg.nproc} ranks failed with exit code {code} "
             "(see the ranks' messages above)",
@@ -431,6 +438,40 @@ def launch_torchrun(cfg: TrainConfig) -> int:
         )
         return exitcodes.FAILED
     return code
+
+
+def run_torchrun(argv: Sequence[str]) -> int:
+    """``torch.distributed.run`` with ``argv``, in this process; returns an exit code.
+
+    torchrun ends a failed launch with a traceback of its own ``ChildFailedError``; here a
+    failed launch prints one line per failed rank instead and returns 2 when every failed
+    rank refused its input (exit code 2), 3 when a rank diverged, 130 when interrupted and
+    :data:`theory.exitcodes.FAILED` otherwise (a rank killed or crashed).
+    """
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun_main
+
+    try:
+        torchrun_main(list(argv))
+    except ChildFailedError as exc:
+        codes = set()
+        for rank, failure in sorted(exc.failures.items()):
+            code = failure.exitcode
+            codes.add(code)
+            how = f"killed by {failure.signal_name()}" if code < 0 else f"exit code {code}"
+            print(f"{_PROG}: rank {rank} failed ({how})", file=sys.stderr)
+        own = codes - {-signal.SIGTERM}  # the launcher stops the other ranks with SIGTERM
+        if own == {EXIT_USER_ERROR}:
+            return EXIT_USER_ERROR
+        if EXIT_DIVERGED in own:
+            return EXIT_DIVERGED
+        return exitcodes.FAILED
+    except (KeyboardInterrupt, SignalException) as exc:
+        sig = getattr(exc, "sigval", signal.SIGINT)
+        print(f"{_PROG}: launch interrupted ({signal.Signals(sig).name})", file=sys.stderr)
+        return exitcodes.INTERRUPTED if sig == signal.SIGINT else exitcodes.FAILED
+    return EXIT_OK
 
 
 # ----------------------------------------------------------------------------- preparation

@@ -159,8 +159,7 @@ def test_sigkill_of_a_rank_ends_the_launch_with_4(tmp_path):
         ranks = [
             p
             for p in psutil.Process(proc.pid).children(recursive=True)
-            if "empirical.train" in " ".join(p.cmdline())
-            and "torch.distributed.run" not in " ".join(p.cmdline())
+            if "empirical.train" in p.cmdline() and "run_torchrun" not in " ".join(p.cmdline())
         ]
         assert len(ranks) == 2, [p.cmdline() for p in ranks]
         ranks[1].send_signal(signal.SIGKILL)
@@ -171,6 +170,24 @@ def test_sigkill_of_a_rank_ends_the_launch_with_4(tmp_path):
         proc.kill()
     assert proc.returncode == exitcodes.FAILED, err[-3000:]
     assert "the torchrun launch of 2 ranks failed" in err
+    assert "killed by SIGKILL" in err
+    # the launcher adds no traceback of its own (the surviving rank reports its broken
+    # collective with the "[rank0]:" prefix of torchrun's log)
+    own = [ln for ln in err.splitlines() if not ln.startswith("[rank")]
+    assert not any("Traceback" in ln for ln in own), "\n".join(own)[-3000:]
+
+
+def test_bad_input_found_inside_the_ranks_is_2(tmp_path):
+    """A checkpoint to resume is looked for by each rank: both refuse it, the launch ends
+    with 2 and their one-line messages, without torchrun's traceback."""
+    missing = tmp_path / "no_such_checkpoint"
+    proc = _palsgd(
+        "train", "--nproc", "2", "--T", "4", "--no-progress", "--output-dir",
+        str(tmp_path / "run"), "--resume", str(missing),
+    )  # fmt: skip
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == exitcodes.BAD_INPUT, err[-3000:]
+    assert str(missing) in err and "Traceback" not in err
 
 
 # ----------------------------------------------------------------------------- checkpoints
