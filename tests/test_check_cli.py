@@ -431,6 +431,7 @@ def test_warns_H_beyond_T_and_ignored_parameters():
     rep = check(dict(L=1, sigma=1, F0=1, K=4, H=8, p=0.2, T=1000, lr=0.01), algorithm="sgd")
     w = [w for w in rep.warnings if w.code == "ignored_parameters"]
     assert w and "H = 8" in w[0].message and "p = 0.2" in w[0].message
+    assert "not used by the checked bounds" in rep.verdict
     rep = check(dict(L=1, sigma=1, F0=1, K=4, H=8, T=1000, lr=0.01))
     assert "ignored_parameters" not in [w.code for w in rep.warnings]
 

@@ -517,8 +517,11 @@ def check(
                 )
             )
     checks = [_check_bound(b, v, algorithm, eps) for b in chosen]
-    warnings += _usage_warnings(v, chosen)
+    usage = _usage_warnings(v, chosen)
+    warnings += usage
     verdict_code, verdict = _verdict(checks, algorithm)
+    if any(w.code == "ignored_parameters" for w in usage) and verdict_code != "nothing_evaluated":
+        verdict += " (some given parameters are not used by the checked bounds: see warnings)"
     return CheckReport(
         inputs=v,
         algorithm=algorithm,
