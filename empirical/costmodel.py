@@ -1,6 +1,6 @@
 """Calibrated cost model of DDP, Local SGD / DiLoCo and PALSGD: compute and communication time.
 
-Wall-clock of a run (design/algorithm.md "Cost of one step", reference-implementation.md §8)::
+Wall-clock of a run (docs/reference-implementation.md §8)::
 
     time = grad_steps * C_g + pull_steps * C_p + syncs * C_sync + waits + communication
 
@@ -38,7 +38,7 @@ after another); only the part that finishes after the backward pass is exposed. 
 Local SGD / Post-Local SGD / DiLoCo / PALSGD (this project's :mod:`empirical.algorithms`):
 one all-reduce of the flat gradient buffer per warm-up step and ``outer_steps_per_sync``
 all-reduces of the flat parameter buffer per sync (1 in this project; the authors'
-``--is_intended_impl False`` runs ``A``, reference-implementation.md §4).
+``--is_intended_impl False`` runs ``A``, docs/reference-implementation.md §4).
 
 Not modelled: waits caused by compute-time variability between workers (only the
 imbalance of PALSGD's coins is), data loading, evaluation, checkpoints, and the arithmetic
@@ -71,6 +71,8 @@ from empirical.config import README_8M_RUN
 from theory.validation import (
     ParameterError,
     UserInputError,
+    check_int,
+    check_output_file,
     read_mapping_file,
     validate,
     validate_one,
@@ -671,13 +673,13 @@ def measure_allreduce(
     """
     from empirical.distributed import spawn_workers
 
-    world = _workers(world_size)
-    if world < 2:
-        raise ParameterError("world_size", world_size, "integer in [2, inf)")
+    world = check_int("world_size", world_size, 2, integral_floats=True)
     sizes = [int(_number("sizes", s, low_open=True, unit="bytes")) for s in sizes]
     if not sizes:
         raise UserInputError("'sizes' must name at least one message size")
-    validate(R=repeats)
+    check_int("repeats", repeats, 1, integral_floats=True)
+    check_int("warmup", warmup, 0, integral_floats=True)
+    check_int("trials", trials, 1, integral_floats=True)
     per_rank = spawn_workers(
         _allreduce_worker,
         world,
@@ -1375,11 +1377,11 @@ _README_STEP: dict[str, Any] = {
     "p": _README["p"],
     "H": _README["H"],
     "T0": _README["T0"],
-    "hyper_source": "README run (reference-implementation.md §7)",
+    "hyper_source": "README run (docs/reference-implementation.md §7)",
     "steps": 931,
 }
 
-#: The three settings. Numbers come from the authors' code (reference-implementation.md §7)
+#: The three settings. Numbers come from the authors' code (docs/reference-implementation.md §7)
 #: unless marked; ``steps`` (the DDP steps to the target) is an assumption and matters
 #: only through the share of warm-up steps.
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -1409,7 +1411,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "gptneo-125m-tinystories": {
         "label": "GPT-Neo-125M / TinyStories",
         "params": 124_412_160,
-        "params_source": "gptneo_125m.yaml, recomputed (reference-implementation.md §7)",
+        "params_source": "gptneo_125m.yaml, recomputed (docs/reference-implementation.md §7)",
         "layers": 12,
         "d_model": 768,
         "ctx": _README["seq_len"],
@@ -1419,14 +1421,14 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "(Kaplan et al. 2020, Table 1), x 300 tokens per sequence",
         **_README_STEP,
         "steps_source": "assumption: one epoch of TinyStories at the README batch "
-        "(reference-implementation.md §7)",
+        "(docs/reference-implementation.md §7)",
         "utilisation": 0.40,
         "utilisation_source": "assumption: 40% of peak tensor throughput",
     },
     "gptneo-8m-tinystories": {
         "label": "GPT-Neo-8M / TinyStories",
         "params": 8_054_656,
-        "params_source": "gptneo_8m.yaml, recomputed (reference-implementation.md §7)",
+        "params_source": "gptneo_8m.yaml, recomputed (docs/reference-implementation.md §7)",
         "layers": 8,
         "d_model": 128,
         "ctx": _README["seq_len"],
@@ -1548,7 +1550,8 @@ def paper_scale_prediction(
     H_ = int(s["H"] if H is None else H)
     T0_ = int(s["T0"] if T0 is None else T0)
     steps_ = int(s["steps"] if steps is None else steps)
-    validate(p=p_, H=H_, T0=T0_, T=steps_)
+    validate(p=p_, H=H_, T0=T0_)
+    check_int("steps", steps_, 1)
     ratio = _number("step_ratio", step_ratio, low_open=True)
     util = float(s["utilisation"] if utilisation is None else utilisation)
     gpu_name = gpu or prof.gpu
@@ -1878,23 +1881,35 @@ def emulated_link_check(
 # ----------------------------------------------------------------------------- CLI
 
 
+#: the cluster profile ``palsgd cost predict`` uses when none is given
+DEFAULT_PROFILE = "64xGPU-100Gbps"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``palsgd cost {profiles,predict,check,calibrate}``."""
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("profiles", help="list the named cluster profiles (JSON)")
     pr = sub.add_parser("predict", help="paper-scale prediction of the gain over DDP (JSON)")
-    pr.add_argument("--setting", required=True, help=f"one of {', '.join(SETTINGS)}")
-    pr.add_argument("--profile", required=True, help="a cluster profile name")
+    pr.add_argument(
+        "--setting",
+        default="all",
+        help=f"one of {', '.join(SETTINGS)}, or 'all' (default: all three)",
+    )
+    pr.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help=f"a cluster profile name (default {DEFAULT_PROFILE}; 'palsgd cost profiles')",
+    )
     pr.add_argument(
         "--profiles-file",
         default=None,
         help="YAML/JSON file with more cluster profiles {name: {K, link, gpu, source}}",
     )
     pr.add_argument("--method", default="palsgd", help=", ".join(LOCAL_ALGORITHMS))
-    pr.add_argument("--p", type=float, default=None)
-    pr.add_argument("--H", type=int, default=None)
-    pr.add_argument("--T0", type=int, default=None)
-    pr.add_argument("--steps", type=int, default=None)
+    pr.add_argument("--p", "--prob_no_grad", dest="p", type=float, default=None)
+    pr.add_argument("--H", "--sync_interval", dest="H", type=int, default=None)
+    pr.add_argument("--T0", "--local_sgd_start_iter", dest="T0", type=int, default=None)
+    pr.add_argument("--steps", "--T", dest="steps", type=int, default=None)
     pr.add_argument("--step-ratio", type=float, default=1.0)
     pr.add_argument("--utilisation", type=float, default=None)
     pr.add_argument("--gpu", default=None, help=", ".join(GPUS))
@@ -1941,27 +1956,40 @@ def run(args: argparse.Namespace) -> int:
             None,
         )
         return 0
+    if getattr(args, "output", None):
+        check_output_file(args.output, "--output")
     if args.action == "predict":
         prof: str | ClusterProfile = args.profile
         if args.profiles_file:
             extra = load_profiles(args.profiles_file)
             if args.profile in extra:
                 prof = extra[args.profile]
-        out = paper_scale_prediction(
-            args.setting,
-            prof,
-            method=args.method,
-            p=args.p,
-            H=args.H,
-            T0=args.T0,
-            steps=args.steps,
-            step_ratio=args.step_ratio,
-            utilisation=args.utilisation,
-            gpu=args.gpu,
-            coins=args.coins,
-            overlap_ddp=not args.no_overlap_ddp,
-        )
-        _emit(out, args.output)
+        names = list(SETTINGS) if args.setting == "all" else [args.setting]
+        preds = {
+            name: paper_scale_prediction(
+                name,
+                prof,
+                method=args.method,
+                p=args.p,
+                H=args.H,
+                T0=args.T0,
+                steps=args.steps,
+                step_ratio=args.step_ratio,
+                utilisation=args.utilisation,
+                gpu=args.gpu,
+                coins=args.coins,
+                overlap_ddp=not args.no_overlap_ddp,
+            )
+            for name in names
+        }
+        _emit(preds[names[0]] if len(names) == 1 else preds, args.output)
+        for name, pr_ in preds.items():
+            print(
+                f"{name:>24}: predicted time reduction over DDP "
+                f"{100 * pr_['predicted_time_reduction']:.1f}% (paper: "
+                f"{100 * pr_['paper_reported_time_reduction']:.1f}%) on {pr_['profile']}",
+                file=sys.stderr,
+            )
         return 0
     if args.action == "check":
         scale = _number("steps_scale", args.steps_scale, low_open=True)
@@ -1981,6 +2009,11 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     _choice("algorithm", args.algorithm, ALLREDUCE_ALGORITHMS)
+    check_int("world_size", args.world_size, 2)
+    check_int("repeats", args.repeats, 1)
+    check_int("trials", args.trials, 1)
+    for size in args.sizes:
+        _number("sizes", size, low_open=True, unit="bytes")
     print(
         f"palsgd cost: timing gloo all-reduce on {args.world_size} processes ...", file=sys.stderr
     )

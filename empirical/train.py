@@ -65,6 +65,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -85,12 +86,15 @@ from empirical.config import (
 from empirical.export import export_anchor, run_name
 from empirical.metrics import atomic_write_json, package_versions
 from empirical.resume import check_resume, checkpoint_meta, common_resume_step
-from theory.validation import UserInputError
+from theory import exitcodes
+from theory.validation import ParameterError, UserInputError, check_output_dir
 
 __all__ = [
     "add_arguments",
     "run",
     "main",
+    "check_before_launch",
+    "run_torchrun",
     "train",
     "prepare",
     "build_inner_optimizer",
@@ -105,7 +109,7 @@ __all__ = [
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
 EXIT_DIVERGED = 3
-EXIT_NO_RESOURCES = 4
+EXIT_NO_RESOURCES = exitcodes.OUT_OF_RESOURCES
 
 _PROG = "palsgd train"
 
@@ -293,13 +297,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:
+    """``exc`` with the flag the user typed (an alias such as ``--steps``) named."""
+    typed = [k for k in overrides if k != exc.name and _CLI_ALIASES.get(k) == exc.name]
+    if not typed:
+        return exc
+    return UserInputError(f"{exc} (given as --{typed[0]})")
+
+
+#: fields that only PALSGD reads: a preset's values are dropped (with a note) when the
+#: user chooses another algorithm and does not set them
+_PALSGD_ONLY = ("p", "eta")
+
+
+def _user_keys(args: argparse.Namespace) -> set[str]:
+    """Project names of the options the user set (flags and the --config file)."""
+    from theory.validation import canonicalize
+
+    ns = vars(args)
+    keys = [k[4:] for k in ns if k.startswith("opt:")]
+    if ns.get("cfg:config"):
+        from empirical.config import load_config_file
+
+        keys += [str(k) for k in load_config_file(ns["cfg:config"])]
+    keys = [_CLI_ALIASES.get(k, k) for k in keys]
+    return set(canonicalize(dict.fromkeys(keys), allow_unknown=True))
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """Resolve preset < --config file < flags into a validated :class:`TrainConfig`."""
+    """Resolve preset < --config file < flags into a validated :class:`TrainConfig`.
+
+    Choosing an algorithm other than PALSGD (``--algorithm diloco``) drops the pull
+    settings ``p`` and ``eta`` that the preset (not the user) set, with a note on stderr;
+    a ``p > 0`` the user set is refused by the algorithm's validation, naming ``p``.
+    """
     ns = vars(args)
     overrides = {k[4:]: v for k, v in ns.items() if k.startswith("opt:")}
-    return resolve_config(
-        preset=ns.get("cfg:preset"), file=ns.get("cfg:config"), overrides=overrides
+    preset, file = ns.get("cfg:preset"), ns.get("cfg:config")
+    try:
+        cfg = resolve_config(preset=preset, file=file, overrides=overrides)
+    except ParameterError as exc:
+        raise _as_typed(exc, overrides) from None
+    if cfg.algorithm == "palsgd":
+        return cfg
+    user = _user_keys(args)
+    dropped = {
+        k: getattr(cfg, k)
+        for k in _PALSGD_ONLY
+        if k not in user and getattr(cfg, k) not in (None, 0, 0.0)
+    }
+    if not dropped:
+        return cfg
+    shown = ", ".join(f"{k} = {v:g}" for k, v in dropped.items())
+    print(
+        f"{_PROG}: note: --algorithm {cfg.algorithm} has no pull steps; the preset's "
+        f"{shown} {'is' if len(dropped) == 1 else 'are'} not used",
+        file=sys.stderr,
     )
+    overrides.update(dict.fromkeys(dropped))
+    return resolve_config(preset=preset, file=file, overrides=overrides)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -310,6 +366,9 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(config_to_dict(cfg), indent=2))
         return EXIT_OK
+    check_output_dir(cfg.output_dir, "--output-dir")
+    if cfg.checkpoint_dir:
+        check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
     try:
         if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
             return launch_torchrun(cfg)
@@ -355,6 +414,45 @@ def _rank_tag() -> str:
 
 # ----------------------------------------------------------------------------- launch
 
+#: the task of each dataset name (as :func:`empirical.data.build_dataset` builds them),
+#: for the model/dataset check before ranks launch (the datasets themselves are built by
+#: each rank)
+_DATASET_TASKS = {
+    "embedded-text": "lm",
+    "tinystories": "lm",
+    "embedded-images": "image",
+    "cifar10": "image",
+    "imagefolder": "image",
+}
+
+
+def check_before_launch(cfg: TrainConfig) -> None:
+    """The checks of :func:`prepare` that need no data, run once before torchrun starts
+    ``cfg.nproc`` ranks, so that bad input exits with 2 and one line naming the option
+    instead of failing inside every rank: model and dataset names and their tasks, the
+    algorithm's fields (coins, outer optimizer, ``p`` for a non-PALSGD algorithm, ...),
+    the pull's stability and the device. Raises :class:`UserInputError`.
+    """
+    from empirical import data as data_mod
+    from empirical import models
+    from empirical.algorithms import check_stability
+
+    task = models.model_task(cfg.model)
+    if cfg.dataset not in data_mod.DATASET_NAMES:
+        raise UserInputError(
+            f"unknown dataset '{cfg.dataset}' (--dataset): known datasets are "
+            f"{', '.join(data_mod.DATASET_NAMES)}"
+        )
+    data_task = _DATASET_TASKS.get(cfg.dataset, task)
+    if data_task != task:
+        raise UserInputError(
+            f"--model '{cfg.model}' (task: {task}) does not fit --dataset '{cfg.dataset}' "
+            f"(task: {data_task})"
+        )
+    alg = algorithm_config(cfg)
+    check_stability(alg, cfg.alpha, strict=True)
+    _resolve_device(cfg, 0)
+
 
 def launch_torchrun(cfg: TrainConfig) -> int:
     """Run ``cfg.nproc`` ranks on this node through ``torch.distributed.run``.
@@ -362,16 +460,17 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     The resolved configuration is passed as a JSON file, so every rank sees exactly the
     options validated here. Returns the launcher's exit code, except that a run whose ranks
     stopped on a non-finite loss returns :data:`EXIT_DIVERGED` (torchrun itself reports
-    any failing child as 1).
+    any failing child as 1), an interrupted launch 130, and any other failure
+    :data:`theory.exitcodes.FAILED`.
     """
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_before_launch(cfg)
+    out = check_output_dir(cfg.output_dir, "--output-dir")
     run_id = uuid.uuid4().hex
     cfg_path = atomic_write_json(out / "launch_config.json", config_to_dict(cfg))
     cmd = [
         sys.executable,
-        "-m",
-        "torch.distributed.run",
+        "-c",
+        "import sys; from empirical.train import run_torchrun; sys.exit(run_torchrun(sys.argv[1:]))",
         "--standalone",
         f"--nproc-per-node={cfg.nproc}",
         f"--max-restarts={cfg.max_restarts}",
@@ -392,7 +491,54 @@ def launch_torchrun(cfg: TrainConfig) -> int:
             data = json.loads(summary.read_text())
             if data.get("run_id") == run_id and data.get("status") == "diverged":
                 return EXIT_DIVERGED
+        if code in (exitcodes.INTERRUPTED, -2):
+            return exitcodes.INTERRUPTED
+        if code == EXIT_USER_ERROR:
+            print(
+                f"{_PROG}: the ranks refused the input (see their messages above)", file=sys.stderr
+            )
+            return EXIT_USER_ERROR
+        print(
+            f"{_PROG}: the torchrun launch of {cfg.nproc} ranks failed with exit code {code} "
+            "(see the ranks' messages above)",
+            file=sys.stderr,
+        )
+        return exitcodes.FAILED
     return code
+
+
+def run_torchrun(argv: Sequence[str]) -> int:
+    """``torch.distributed.run`` with ``argv``, in this process; returns an exit code.
+
+    torchrun ends a failed launch with a traceback of its own ``ChildFailedError``; here a
+    failed launch prints one line per failed rank instead and returns 2 when every failed
+    rank refused its input (exit code 2), 3 when a rank diverged, 130 when interrupted and
+    :data:`theory.exitcodes.FAILED` otherwise (a rank killed or crashed).
+    """
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun_main
+
+    try:
+        torchrun_main(list(argv))
+    except ChildFailedError as exc:
+        codes = set()
+        for rank, failure in sorted(exc.failures.items()):
+            code = failure.exitcode
+            codes.add(code)
+            how = f"killed by {failure.signal_name()}" if code < 0 else f"exit code {code}"
+            print(f"{_PROG}: rank {rank} failed ({how})", file=sys.stderr)
+        own = codes - {-signal.SIGTERM}  # the launcher stops the other ranks with SIGTERM
+        if own == {EXIT_USER_ERROR}:
+            return EXIT_USER_ERROR
+        if EXIT_DIVERGED in own:
+            return EXIT_DIVERGED
+        return exitcodes.FAILED
+    except (KeyboardInterrupt, SignalException) as exc:
+        sig = getattr(exc, "sigval", signal.SIGINT)
+        print(f"{_PROG}: launch interrupted ({signal.Signals(sig).name})", file=sys.stderr)
+        return exitcodes.INTERRUPTED if sig == signal.SIGINT else exitcodes.FAILED
+    return EXIT_OK
 
 
 # ----------------------------------------------------------------------------- preparation

@@ -18,8 +18,8 @@
    and write ``OUT/manifest.json``: command line, versions, seed, hardware, scale, plan,
    runs (cached or trained, durations), calibration, and per figure its files and duration.
 
-Exit codes: 0 every figure drawn, 1 some figure or run failed (listed; the others are
-drawn), 2 bad input (unknown figure or scale, missing run or report directory, a paper-scale
+Exit codes (:mod:`theory.exitcodes`): 0 every figure drawn, 4 some figure or run failed
+(listed; the others are drawn), 2 bad input (unknown figure or scale, missing run or report directory, a paper-scale
 run on a machine without the GPUs or data it needs).
 """
 
@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from paper_figures import runs as R
-from theory.validation import UserInputError
+from theory import exitcodes
+from theory.validation import UserInputError, check_output_dir
 
 __all__ = ["add_arguments", "run", "calibrate", "DEFAULT_OUT"]
 
@@ -51,8 +52,8 @@ DEFAULT_PROFILE = "64xGPU-100Gbps"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd figures``."""
     parser.epilog = (
-        f"figures: {', '.join(R.FIGURES)}. Exit codes: 0 all drawn, 1 a figure "
-        "or run failed, 2 bad input."
+        f"figures: {', '.join(R.FIGURES)}. Exit codes: 0 all drawn, {exitcodes.FAILED} a "
+        "figure or run failed, 2 bad input (README: the exit-code table)."
     )
     parser.add_argument(
         "--scale",
@@ -546,7 +547,9 @@ def run(args: argparse.Namespace) -> int:
             + " (use --dry-run to see the plan)"
         )
     progress = not args.no_progress
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out, "--out")
+    if plan.runs and not args.no_train:
+        check_output_dir(runs_dir, "--runs-dir" if args.runs_dir else "--out (its runs/ folder)")
     hardware_start = _hardware()
     t_runs = time.perf_counter()
     results = R.execute(plan, runs_dir, train_missing=not args.no_train, progress=progress)
@@ -660,4 +663,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"palsgd figures: failed run(s): {', '.join(failed_runs)}", file=sys.stderr)
     if failed_figs:
         print(f"palsgd figures: not drawn: {', '.join(failed_figs)}", file=sys.stderr)
-    return 1 if (failed_figs or failed_runs) else 0
+    return exitcodes.FAILED if (failed_figs or failed_runs) else exitcodes.OK

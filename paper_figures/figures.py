@@ -1230,7 +1230,7 @@ def ablation(
     style.footnote(
         fig,
         "Q-numbers: the quirks of the authors' code as listed in "
-        "reference-implementation.md section 6 (AlgorithmConfig switches).",
+        "docs/reference-implementation.md section 6 (AlgorithmConfig switches).",
     )
     fig.tight_layout()
     res.files += style.save(fig, out, res.name)

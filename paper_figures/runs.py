@@ -10,7 +10,7 @@ missing ones (:func:`execute`).
   followed by ``latency + n / bandwidth`` seconds of delay, :data:`QUICK_LINK`; see
   :mod:`empirical.algorithms.slowlink`) so that communication costs something on one
   machine. ``paper``: the paper's model sizes and the authors' settings
-  (``/work/shared/design/algorithm.md``, reference-implementation.md §7): GPT-Neo-8M and
+  (docs/reference-implementation.md §7): GPT-Neo-8M and
   GPT-Neo-125M on TinyStories, ResNet-50 on ImageNet-1K and ResNet-18 on CIFAR-10, one
   process per GPU (NCCL), no injected delay. Both scales use the same code path.
 * Cache. A run's directory is ``RUNS_DIR/<task>-<variant>-<key>``, where ``key`` hashes the
@@ -273,7 +273,7 @@ def _quick_tasks(seed: int) -> dict[str, TaskSpec]:
 
 def _paper_tasks(seed: int, data: Mapping[str, str]) -> dict[str, TaskSpec]:
     # GPT-Neo: the authors' README run (empirical.config.README_8M_RUN; algorithm.md,
-    # reference-implementation.md §7), its algorithm fields split off per method.
+    # docs/reference-implementation.md §7), its algorithm fields split off per method.
     algorithm_keys = ("algorithm", "outer", "gamma", "mu", "H", "T0", "p", "eta")
     readme = {k: v for k, v in README_8M_RUN.items() if k not in algorithm_keys}
     readme.update(data_path=data.get("tinystories"), seed=seed, device="auto")
@@ -282,7 +282,7 @@ def _paper_tasks(seed: int, data: Mapping[str, str]) -> dict[str, TaskSpec]:
     # ResNet: the authors' repository has no ResNet command; these are the argparse
     # defaults of resnet_imagenet / resnet_cifar10 (B 128, H 100, T0 100, p 0.1 ImageNet,
     # 0.2 CIFAR, eta 0.5) with inner SGD-momentum 0.875 and wd 3.05e-5 (ImageNet; NVIDIA
-    # RN50 v1.5 recipe, reference-implementation.md §2). Assumptions, stated in the plan.
+    # RN50 v1.5 recipe, docs/reference-implementation.md §2). Assumptions, stated in the plan.
     imagenet = dict(
         model="resnet50-imagenet",
         dataset="imagefolder",
@@ -382,10 +382,10 @@ SWEEP_VALUES = {
     "paper": {"H": (8, 16, 32, 64, 128), "p": (0.0, 0.1, 0.2, 0.3, 0.5)},
 }
 #: outer steps per sync of the "repeated outer steps" ablation: the authors' README runs
-#: A = 16 (reference-implementation.md §4); the quick scale has A = 1 and uses 4
+#: A = 16 (docs/reference-implementation.md §4); the quick scale has A = 1 and uses 4
 REPEATED_OUTER_STEPS = {"quick": 4, "paper": 16}
 
-#: the reference-faithful switches (AlgorithmConfig fields; reference-implementation.md §6)
+#: the reference-faithful switches (AlgorithmConfig fields; docs/reference-implementation.md §6)
 ABLATION_SWITCHES: dict[str, tuple[str, str]] = {
     "pull_first_tensor_only": ("pull on first tensor only (Q1)", "pull_first_tensor_only"),
     "shared_coins": ("shared coins (Q4)", "coins"),

@@ -40,16 +40,23 @@ __all__ = [
     "footnote",
 ]
 
+#: one colour per method; ``sgd`` (the simulator's name of minibatch SGD) is DDP's
 COLORS: dict[str, str] = {
     "ddp": "#222222",
+    "sgd": "#222222",
     "local_sgd": "#1f77b4",
+    "post_local_sgd": "#9467bd",
     "diloco": "#ff7f0e",
+    "easgd": "#2ca02c",
     "palsgd": "#d62728",
 }
 LABELS: dict[str, str] = {
     "ddp": "DDP",
+    "sgd": "minibatch SGD (DDP)",
     "local_sgd": "Local SGD",
+    "post_local_sgd": "Post-Local SGD",
     "diloco": "DiLoCo",
+    "easgd": "EASGD",
     "palsgd": "PALSGD",
 }
 PAPER_COLOR = "#7b3294"

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from theory.bounds import get
 from theory.check import CheckReport, check, infer_algorithm, load_config
 from theory.cli import main
 from theory.presets import PRESETS, get_preset
@@ -227,6 +228,8 @@ def test_cli_accepts_authors_aliases(capsys):
         "0.5",
         "--eta",
         "1",
+        "--zeta",
+        "0.5",
         "--json",
     ]
     assert main(argv) == 0
@@ -242,6 +245,7 @@ def test_cli_accepts_authors_aliases(capsys):
         "eta": 1,
         "gamma": 0.5,
         "H": 8,
+        "zeta": 0.5,
     }
     assert d["algorithm"] == "palsgd"
 
@@ -357,3 +361,100 @@ def test_cli_bounds_lists_and_prints_latex(capsys):
     (d,) = json.loads(capsys.readouterr().out)
     assert d["name"] == "easgd" and d["derived_here"] is False and d["conditions"]
     assert main(["bounds", "--latex", "nope"]) == 2
+
+
+# ----------------------------------------------------------------------------- verdict (issue 12)
+README_ARGS = "--L 10 --sigma 1 --zeta 0.5 --F0 5 --K 4 --H 32 --p 0.2 --eta 1 --lr 0.001 --T 10000"
+
+
+def test_verdict_first_and_max_H_at_both_alphas(capsys):
+    assert main(["check", *README_ARGS.split()]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("verdict: covered: the conditions of palsgd hold at alpha = 0.001")
+    keys = [k.lstrip("-") for k in README_ARGS.split()[::2]]
+    rep = check(dict(zip(keys, map(float, README_ARGS.split()[1::2]), strict=True)))
+    b = rep.bound("palsgd")
+    # at the given alpha the conditions hold up to H = 36 (the API's max_H at that step)
+    assert b.max_H_conditions_given == 36
+    direct = get("palsgd").max_H(step=0.001, **rep.inputs)
+    assert b.max_H_conditions_given == float(direct["conditions"])
+    assert b.max_H_conditions_recommended == float(
+        get("palsgd").max_H(step=b.optimal_alpha, **rep.inputs)["conditions"]
+    )
+    assert "36 at the given alpha = 0.001" in out
+    assert f"at the recommended alpha = {b.optimal_alpha:.4g}" in out
+    # the speed-up schedule is printed as a number, not only as a formula
+    assert f"speed-up schedule alpha = {b.schedule_alpha:.4g}" in out
+    assert rep.verdict_code == "covered"
+
+
+def test_verdict_conditions_fail_says_where(capsys):
+    rep = check(
+        {**dict(L=10, sigma=1, zeta=0.5, F0=5, K=4, H=32, p=0.2, eta=1, T=10000), "lr": 0.5}
+    )
+    assert rep.verdict_code == "conditions_fail"
+    assert "C1" in rep.verdict and "alpha <= " in rep.verdict
+
+
+def test_verdict_outer_momentum_is_not_covered():
+    rep = check(
+        dict(
+            L=10,
+            sigma=1,
+            zeta=0.5,
+            F0=5,
+            K=4,
+            H=32,
+            p=0.2,
+            eta=1,
+            T=10000,
+            lr=0.001,
+            gamma=0.5,
+            mu=0.9,
+        )
+    )
+    assert rep.verdict_code == "conditions_hold" and "plain averaging" in rep.verdict
+
+
+def test_nothing_evaluated_exits_2_naming_the_missing_flag(capsys):
+    argv = "check --preset gptneo-8m-readme --L 30 --sigma 0.7 --F0 5 --T 2000 --json".split()
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["verdict_code"] == "nothing_evaluated"
+    assert "--zeta" in cap.err and "Traceback" not in cap.err
+
+
+def test_warns_H_beyond_T_and_ignored_parameters():
+    rep = check(dict(L=1, sigma=1, F0=1, K=4, H=64, T=32, lr=0.01))
+    assert "H_exceeds_T" in [w.code for w in rep.warnings]
+    rep = check(dict(L=1, sigma=1, F0=1, K=4, H=8, p=0.2, T=1000, lr=0.01), algorithm="sgd")
+    w = [w for w in rep.warnings if w.code == "ignored_parameters"]
+    assert w and "H = 8" in w[0].message and "p = 0.2" in w[0].message
+    assert "not used by the checked bounds" in rep.verdict
+    rep = check(dict(L=1, sigma=1, F0=1, K=4, H=8, T=1000, lr=0.01))
+    assert "ignored_parameters" not in [w.code for w in rep.warnings]
+
+
+@pytest.mark.parametrize("cmd", [["bounds"], ["check", *README_ARGS.split()]])
+def test_broken_pipe_is_quiet(cmd):
+    """stdout is a pipe whose reader has gone: no traceback, the broken-pipe exit code."""
+    import os
+    import subprocess
+    import sys
+
+    from theory import exitcodes
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "theory.cli", *cmd],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == exitcodes.BROKEN_PIPE
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

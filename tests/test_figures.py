@@ -793,3 +793,14 @@ def test_quick_scale_all_figures_within_ten_minutes(tmp_path):
     assert all(f["status"] == "ok" for f in m["figures"].values())
     assert m["durations_s"]["total"] < 600
     assert all(r["status"] == "finished" for r in m["runs"].values())
+
+
+def test_every_simulated_method_has_its_own_colour():
+    """theory.png draws the simulator's methods: each gets a colour of its own (sgd is DDP)."""
+    from paper_figures import style
+    from theory.simulate import KINDS
+
+    cols = {k: style.color(k) for k in KINDS}
+    assert "#888888" not in cols.values()  # no method falls back to the unknown grey
+    assert len(set(cols.values())) == len(KINDS)
+    assert style.color("sgd") == style.color("ddp")

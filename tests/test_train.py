@@ -7,6 +7,7 @@ two-process runs use ``empirical.distributed.spawn_workers`` and ``torch.distrib
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -244,7 +245,10 @@ def test_bad_input_exit_2_subprocess():
         (["--batch-size", "0"], "'batch_size' = 0"),
         (["--optimizer", "lion"], "unknown inner optimizer 'lion'"),
         (["--device", "tpu"], "unknown device 'tpu'"),
-        (["--algorithm", "ddp", "--preset", "tiny"], "pull steps exist only in 'palsgd'"),
+        (
+            ["--algorithm", "ddp", "--preset", "tiny", "--p", "0.2"],
+            "pull steps exist only in 'palsgd'",
+        ),
         (["--max-steps-this-run", "3"], "needs checkpoint_interval > 0"),
     ],
 )
@@ -540,3 +544,18 @@ def test_palsgd_train_nproc_launches_torchrun(tmp_path):
     assert launched["nproc"] == 2 and launched["T"] == 6
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["world_size"] == 2
+
+
+def test_another_algorithm_drops_the_presets_pull_settings_with_a_note(capsys):
+    """--algorithm diloco on the default preset (p = 0.2, eta = 1): the preset's pull
+    settings are not used, and the note says so; a p the user gives is refused (above)."""
+    from empirical.train import add_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = config_from_args(parser.parse_args(["--algorithm", "diloco"]))
+    assert cfg.algorithm == "diloco" and cfg.p is None and cfg.eta is None
+    err = capsys.readouterr().err
+    assert "the preset's p = 0.2, eta = 1 are not used" in err
+    cfg = config_from_args(parser.parse_args(["--algorithm", "palsgd"]))
+    assert cfg.p == 0.2 and capsys.readouterr().err == ""

@@ -15,6 +15,7 @@ from empirical import checkpoint as ck
 from empirical.config import resolve_config
 from empirical.distributed import spawn_workers
 from empirical.metrics import read_jsonl
+from theory import exitcodes
 from theory.cli import main as cli_main
 
 BASE = [
@@ -127,7 +128,7 @@ def test_disk_full_during_a_checkpoint_leaves_the_last_one_usable(tmp_path, monk
     monkeypatch.setattr(os, "fsync", fsync)
     code = cli_main(_args(out))
     err = capsys.readouterr().err
-    assert code == 4, err
+    assert code == exitcodes.OUT_OF_RESOURCES, err
     assert "No space left on device" in err and "step_00000002" in err
     assert "Traceback" not in err
     root = out / "checkpoints"

@@ -6,8 +6,9 @@ every applicable encoded bound: each condition with pass/fail and margin, the bo
 and each term's share, the dominant term, the step ``alpha`` that minimises the bound, the
 largest ``H`` that keeps linear speed-up, and the communication rounds to reach ``eps``.
 It also flags configuration-level stability problems of the PALSGD step (pull coefficient
-``alpha*eta/p`` and gradient-branch step ``alpha L/(1-p)``, anchors-theory.md I5 / theory
-plan I3). The report is a :class:`CheckReport`; ``to_dict()`` is JSON-ready and
+``alpha*eta/p``: a pull multiplies ``x - z`` by ``1 - alpha*eta/p``; gradient-branch step
+``alpha L/(1-p)``: a step of size ``alpha/(1-p)`` on an L-smooth quadratic is stable for
+``alpha L/(1-p) <= 2``). The report is a :class:`CheckReport`; ``to_dict()`` is JSON-ready and
 ``to_text()`` is what the CLI prints.
 
 Python use (notebooks, the probe)::
@@ -125,7 +126,12 @@ class BoundCheck:
     ``alpha_source`` is ``"given"`` (the configuration's ``alpha``) or ``"optimal"`` (no
     ``alpha`` given: the bound is evaluated at :meth:`Bound.optimal_step`). ``max_H_speedup``
     and ``max_H_conditions`` are ``None`` when the bound does not depend on ``H``;
-    ``max_H_step`` says at which step size they were computed.
+    ``max_H_step`` says at which step size they were computed (the bound's closed-form
+    speed-up schedule, whose value at the configuration is ``schedule_alpha``).
+    ``max_H_conditions_given`` / ``max_H_conditions_recommended``: the largest ``H`` whose
+    conditions hold at the configuration's ``alpha`` (``None`` when none was given) and at
+    the recommended ``alpha`` (``optimal_alpha``, the step that minimises the bound under
+    the conditions at the configuration), each held fixed while ``H`` varies.
     """
 
     name: str
@@ -152,12 +158,22 @@ class BoundCheck:
     max_H_speedup: float | None = None
     max_H_conditions: float | None = None
     max_H_step: str | None = None
+    schedule_alpha: float | None = None
+    max_H_conditions_given: float | None = None
+    max_H_conditions_recommended: float | None = None
     rounds_to_eps: float | None = None
 
 
 @dataclass
 class CheckReport:
-    """Everything :func:`check` found. ``to_dict()`` for JSON, ``to_text()`` for people."""
+    """Everything :func:`check` found. ``to_dict()`` for JSON, ``to_text()`` for people.
+
+    ``verdict`` is one line answering "does a theorem cover this configuration?";
+    ``verdict_code`` is ``"covered"`` (an applicable bound without caveats whose conditions
+    hold), ``"conditions_hold"`` (they hold but a caveat says the bound does not cover the
+    run as configured), ``"conditions_fail"`` or ``"nothing_evaluated"`` (every bound
+    skipped: the CLI then exits with 2, since nothing was checked).
+    """
 
     inputs: dict[str, float]
     algorithm: str
@@ -166,6 +182,8 @@ class CheckReport:
     preset: str | None
     warnings: list[ConfigWarning]
     bounds: list[BoundCheck]
+    verdict: str = ""
+    verdict_code: str = ""
 
     def bound(self, name: str) -> BoundCheck:
         """The check of the bound called ``name``."""
@@ -462,10 +480,19 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
         rep.max_H_speedup = _f(mh["speedup"])
         rep.max_H_conditions = _f(mh["conditions"])
         rep.max_H_step = (
-            f"recommended alpha = {b.recommended_step}"
+            f"speed-up schedule alpha = {b.recommended_step}"
             if mode == "recommended"
-            else "optimal alpha"
+            else "the bound-minimising alpha at each H"
         )
+        if mode == "recommended":
+            sched = b.recommended_step_value(**base)
+            rep.schedule_alpha = None if sched is None else _f(sched)
+        if rep.alpha_source == "given":
+            rep.max_H_conditions_given = _f(b.max_H(step=rep.alpha, **base)["conditions"])
+        if math.isfinite(rep.optimal_alpha) and rep.optimal_alpha > 0:
+            rep.max_H_conditions_recommended = _f(
+                b.max_H(step=rep.optimal_alpha, **base)["conditions"]
+            )
     if eps is not None:
         rep.rounds_to_eps = _f(b.rounds_to_eps(eps, **base))
     return rep
@@ -523,6 +550,11 @@ def check(
             )
     warnings += _outer_coverage(v, chosen)
     checks = [_check_bound(b, v, algorithm, eps) for b in chosen]
+    usage = _usage_warnings(v, chosen)
+    warnings += usage
+    verdict_code, verdict = _verdict(checks, algorithm)
+    if any(w.code == "ignored_parameters" for w in usage) and verdict_code != "nothing_evaluated":
+        verdict += " (some given parameters are not used by the checked bounds: see warnings)"
     return CheckReport(
         inputs=v,
         algorithm=algorithm,
@@ -531,7 +563,80 @@ def check(
         preset=preset,
         warnings=warnings,
         bounds=checks,
+        verdict=verdict,
+        verdict_code=verdict_code,
     )
+
+
+#: parameters read by the configuration-level warnings, not only by the bounds
+_READ_BY_WARNINGS = frozenset({"gamma", "mu", "T0", "A", "eps", "eta", "p", "alpha", "L"})
+
+
+def _usage_warnings(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[ConfigWarning]:
+    """H > T, and parameters that no checked bound reads (given, then ignored)."""
+    w: list[ConfigWarning] = []
+    H, T = v.get("H"), v.get("T")
+    if H is not None and T is not None and H > T:
+        w.append(
+            ConfigWarning(
+                "warning",
+                "H_exceeds_T",
+                f"H = {_fmt(H)} > T = {_fmt(T)}: no synchronisation happens within the T "
+                "steps, so the workers never average",
+            )
+        )
+    read = set().union(*(map(str, b.parameters) for b in chosen)) if chosen else set()
+    read |= {param_name(b.step_symbol) for b in chosen}
+    unused = [k for k in v if k not in read and (k not in _READ_BY_WARNINGS or k in ("p", "eta"))]
+    if chosen and unused:
+        names = ", ".join(f"{k} = {_fmt(v[k])}" for k in unused)
+        w.append(
+            ConfigWarning(
+                "warning",
+                "ignored_parameters",
+                f"{names} given but not used by any checked bound "
+                f"({', '.join(b.name for b in chosen)})",
+            )
+        )
+    return w
+
+
+def _verdict(checks: Sequence[BoundCheck], algorithm: str) -> tuple[str, str]:
+    """The one-line answer of :class:`CheckReport` (see ``verdict_code`` there)."""
+    done = [b for b in checks if b.status == "evaluated" and b.alpha is not None]
+    if not done:
+        why = "; ".join(f"{b.name}: {b.reason}" for b in checks) or "no bound selected"
+        return "nothing_evaluated", f"nothing checked: every bound was skipped ({why})"
+    holding = [b for b in done if b.conditions_hold]
+    clean = [b for b in holding if b.applicable and not b.caveats]
+    if clean:
+        b = min(clean, key=lambda b: b.value if b.value is not None else math.inf)
+        return (
+            "covered",
+            f"covered: the conditions of {b.name} hold at alpha = {_fmt(b.alpha)} "
+            f"({'given' if b.alpha_source == 'given' else 'recommended'}); "
+            f"(1/T) sum E||grad f||^2 <= {_fmt(b.value)}",
+        )
+    if holding:
+        b = holding[0]
+        why = b.caveats[0] if b.caveats else "not covered"
+        return (
+            "conditions_hold",
+            f"conditions of {b.name} hold at alpha = {_fmt(b.alpha)} (bound {_fmt(b.value)}), "
+            f"but the bound does not cover this run: {why}",
+        )
+    b = done[0]
+    failed = ", ".join(c.name for c in b.conditions if not c.holds)
+    where = (
+        f"conditions fail for every evaluated bound ({b.name}: {failed} at alpha = {_fmt(b.alpha)}"
+    )
+    if b.max_alpha is not None and math.isfinite(b.max_alpha):
+        where += f"; they hold for alpha <= {_fmt(b.max_alpha)}"
+    elif b.max_alpha is not None and math.isnan(b.max_alpha):
+        where += "; no alpha meets them at this configuration"
+    if b.max_H_conditions_given is not None:
+        where += f"; at this alpha they hold for H <= {_fmt_h(b.max_H_conditions_given)}"
+    return "conditions_fail", where + ")"
 
 
 # --------------------------------------------------------------------------- text output
@@ -559,6 +664,8 @@ def _render(r: CheckReport) -> str:
     out.append(f"configuration: {shown or '(no parameters given)'}")
     pre = f" (preset {r.preset})" if r.preset else ""
     out.append(f"algorithm: {r.algorithm} ({r.algorithm_reason}){pre}")
+    if r.verdict:
+        out.insert(0, f"verdict: {r.verdict}")
     for w in r.warnings:
         tag = "WARNING" if w.level == "warning" else "info"
         margin = "" if w.margin is None else f" [margin {_fmt(w.margin)}]"
@@ -596,9 +703,26 @@ def _render(r: CheckReport) -> str:
             f"{_fmt(b.optimal_alpha)}; largest alpha meeting the conditions: {_fmt(b.max_alpha)}"
         )
         if b.uses_H:
+            at = []
+            if b.max_H_conditions_given is not None:
+                at.append(
+                    f"{_fmt_h(b.max_H_conditions_given)} at the given alpha = {_fmt(b.alpha)}"
+                )
+            if b.max_H_conditions_recommended is not None:
+                at.append(
+                    f"{_fmt_h(b.max_H_conditions_recommended)} at the recommended alpha = "
+                    f"{_fmt(b.optimal_alpha)}"
+                )
+            if at:
+                out.append(f"   max H meeting the conditions: {'; '.join(at)}")
+            sched = (
+                f"the speed-up schedule alpha = {_fmt(b.schedule_alpha)}"
+                if b.schedule_alpha is not None
+                else "the bound-minimising alpha at each H"
+            )
             out.append(
-                f"   max H for linear speed-up: {_fmt_h(b.max_H_speedup)}; max H meeting the "
-                f"conditions: {_fmt_h(b.max_H_conditions)}  (at {b.max_H_step})"
+                f"   max H for linear speed-up: {_fmt_h(b.max_H_speedup)} (at {sched}, which "
+                f"allows H <= {_fmt_h(b.max_H_conditions)} under the conditions)"
             )
         else:
             out.append("   max H: not applicable (the bound does not depend on H)")
@@ -686,7 +810,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``palsgd check``; returns 0 (the report is printed whatever it says)."""
+    """Run ``palsgd check``: 0 when some bound was evaluated (whatever the report says),
+    2 when every bound was skipped (the report is printed, then the reason)."""
     if args.list_presets:
         from theory.presets import PRESETS
 
@@ -727,4 +852,21 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(report.to_text())
+    if report.verdict_code == "nothing_evaluated":
+        missing = sorted(
+            {m for b in report.bounds for m in _missing_names(b.reason)},
+        )
+        hint = f": give {', '.join('--' + m for m in missing)}" if missing else ""
+        raise UserInputError(f"{report.verdict}{hint}")
     return 0
+
+
+def _missing_names(reason: str) -> list[str]:
+    """The names in a ``"missing parameter(s) ['zeta']"`` reason."""
+    if not reason.startswith("missing parameter(s) "):
+        return []
+    return [
+        x.strip(" '[]")
+        for x in reason[len("missing parameter(s) ") :].split(",")
+        if x.strip(" '[]")
+    ]

@@ -4,20 +4,27 @@
 ``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their
 subcommand runs, so ``palsgd check`` does not import torch.
 
-Bad input (:class:`theory.validation.UserInputError`) prints one line and exits with 2;
-no traceback.
+Every subcommand runs inside :func:`guarded`, the one place that maps failures to the exit
+codes of :mod:`theory.exitcodes`: bad input (:class:`theory.validation.UserInputError`, or
+an OS error on a path the user named) prints one line and exits with 2; Ctrl-C exits with
+130; a MemoryError or a full disk with 71; a broken pipe on stdout ends quietly with 141;
+anything else is a bug: its traceback is printed and the exit code is 70.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 
+from theory import exitcodes
 from theory.validation import UserInputError
 
-__all__ = ["main", "SUBCOMMANDS"]
+__all__ = ["main", "guarded", "SUBCOMMANDS"]
 
 #: name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -51,19 +58,81 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def guarded(prog: str, func: Callable[[], int | None]) -> int:
+    """Run ``func`` and return its exit code, mapping every failure to :mod:`theory.exitcodes`.
+
+    ``prog`` (e.g. ``"palsgd check"``) prefixes the one-line messages, written to stderr.
+    """
+    try:
+        code = int(func() or 0)
+        sys.stdout.flush()
+        return code
+    except UserInputError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return exitcodes.BROKEN_PIPE
+    except MemoryError:
+        print(
+            f"{prog}: error: out of memory; ask for smaller sizes (K, T, R, d, replicas)",
+            file=sys.stderr,
+        )
+        return exitcodes.OUT_OF_RESOURCES
+    except OSError as exc:
+        where = f" '{exc.filename}'" if exc.filename else ""
+        if exc.errno in _DISK_FULL:
+            print(f"{prog}: error: out of disk space writing{where}", file=sys.stderr)
+            return exitcodes.OUT_OF_RESOURCES
+        if exc.errno == errno.ENOMEM:
+            print(f"{prog}: error: out of memory{where}", file=sys.stderr)
+            return exitcodes.OUT_OF_RESOURCES
+        if exc.filename:  # a path the user named: missing, read-only, a directory, ...
+            print(f"{prog}: error: cannot use{where}: {exc.strerror}", file=sys.stderr)
+            return exitcodes.BAD_INPUT
+        return _internal(prog)
+    except Exception:
+        return _internal(prog)
+
+
+def _internal(prog: str) -> int:
+    traceback.print_exc()
+    print(
+        f"{prog}: internal error (a bug in the toolkit; please report it with the traceback above)",
+        file=sys.stderr,
+    )
+    return exitcodes.INTERNAL_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``palsgd`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         print(_usage(), file=sys.stderr)
-        return 2
+        return exitcodes.BAD_INPUT
     if argv[0] in ("-h", "--help"):
         print(_usage())
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd not in SUBCOMMANDS:
         print(f"palsgd: error: unknown subcommand {cmd!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
+        return exitcodes.BAD_INPUT
     module_name, text = SUBCOMMANDS[cmd]
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"palsgd {cmd}", description=text)
@@ -72,14 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(rest)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
-    try:
-        return int(module.run(args) or 0)
-    except UserInputError as exc:
-        print(f"palsgd {cmd}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"palsgd {cmd}: interrupted", file=sys.stderr)
-        return 130
+    return guarded(f"palsgd {cmd}", lambda: module.run(args))
 
 
 if __name__ == "__main__":  # pragma: no cover

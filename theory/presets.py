@@ -7,9 +7,8 @@ A preset holds only hyperparameters (``K``, ``H``, ``p``, ``alpha``, ``eta``, ``
 length ``T`` must come from the user (e.g. from ``palsgd probe``). Each preset states where
 its values come from and what the SGD theory does not cover about it.
 
-Sources: ``/work/shared/design/algorithm.md`` and
-``/work/shared/reference/reference-implementation.md`` (the authors' repository,
-Hiroki11x/Pseudo-Asynchronous-LocalSGD: README command and argparse defaults).
+Sources: the authors' repository Hiroki11x/Pseudo-Asynchronous-LocalSGD (README command
+and argparse defaults), as summarised in ``docs/reference-implementation.md`` §7.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special, stats
 
-from theory.validation import ParameterError, UserInputError, validate
+from theory.validation import ParameterError, UserInputError, check_memory, validate
 
 __all__ = [
     "NOISE_MODELS",
@@ -1240,6 +1240,26 @@ def problem_names() -> list[str]:
     return sorted(PROBLEMS)
 
 
+def _problem_bytes(factory: Any, K: float, d: float, noise: str, kw: dict[str, Any]) -> float:
+    """An estimate of the bytes a problem's arrays take: a K x d array of shifts, the
+    K x n x d samples of a finite sum or of a data problem (``n_samples``, the factory's
+    default when not given), a d x d rotation."""
+    import inspect
+
+    try:
+        default = inspect.signature(factory).parameters.get("n_samples")
+    except (TypeError, ValueError):
+        default = None
+    n = kw.get("n_samples", None if default is None else default.default)
+    if n is None or n is inspect.Parameter.empty:
+        n = 32 if noise == "finite_sum" else 0
+    try:
+        n = float(n)
+    except (TypeError, ValueError):
+        n = 0.0
+    return 8.0 * (2.0 * K * d + K * n * d + (d * d if kw.get("rotate") else 0.0))
+
+
 def make_problem(
     name: str,
     *,
@@ -1262,6 +1282,10 @@ def make_problem(
         raise UserInputError(f"unknown problem {name!r}: registered problems are {problem_names()}")
     validate(K=K, d=d, zeta=zeta)
     _check_noise(noise)
+    check_memory(
+        _problem_bytes(PROBLEMS[name], float(K), float(d), noise, kw),
+        f"make_problem({name!r}): K = {K} workers x d = {d} coordinates",
+    )
     if int(seed) < 0:
         raise ParameterError("seed", seed, "integer in [0, inf)")
     prob = PROBLEMS[name](

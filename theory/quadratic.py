@@ -23,8 +23,7 @@ workers is assumed: with heterogeneity the workers' means differ, and the full `
 worker block is tracked. Cost: ``O(T d K^2)`` for the local steps plus ``O(d K^3)`` per
 sync.
 
-The step (notation of the PALSGD paper, Naganuma et al., TMLR 2025; see
-``design/algorithm.md``): ``alpha`` inner learning rate, ``eta`` pull rate, ``p`` pull
+The step (notation of the PALSGD paper, Naganuma et al., TMLR 2025, Algorithm 1): ``alpha`` inner learning rate, ``eta`` pull rate, ``p`` pull
 probability. On each local step, worker ``k`` with a coin ``c ~ Bernoulli(p)``:
 
 * pull (``c = 1``): ``x <- x - (alpha*eta/p) (x - z)``,
@@ -42,9 +41,10 @@ restarts from ``z``.
 Sources of the closed forms checked against this recursion (``tests/test_quadratic.py``):
 the within-round mean ``A_H = -(lambda/(lambda+eta)) (1 - c^H)``, ``c = 1 - alpha
 (lambda+eta)``, the per-step mean-square contraction ``rho2 = c^2 + p(1-p) alpha^2
-(eta/p - lambda/(1-p))^2`` and the noise injection ``alpha^2 s2 / (1-p)`` are identities
-I4 and I5 of the project's theory notes (``reference/anchors-theory.md`` sections 1.3 and
-4.1); the Local SGD round mean factor ``(1-gamma) + gamma (1 - alpha lambda)^H`` is the
+(eta/p - lambda/(1-p))^2`` and the noise injection ``alpha^2 s2 / (1-p)`` follow from
+the two branches of one step (a pull multiplies the deviation by ``1 - alpha eta/p`` with
+probability ``p``, a gradient step by ``1 - alpha lambda/(1-p)`` with probability ``1-p``)
+by taking the mean and the variance over the coin; the Local SGD round mean factor ``(1-gamma) + gamma (1 - alpha lambda)^H`` is the
 quadratic mean map of Khaled, Jin, Kale, Fergus, Douillard and Zaheer (NeurIPS 2025,
 arXiv 2509.10439). Because every ``f_k`` has the same Hessian, ``mean_k g_k(x_k) =
 A (xbar - bbar) + mean_k xi_k``: under Local SGD with averaging the averaged iterate follows

@@ -3,8 +3,8 @@
 ``R`` independent replicas x ``K`` workers x ``d`` coordinates advance together, one
 numpy operation per step for all of them (the Python loop runs over steps only).
 
-Semantics (the contract shared with ``empirical.algorithms``; notation of
-``docs``/``theory-plan``): steps ``t = 0, ..., T-1``, pull steps count.
+Semantics (the contract shared with ``empirical.algorithms``; notation of the
+README): steps ``t = 0, ..., T-1``, pull steps count.
 
 * Warm-up ``t < T0`` and every step of ``kind="sgd"``: minibatch SGD,
   ``x <- x - alpha * mean_k g_k(x)`` (one all-reduce per step); the anchor follows the
@@ -56,7 +56,14 @@ import numpy as np
 
 from theory.coins import pull_coins
 from theory.problems import Problem
-from theory.validation import ParameterError, UserInputError, canonicalize, check_int, validate
+from theory.validation import (
+    ParameterError,
+    UserInputError,
+    canonicalize,
+    check_int,
+    check_memory,
+    validate,
+)
 
 __all__ = ["KINDS", "OUTERS", "COINS", "BLOCK_ELEMS", "AlgorithmSpec", "Trace", "simulate"]
 
@@ -358,6 +365,12 @@ def simulate(
     elif blocked and not problem.separable:
         raise UserInputError(f"blocked=True needs a separable problem; {problem.name!r} is not")
 
+    n_rec = T // record_every + 2
+    check_memory(
+        8.0 * (3.0 * R * K * d + 2.0 * R * d + 8.0 * n_rec * R),
+        f"simulate: R = {R} replicas x K = {K} workers x d = {d} coordinates, T = {T} steps "
+        f"recorded every {record_every}",
+    )
     rng = np.random.default_rng(seed)
     X = np.empty((R, K, d))
     X[...] = start[:, None, :] if start.ndim == 2 else start

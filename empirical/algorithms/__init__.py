@@ -13,8 +13,8 @@ explicit decision point for PALSGD's pull steps::
         # or by hand: if algo.next_action() == "grad": loss.backward(); algo.step()
 
 See :mod:`empirical.algorithms.local` for the exact per-step semantics and
-``/work/shared/design/algorithm.md`` for the algorithms and the authors' code's quirks
-(available as named switches of :class:`AlgorithmConfig`).
+``docs/reference-implementation.md`` for the authors' code's quirks (available as named
+switches of :class:`AlgorithmConfig`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """EASGD (elastic averaging SGD): Wang and Joshi, Cooperative SGD, JMLR 22(213), 2021, Theorem 3.
 
-Source: J. Wang and G. Joshi, JMLR 22(213):1-50, 2021 (read from the JMLR PDF as extracted
-text; ``/work/shared/reference/anchors-theory.md`` section 2.2), eqs. (4), (5), (11),
+Source: J. Wang and G. Joshi, JMLR 22(213):1-50, 2021 (read from the JMLR PDF), eqs. (4), (5), (11),
 Theorem 1, Lemma 1 and Theorem 3.
 
 Symbols. The paper writes ``eta`` for the workers' learning rate (project: ``alpha``),

@@ -1,8 +1,7 @@
 """Local SGD (periodic averaging): Wang and Joshi, Cooperative SGD, JMLR 22(213), 2021.
 
 Source: J. Wang and G. Joshi, "Cooperative SGD: A Unified Framework for the Design and
-Analysis of Local-Update SGD Algorithms", JMLR 22(213):1-50, 2021 (read from the JMLR PDF
-as extracted text; see ``/work/shared/reference/anchors-theory.md`` section 2.2).
+Analysis of Local-Update SGD Algorithms", JMLR 22(213):1-50, 2021 (read from the JMLR PDF).
 
 Translation of the paper's symbols to the project's:
 
