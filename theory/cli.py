@@ -2,7 +2,8 @@
 
 ``palsgd SUBCOMMAND [options]``. Each subcommand lives in its own module, which provides
 ``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their
-subcommand runs, so ``palsgd check`` does not import torch.
+subcommand runs, so ``palsgd check`` does not import torch, and ``palsgd --help`` and
+``palsgd bounds`` (with a warm cache) import neither numpy nor sympy.
 
 Bad input (:class:`theory.validation.UserInputError`) prints one line and exits with 2;
 no traceback.
@@ -14,8 +15,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-
-from theory.validation import UserInputError
 
 __all__ = ["main", "SUBCOMMANDS"]
 
@@ -51,6 +50,13 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    """``(UserInputError,)`` once theory.validation is loaded; ``()`` before (nothing raised
+    one then). Keeps numpy, which theory.validation imports, out of ``--help`` and ``bounds``."""
+    mod = sys.modules.get("theory.validation")
+    return (mod.UserInputError,) if mod is not None else ()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``palsgd`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -74,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return int(module.run(args) or 0)
-    except UserInputError as exc:
+    except _user_errors() as exc:  # UserInputError
         print(f"palsgd {cmd}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
