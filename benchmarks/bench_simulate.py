@@ -243,8 +243,12 @@ def torch_step_times(prob, spec: AlgorithmSpec, T: int, R: int, **kw) -> np.ndar
     return np.diff(stamps)[1:]
 
 
-def bench_backends(threads: int, steps: int, quick: bool) -> list[dict]:
-    """Section 3: steps/s of each backend at 64 x 4 x 1e5 and the RNG-inclusive roofline."""
+def bench_backends(threads: int, steps: int, quick: bool, reps: int = 2) -> list[dict]:
+    """Section 3: steps/s of each backend at 64 x 4 x 1e5 and the RNG-inclusive roofline.
+
+    The backends run interleaved, ``reps`` runs of ``steps`` timed steps each; the noise
+    rate of each generator is measured right after (same buffer size as the state).
+    """
     torch.set_num_threads(threads)
     R, K, d = (16, 4, 10**5) if quick else (64, 4, 10**5)
     spec = AlgorithmSpec("palsgd", 0.1, H=8, p=0.2, eta=1.0)
@@ -260,13 +264,17 @@ def bench_backends(threads: int, steps: int, quick: bool) -> list[dict]:
     out = []
     for noise in ("gaussian", "rademacher"):
         prob = make_problem("quadratic", K=K, d=d, noise=noise, zeta=1.0)
+        times: dict[tuple, list] = {r: [] for r in runs}
+        for _ in range(reps):  # interleaved: each backend sees the same load
+            for backend, dtype, device in runs:
+                if backend == "numpy":
+                    st = step_times(prob, spec, steps, R, blocked=True)
+                else:
+                    st = torch_step_times(prob, spec, steps, R, dtype=dtype, device=device)
+                times[(backend, dtype, device)] += list(st)
         base = None
         for backend, dtype, device in runs:
-            kw = {} if backend == "numpy" else {"dtype": dtype, "device": device}
-            if backend == "numpy":
-                st = step_times(prob, spec, steps, R, blocked=True)
-            else:
-                st = torch_step_times(prob, spec, steps, R, **kw)
+            st = np.array(times[(backend, dtype, device)])
             step = float(np.median(st))
             esize = 8 if dtype == "float64" else 4
             must = esize * d * (2 * R * K + K + 1 + R)
