@@ -247,7 +247,8 @@ def bench_backends(threads: int, steps: int, quick: bool, reps: int = 2) -> list
     """Section 3: steps/s of each backend at 64 x 4 x 1e5 and the RNG-inclusive roofline.
 
     The backends run interleaved, ``reps`` runs of ``steps`` timed steps each; the noise
-    rate of each generator is measured right after (same buffer size as the state).
+    rate of each generator is measured right after each run (a buffer as large as the
+    state) and its median used.
     """
     torch.set_num_threads(threads)
     R, K, d = (16, 4, 10**5) if quick else (64, 4, 10**5)
@@ -265,6 +266,7 @@ def bench_backends(threads: int, steps: int, quick: bool, reps: int = 2) -> list
     for noise in ("gaussian", "rademacher"):
         prob = make_problem("quadratic", K=K, d=d, noise=noise, zeta=1.0)
         times: dict[tuple, list] = {r: [] for r in runs}
+        rates: dict[tuple, list] = {r: [] for r in runs}
         for _ in range(reps):  # interleaved: each backend sees the same load
             for backend, dtype, device in runs:
                 if backend == "numpy":
@@ -272,13 +274,16 @@ def bench_backends(threads: int, steps: int, quick: bool, reps: int = 2) -> list
                 else:
                     st = torch_step_times(prob, spec, steps, R, dtype=dtype, device=device)
                 times[(backend, dtype, device)] += list(st)
+                rates[(backend, dtype, device)].append(
+                    _noise_rate(backend, dtype, noise, (R, K, d), device)
+                )
         base = None
         for backend, dtype, device in runs:
             st = np.array(times[(backend, dtype, device)])
             step = float(np.median(st))
             esize = 8 if dtype == "float64" else 4
             must = esize * d * (2 * R * K + K + 1 + R)
-            rate = _noise_rate(backend, dtype, noise, (R, K, d), device)
+            rate = float(np.median(rates[(backend, dtype, device)]))
             dev_bw = bw if device == "cpu" else float("nan")
             roof = R * K * d / rate + (must / (dev_bw * 1e9) if device == "cpu" else 0.0)
             r = {"noise": noise, "backend": backend, "dtype": dtype, "device": device,
