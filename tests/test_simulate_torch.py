@@ -56,19 +56,25 @@ def test_float32_follows_float64():
     _close(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("noise", ["gaussian", "rademacher"])
-def test_torch_noise_has_the_declared_variance(noise):
+def test_torch_noise_has_the_declared_variance(noise, dtype):
     prob = make_problem("quadratic", K=2, d=2000, noise=noise, zeta=0.0, sigma=2.0)
     # one SGD step from the minimiser at alpha = 1 moves x by minus the mean noise
     x0 = prob.bbar
     tr = simulate(prob, AlgorithmSpec("local_sgd", 1.0, H=10), T=1, R=50, seed=3, x0=x0,
-                  backend="torch")  # fmt: skip
+                  backend="torch", dtype=dtype, noise_rng="torch")  # fmt: skip
     e = (x0 - tr.final_x).reshape(-1, prob.d)  # (R*K, d) single draws
     scale = np.sqrt(prob.sigma2 / prob.d)
     if noise == "rademacher":
-        np.testing.assert_allclose(np.abs(e), scale, rtol=1e-12)
+        np.testing.assert_allclose(np.abs(e), scale, rtol=1e-12 if dtype == "float64" else 1e-5)
     per_worker = np.sum(e * e, axis=1)
     assert abs(per_worker.mean() / prob.sigma2 - 1) < 0.02
+    default = simulate(prob, AlgorithmSpec("local_sgd", 1.0, H=10), T=1, R=50, seed=3, x0=x0)
+    if dtype == "float64":  # the default generator on the CPU in float64 is numpy's
+        same = simulate(prob, AlgorithmSpec("local_sgd", 1.0, H=10), T=1, R=50, seed=3,
+                        x0=x0, backend="torch")  # fmt: skip
+        np.testing.assert_allclose(same.final_x, default.final_x, rtol=1e-14)
     assert abs(e.mean()) < 5 * scale / np.sqrt(e.size)
 
 
@@ -124,3 +130,24 @@ def test_cuda_float32_torch_noise_runs_and_is_seeded(noise):
     cpu = simulate(prob, spec, T=20, R=8, seed=3)
     np.testing.assert_array_equal(a.pull_steps, cpu.pull_steps)
     assert np.all(np.isfinite(a.grad_norm_sq))
+
+
+def _rademacher_balance(device):
+    from theory.simulate_torch import DTYPES, _Noise
+
+    prob = make_problem("quadratic", K=2, d=4096, noise="rademacher", zeta=0.0)
+    nz = _Noise(prob, 16, 0, "torch", torch.device(device), DTYPES["float32"])
+    e, _ = nz.draw()
+    plus = (e > 0).reshape(-1, 8).float().mean(0).cpu().numpy()  # per byte of a random word
+    n = e.numel() / 8
+    assert np.all(np.abs(plus - 0.5) < 5 * 0.5 / np.sqrt(n)), plus
+
+
+def test_rademacher_signs_are_balanced_on_every_byte():
+    _rademacher_balance("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_cuda_rademacher_signs_are_balanced_on_every_byte():
+    _rademacher_balance("cuda")

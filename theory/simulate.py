@@ -348,10 +348,11 @@ def simulate(
 
     ``backend``: ``"numpy"`` (default; float64 on the CPU) or ``"torch"``
     (:mod:`theory.simulate_torch`: ``device`` ``"cpu"`` (default) or ``"cuda[:i]"``,
-    ``dtype`` ``"float64"`` (default) or ``"float32"``, ``noise_rng`` ``"torch"`` (default
-    for additive noise: a ``torch.Generator`` seeded with ``seed``) or ``"numpy"`` (the numpy
-    backend's noise stream: in float64 the two backends then agree to rounding)). The
-    coins are the same counter-based coins on every backend.
+    ``dtype`` ``"float64"`` (default) or ``"float32"``, ``noise_rng`` ``"torch"`` (a
+    ``torch.Generator`` seeded with ``seed``; default on CUDA and in float32) or ``"numpy"``
+    (the numpy backend's noise stream, default for float64 on the CPU: in float64 the two
+    backends then agree to rounding)). The coins are the same counter-based coins on every
+    backend.
     """
     if not isinstance(problem, Problem):
         raise UserInputError(
