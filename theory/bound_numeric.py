@@ -15,7 +15,9 @@ formula instead of hundreds of scalar calls.
 
 from __future__ import annotations
 
+import base64
 import functools
+import marshal
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +51,8 @@ class ConditionResult:
     description: str
 
 
+#: the interpreter's bytecode tag: cached code objects are used only by the same one
+CODE_TAG = f"{sys.implementation.cache_tag}-{sys.version_info[0]}.{sys.version_info[1]}"
 #: modules the free names of a compiled formula may come from (``"module.name"`` entries)
 MODULES = {"numpy": np, "functools": functools, "math": math}
 
@@ -78,13 +82,19 @@ class CompiledFn:
     (modules of :data:`MODULES`).
     """
 
-    __slots__ = ("names", "source", "globals_", "_fn", "owner", "multi")
+    __slots__ = ("names", "source", "globals_", "_fn", "_code", "owner", "multi")
 
     def __init__(
-        self, names: Sequence[str], source: str, globals_: Sequence[str], owner: str, multi: bool
+        self,
+        names: Sequence[str],
+        source: str,
+        globals_: Sequence[str],
+        owner: str,
+        multi: bool,
+        code: bytes | None = None,
     ):
         self.names, self.source, self.globals_ = tuple(names), str(source), tuple(globals_)
-        self.owner, self.multi = owner, bool(multi)
+        self.owner, self.multi, self._code = owner, bool(multi), code
         for g in self.globals_:
             mod, _, attr = g.partition(".")
             if mod not in MODULES or not hasattr(MODULES[mod], attr):
@@ -99,17 +109,30 @@ class CompiledFn:
             for g in self.globals_:
                 mod, _, attr = g.partition(".")
                 ns[attr] = getattr(MODULES[mod], attr)
-            exec(compile(self.source, f"<bound {self.owner}>", "exec"), ns)  # noqa: S102
+            exec(self._code_object(), ns)  # noqa: S102 (the project's own formula)
             self._fn = ns["_lambdifygenerated"]
         return self._fn
 
+    def _code_object(self) -> Any:
+        if self._code is not None:
+            try:
+                return marshal.loads(self._code)
+            except (ValueError, EOFError, TypeError):
+                self._code = None
+        return compile(self.source, f"<bound {self.owner}>", "exec")
+
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the source, and its bytecode for this interpreter (:data:`CODE_TAG`)."""
+        code = marshal.dumps(compile(self.source, f"<bound {self.owner}>", "exec"))
         return {"names": list(self.names), "source": self.source, "globals": list(self.globals_),
-                "multi": self.multi}  # fmt: skip
+                "multi": self.multi, "code_tag": CODE_TAG,
+                "code": base64.b64encode(code).decode("ascii")}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], owner: str) -> CompiledFn:
-        return cls(d["names"], d["source"], d["globals"], owner, d["multi"])
+        """Inverse of :meth:`to_dict`; the bytecode is used only by the interpreter that wrote it."""
+        code = base64.b64decode(d["code"]) if d.get("code_tag") == CODE_TAG else None
+        return cls(d["names"], d["source"], d["globals"], owner, d["multi"], code)
 
     def __call__(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> Any:
         try:
