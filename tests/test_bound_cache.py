@@ -197,3 +197,16 @@ def test_warm_cli_imports_neither_sympy_nor_numpy_where_it_can(tmp_path):
     assert _run(probe.format(argv=["bounds"]), env).strip() == "[]"
     assert _run(probe.format(argv=["bounds", "--latex", "sgd"]), env).strip() == "[]"
     assert _run(probe.format(argv=["--help"]), env).strip() == "[]"
+
+
+def test_bytecode_only_for_the_same_interpreter():
+    from theory.bound_numeric import CompiledFn
+
+    fn = get("sgd").compiled.f_expression
+    d = fn.to_dict()
+    args = {n: np.asarray(1.5) for n in fn.names}
+    expect = fn(args, ())
+    other = CompiledFn.from_dict({**d, "code_tag": "someother-3.99"}, "sgd")
+    assert other._code is None and other(args, ()) == expect  # compiled from the source
+    bad = CompiledFn.from_dict({**d, "code": "AAAA"}, "sgd")
+    assert bad(args, ()) == expect  # unreadable bytecode: the source
