@@ -204,7 +204,8 @@ def _copy_rate(nbytes: int, reps: int) -> dict:
 
 
 def _noise_rate(backend: str, dtype: str, noise: str, shape: tuple, device: str) -> float:
-    """Noise values per second of the backend's generator (one draw of ``shape``, best of 3)."""
+    """Noise values per second of the backend's default generator (one draw of ``shape``, best
+    of 3), written into the backend's noise buffer."""
     n = math.prod(shape)
     if backend == "numpy":
         rng, buf = np.random.default_rng(0), np.empty(shape)
@@ -212,7 +213,8 @@ def _noise_rate(backend: str, dtype: str, noise: str, shape: tuple, device: str)
             return n / _best(lambda: rng.standard_normal(out=buf), 3)
         return n / _best(lambda: rng.integers(0, 2, size=shape, dtype=np.int8), 3)
     prob = make_problem("quadratic", K=shape[1], d=shape[2], noise=noise, zeta=1.0)
-    nz = simulate_torch._Noise(prob, shape[0], 0, "torch", torch.device(device),
+    # the generator the backend uses by default (numpy's, copied in, for float64 on the CPU)
+    nz = simulate_torch._Noise(prob, shape[0], 0, None, torch.device(device),
                                simulate_torch.DTYPES[dtype])  # fmt: skip
 
     def draw():
