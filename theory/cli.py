@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -40,6 +41,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "cost model: calibrate links, predict wall-clock and gains over DDP",
     ),
 }
+
+
+#: subcommands that do no linear algebra: numpy's BLAS starts one thread for them (its
+#: thread pool costs tens of ms of start-up on a busy machine); a user's setting wins
+_NO_BLAS = ("check", "bounds")
 
 
 def _usage() -> str:
@@ -71,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"palsgd: error: unknown subcommand {cmd!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, text = SUBCOMMANDS[cmd]
+    if cmd in _NO_BLAS and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"palsgd {cmd}", description=text)
     module.add_arguments(parser)
