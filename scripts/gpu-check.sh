@@ -7,7 +7,8 @@
 #   4. measured step costs of GPT-Neo-8M and GPT-Neo-125M (forward+backward, pull, flat
 #      all-reduce, consensus host time, peak memory) written as a profile JSON, read back by
 #      `palsgd cost predict --profiles-file`,
-#   5. the data / offload benchmark on the GPU.
+#   5. the data / offload benchmark on the GPU,
+#   6. the simulator's numpy and torch backends (CPU and CUDA) with the RNG-inclusive roofline.
 # Usage: scripts/gpu-check.sh [--dry-run] [--out DIR]
 #   --dry-run: the same steps on the CPU with tiny sizes (checks the script end to end).
 # Every result lands in DIR (default gpu-check-out/); the exit code is that of the first
@@ -37,7 +38,8 @@ done_step() { echo "   ok ($((SECONDS - SECONDS_AT)) s)" | tee -a "$LOG"; }
 if [ "$DRY" = 1 ]; then
   DEV=cpu; BACKEND2=gloo; BACKEND1=gloo; TRAIN_T=6; PROFILE_ARGS=(--dry-run)
   DATA_ARGS=(--steps 1 --stories 400 --num-workers 1 --device cpu)
-  TESTS=(tests/test_gpu.py)
+  TESTS=(tests/test_gpu.py tests/test_simulate_torch.py)
+  SIM_ARGS=(--backends-only --quick --steps 1)
 else
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || {
     echo "gpu-check.sh: CUDA is not available (use --dry-run on a CPU machine)" >&2; exit 2; }
@@ -45,6 +47,7 @@ else
   DEV=cuda; BACKEND2=gloo; BACKEND1=nccl; TRAIN_T=60; PROFILE_ARGS=()
   DATA_ARGS=(--steps 4 --stories 20000 --num-workers 4 --device cuda)
   TESTS=(tests)
+  SIM_ARGS=(--backends-only --steps 8)
 fi
 COMMON=(--no-progress --T "$TRAIN_T" --seq-len 64 --batch-size 8 --A 2 --H 8 --T0 4
         --eval-interval 20 --eval-batches 2 --log-interval 10 --checkpoint-interval 20)
@@ -74,6 +77,11 @@ done_step
 step "5. data time per step and offload memory"
 "$PY" benchmarks/bench_data.py --out "$OUT/bench-data.json" "${DATA_ARGS[@]}" 2>&1 \
   | tail -9 | tee -a "$LOG"
+done_step
+
+step "6. simulator backends (numpy, torch CPU/CUDA) and roofline"
+OMP_NUM_THREADS=1 "$PY" benchmarks/bench_simulate.py "${SIM_ARGS[@]}" \
+  --out "$OUT/bench-simulate-backends.json" 2>&1 | tail -12 | tee -a "$LOG"
 done_step
 
 echo "gpu-check.sh: all steps passed; results in $OUT" | tee -a "$LOG"

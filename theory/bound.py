@@ -12,9 +12,11 @@ squared gradient norm; ``F0`` is in units of loss, ``L`` of loss/length^2, ``sig
 
 Everything numeric is vectorised: any parameter may be a numpy array, and results have the
 broadcast shape of *all* supplied parameters (including ones the bound does not use).
-Sympy expressions are compiled once per bound with :func:`sympy.lambdify` and cached.
+Sympy expressions are compiled once per bound with :func:`sympy.lambdify` into a
+sympy-free :class:`~theory.bound_numeric.CompiledBound` (:attr:`Bound.compiled`), kept in
+the on-disk cache of :mod:`theory.bound_cache`; the numeric methods delegate to it.
 Public methods validate their inputs once through :func:`theory.validation.validate`;
-the iterative solvers work on the validated arrays without validating again.
+the searches work on the validated arrays without validating again.
 
 Numerical methods assume what the encoded bounds satisfy and the tests check:
 the bound is unimodal in ``log(alpha)`` (used by :meth:`Bound.optimal_step`), each
@@ -25,7 +27,10 @@ condition is monotone in ``alpha`` (holds on an interval ``(0, alpha_max]``, use
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import inspect
+import json
+import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -33,18 +38,14 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from theory import bound_cache
 from theory import symbols as S
 from theory.assumptions import Assumption
+from theory.bound_numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, resolve_globals
 from theory.safe_parse import parse_condition, parse_formula
-from theory.validation import UserInputError, validate
+from theory.validation import UserInputError
 
-__all__ = ["Condition", "ConditionResult", "Bound", "RateTerm", "param_name"]
-
-#: relative tolerance for a non-strict condition ``lhs <= rhs``: it holds when
-#: ``lhs <= rhs + RTOL * (|lhs| + |rhs|)``. Four machine epsilons: this absorbs the rounding
-#: of evaluating the two sides in floating point only (e.g. ``alpha = 1/L`` evaluated as
-#: ``alpha * L = 1.0000000000000002``), nothing more.
-RTOL = 4 * float(np.finfo(float).eps)
+__all__ = ["Condition", "ConditionResult", "Bound", "RateTerm", "param_name", "RTOL"]
 
 
 def param_name(sym: sp.Symbol) -> str:
@@ -87,17 +88,6 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class ConditionResult:
-    """Verdict of one condition: ``holds`` (bool array) and ``margin = big - small``."""
-
-    name: str
-    text: str
-    holds: np.ndarray
-    margin: np.ndarray
-    description: str
-
-
-@dataclass(frozen=True)
 class RateTerm:
     """One group of the rate: ``coefficient * T**t_exponent`` (coefficient free of T)."""
 
@@ -112,43 +102,25 @@ class RateTerm:
         return f"({self.coefficient}) * T^({self.t_exponent})"
 
 
-class _Compiled:
-    """A lambdified expression (or tuple of expressions) with its parameter names."""
-
-    __slots__ = ("names", "fn", "owner", "multi")
-
-    def __init__(self, exprs: sp.Expr | Sequence[sp.Expr], owner: str):
-        self.multi = isinstance(exprs, list | tuple)
-        items = list(exprs) if self.multi else [exprs]
-        syms = sorted(
-            set().union(*(sp.sympify(e).free_symbols for e in items)), key=lambda s: s.name
+def _compile(exprs: sp.Expr | Sequence[sp.Expr], owner: str) -> CompiledFn:
+    """Lambdify ``exprs`` (one expression or a list) into a :class:`CompiledFn` (source kept)."""
+    multi = isinstance(exprs, list | tuple)
+    items = list(exprs) if multi else [exprs]
+    syms = sorted(set().union(*(sp.sympify(e).free_symbols for e in items)), key=lambda s: s.name)
+    fn = sp.lambdify(syms, items if multi else items[0], "numpy")
+    source = inspect.getsource(fn)
+    free = set()
+    stack = [fn.__code__]
+    while stack:
+        code = stack.pop()
+        free |= set(code.co_names)
+        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    globals_ = resolve_globals(fn.__globals__, sorted(free))
+    if globals_ is None:
+        raise UserInputError(
+            f"bound {owner!r}: a formula compiles to names outside numpy/functools/math"
         )
-        self.names = tuple(param_name(s) for s in syms)
-        self.fn: Callable[..., Any] = sp.lambdify(syms, items if self.multi else items[0], "numpy")
-        self.owner = owner
-
-    def __call__(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> Any:
-        try:
-            args = [arr[n] for n in self.names]
-        except KeyError:
-            missing = sorted(set(self.names) - set(arr))
-            raise UserInputError(f"bound {self.owner!r} needs parameter(s) {missing}") from None
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            out = self.fn(*args)
-        if self.multi:
-            return [_shaped(o, shape) for o in out]
-        return _shaped(out, shape)
-
-
-def _shaped(out: Any, shape: tuple[int, ...]) -> np.ndarray:
-    out = np.asarray(out, dtype=float)
-    if out.shape != shape:
-        out = np.array(np.broadcast_to(out, shape))
-    return out
-
-
-def _shape_of(arr: Mapping[str, np.ndarray]) -> tuple[int, ...]:
-    return np.broadcast_shapes(*(a.shape for a in arr.values())) if arr else ()
+    return CompiledFn([param_name(x) for x in syms], source, globals_, owner, multi)
 
 
 @dataclass(frozen=True, eq=False)
@@ -296,170 +268,91 @@ class Bound:
         }
 
     # ----------------------------------------------------------------- compiled pieces
-    def _step_name(self) -> str:
+    @property
+    def step_name(self) -> str:
+        """Parameter name of the step-size symbol (``"alpha"`` unless ``step_symbol`` says)."""
         return param_name(self.step_symbol)
 
-    @cached_property
-    def _f_expression(self) -> _Compiled:
-        return _Compiled(self.expression, self.name)
+    def _step_name(self) -> str:
+        return self.step_name
 
     @cached_property
-    def _f_terms(self) -> _Compiled:
-        return _Compiled(list(self.terms), self.name)
+    def compiled(self) -> CompiledBound:
+        """The sympy-free numerics (:class:`~theory.bound_numeric.CompiledBound`).
 
-    @cached_property
-    def _f_conditions(self) -> _Compiled | None:
-        if not self.conditions:
-            return None
+        Built once per bound and kept in the on-disk cache (:mod:`theory.bound_cache`),
+        keyed by the statement's expressions and the package version.
+        """
+        return bound_cache.compiled(self)
+
+    def compile_entry(self) -> dict[str, Any]:
+        """The input-independent symbolic work, as the JSON-ready cache entry.
+
+        Compiled expression, terms, condition sides, recommended step, and the expanded
+        speed-up split of :meth:`max_H` at the recommended step (the costly part: sympy
+        expansion of the bound at that step).
+        """
+        speedup = None
+        if self.recommended_step is not None and self.uses_H:
+            lead, rest = self._speedup_exprs(self.recommended_step)
+            speedup = [_compile(lead, self.name).to_dict(), _compile(rest, self.name).to_dict()]
         sides = [e for c in self.conditions for e in c.sides]
-        return _Compiled(sides, self.name)
+        return {
+            "parameters": list(self.parameters),
+            "uses_H": self.uses_H,
+            "terms": [str(t) for t in self.terms],
+            "conditions": [[c.name, str(c.relation), c.strict] for c in self.conditions],
+            "f_expression": _compile(self.expression, self.name).to_dict(),
+            "f_terms": _compile(list(self.terms), self.name).to_dict(),
+            "f_conditions": _compile(sides, self.name).to_dict() if sides else None,
+            "f_recommended": None
+            if self.recommended_step is None
+            else _compile(self.recommended_step, self.name).to_dict(),
+            "speedup": speedup,
+        }
+
+    def cache_text(self) -> str:
+        """The statement as text (sympy ``srepr`` of the expression, the conditions, the
+        recommended step and the step symbol): what the compiled forms depend on."""
+        parts = [
+            sp.srepr(self.expression),
+            [[c.name, sp.srepr(c.relation)] for c in self.conditions],
+            None if self.recommended_step is None else sp.srepr(self.recommended_step),
+            sp.srepr(self.step_symbol),
+        ]
+        return json.dumps(parts)
 
     @cached_property
-    def _f_recommended(self) -> _Compiled | None:
-        return (
-            None if self.recommended_step is None else _Compiled(self.recommended_step, self.name)
+    def uses_H(self) -> bool:
+        """Whether the bound or a condition depends on ``H``."""
+        return S.H in self.expression.free_symbols or any(
+            S.H in c.relation.free_symbols for c in self.conditions
         )
+
+    @property
+    def _f_expression(self) -> CompiledFn:
+        return self.compiled.f_expression
 
     @cached_property
     def _rate_cache(self) -> dict[Any, list[RateTerm]]:
         return {}
 
-    @cached_property
-    def _speedup_cache(self) -> dict[Any, tuple[_Compiled, _Compiled]]:
-        return {}
-
-    # ----------------------------------------------------------------- input handling
-    def _arrays(
-        self, values: Mapping[str, Any], drop: Sequence[str] = ()
-    ) -> tuple[dict[str, np.ndarray], tuple[int, ...]]:
-        """Validate once; return float arrays keyed by project name, and their broadcast shape."""
-        vals = validate(values)
-        arr = {k: np.asarray(v, dtype=float) for k, v in vals.items() if k not in drop}
-        try:
-            shape = _shape_of(arr)
-        except ValueError as exc:
-            raise UserInputError(
-                f"bound {self.name!r}: parameter arrays do not broadcast: {exc}"
-            ) from None
-        return arr, shape
-
-    # ----------------------------------------------------------------- numerics on arrays
-    def _value(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-        return self._f_expression(arr, shape)
-
-    def _margins(
-        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], rtol: float = RTOL
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per condition: (holds, margin); ``rtol`` is the rounding allowance (see RTOL)."""
-        if self._f_conditions is None:
-            return []
-        sides = self._f_conditions(arr, shape)
-        out = []
-        for i, c in enumerate(self.conditions):
-            small, big = sides[2 * i], sides[2 * i + 1]
-            m = big - small
-            if c.strict:
-                holds = m > 0
-            else:
-                holds = m >= -rtol * (np.abs(small) + np.abs(big))
-            out.append((holds & np.isfinite(m), m))
-        return out
-
-    def _holds(
-        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], rtol: float = RTOL
-    ) -> np.ndarray:
-        res = self._margins(arr, shape, rtol)
-        if not res:
-            return np.ones(shape, dtype=bool)
-        return np.logical_and.reduce([h for h, _ in res])
-
-    def _max_step_arr(
-        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], iters: int = 80
-    ) -> np.ndarray:
-        if self._f_conditions is None:  # nothing limits the step
-            return np.full(shape, np.inf)
-        step = self._step_name()
-
-        def ok(a: np.ndarray) -> np.ndarray:  # exact: the returned step has margin >= 0
-            return self._holds({**arr, step: a}, shape, rtol=0.0)
-
-        lo = np.full(shape, 1e-300)
-        hi = np.full(shape, 1e-12)
-        ok_lo = ok(np.full(shape, 1e-14))
-        ok_hi = ok(hi)
-        for _ in range(30):  # grow hi by decades while it is still feasible
-            grow = ok_hi & (hi < 1e12)
-            if not grow.any():
-                break
-            lo = np.where(grow, hi, lo)
-            hi = np.where(grow, hi * 10.0, hi)
-            ok_hi = np.where(grow, ok(hi), ok_hi)
-        active = ~ok_hi & ok_lo
-        if active.any():
-            for _ in range(iters):
-                mid = np.sqrt(lo * hi)
-                good = ok(mid)
-                lo = np.where(good, mid, lo)
-                hi = np.where(good, hi, mid)
-        out = np.where(ok_hi, np.inf, lo)
-        return np.where(ok_lo, out, np.nan)
-
-    def _optimal_step_arr(
-        self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...], iters: int = 100
-    ) -> np.ndarray:
-        step = self._step_name()
-        amax = self._max_step_arr(arr, shape)
-        unbounded = np.isinf(amax)
-        feasible = ~np.isnan(amax)
-        top = np.where(unbounded, 1e20, np.where(feasible, amax, 1.0))
-        a = np.log(top) - np.where(unbounded, 40.0, 20.0) * np.log(10.0)
-        b = np.log(top)
-        g = (np.sqrt(5.0) - 1) / 2
-
-        def f(logs: np.ndarray) -> np.ndarray:
-            v = self._value({**arr, step: np.exp(logs)}, shape)
-            return np.where(np.isnan(v), np.inf, v)
-
-        c, d = b - g * (b - a), a + g * (b - a)
-        fc, fd = f(c), f(d)
-        for _ in range(iters):
-            left = fc <= fd
-            a, b = np.where(left, a, c), np.where(left, d, b)
-            c_new = np.where(left, b - g * (b - a), d)
-            d_new = np.where(left, c, a + g * (b - a))
-            fc_new = np.where(left, f(c_new), fd)
-            fd_new = np.where(left, fc, f(d_new))
-            c, d, fc, fd = c_new, d_new, fc_new, fd_new
-        best = np.exp((a + b) / 2)
-        # the optimum may sit on the boundary alpha_max
-        better_top = f(np.log(top)) <= f(np.log(best))
-        best = np.where(better_top & ~unbounded, top, best)
-        return np.where(feasible, best, np.nan)
-
     # ----------------------------------------------------------------- public numerics
     def evaluate(self, **values: Any) -> np.ndarray:
         """Value of the bound (vectorised; parameters may be arrays, aliases accepted)."""
-        arr, shape = self._arrays(values)
-        return self._value(arr, shape)
+        return self.compiled.evaluate(**values)
 
     def term_values(self, **values: Any) -> list[tuple[str, np.ndarray]]:
         """Each additive term's value, labelled by its sympy string (order of :attr:`terms`)."""
-        arr, shape = self._arrays(values)
-        vals = self._f_terms(arr, shape)
-        return [(str(t), v) for t, v in zip(self.terms, vals, strict=True)]
+        return self.compiled.term_values(**values)
 
     def condition_report(self, **values: Any) -> list[ConditionResult]:
         """Each condition's verdict and margin (``big - small``; >= 0 means it holds)."""
-        arr, shape = self._arrays(values)
-        return [
-            ConditionResult(c.name, str(c.relation), h, m, c.description)
-            for c, (h, m) in zip(self.conditions, self._margins(arr, shape), strict=True)
-        ]
+        return self.compiled.condition_report(**values)
 
     def conditions_hold(self, **values: Any) -> np.ndarray:
         """True where every condition holds (vectorised)."""
-        arr, shape = self._arrays(values)
-        return self._holds(arr, shape)
+        return self.compiled.conditions_hold(**values)
 
     def recommended_step_value(self, **values: Any) -> np.ndarray | None:
         """:attr:`recommended_step` at ``values`` (vectorised, aliases accepted).
@@ -467,33 +360,29 @@ class Bound:
         ``None`` if the bound has no recommended step or ``values`` lack one of its
         parameters.
         """
-        f = self._f_recommended
-        if f is None:
-            return None
-        arr, shape = self._arrays(values)
-        if any(n not in arr for n in f.names):
-            return None
-        return f(arr, shape)
+        return self.compiled.recommended_step_value(**values)
 
-    def max_step(self, *, iters: int = 80, **values: Any) -> np.ndarray:
+    def max_step(self, *, iters: int | None = None, **values: Any) -> np.ndarray:
         """Largest step ``alpha`` for which every condition holds (margins >= 0 in floating point).
 
         ``inf`` if the conditions hold up to ``alpha = 1e12``; NaN if they fail already at
-        ``alpha = 1e-14``. Bisection in ``log(alpha)``, vectorised; assumes the feasible set
-        is ``(0, alpha_max]``. A given ``alpha`` is ignored.
+        ``alpha = 1e-14``. Vectorised search in ``log(alpha)`` (decades, then grids of
+        candidates down to a relative width of about 1e-14); assumes the feasible set is
+        ``(0, alpha_max]``. A given ``alpha`` is ignored; ``iters`` is accepted for
+        compatibility and not used.
         """
-        arr, shape = self._arrays(values, drop=(self._step_name(),))
-        return self._max_step_arr(arr, shape, iters)
+        return self.compiled.max_step(**values)
 
-    def optimal_step(self, *, iters: int = 100, **values: Any) -> np.ndarray:
+    def optimal_step(self, *, iters: int | None = None, **values: Any) -> np.ndarray:
         """Step ``alpha`` minimising the bound subject to the conditions.
 
-        Golden-section search in ``log(alpha)`` over ``[alpha_max * 1e-20, alpha_max]``
-        (``[1e-20, 1e20]`` when no condition limits ``alpha``); assumes the bound is unimodal
-        in ``log(alpha)``. NaN where no step is feasible. A given ``alpha`` is ignored.
+        Vectorised grid search in ``log(alpha)`` over ``[alpha_max * 1e-20, alpha_max]``
+        (``[1e-20, 1e20]`` when no condition limits ``alpha``), each round keeping the two
+        grid cells around the best point, to a relative width of about 1e-15; assumes the
+        bound is unimodal in ``log(alpha)``. NaN where no step is feasible. A given
+        ``alpha`` is ignored; ``iters`` is accepted for compatibility and not used.
         """
-        arr, shape = self._arrays(values, drop=(self._step_name(),))
-        return self._optimal_step_arr(arr, shape, iters)
+        return self.compiled.optimal_step(**values)
 
     def optimal_step_symbolic(self) -> list[sp.Expr]:
         """Positive stationary points of the bound in ``alpha`` (empty if sympy finds none).
@@ -537,17 +426,15 @@ class Bound:
             groups[expo] = groups.get(expo, 0) + coeff
         return groups
 
-    def _speedup_fns(self, step: sp.Expr) -> tuple[_Compiled, _Compiled]:
-        """(leading, rest) of the rate at ``step``, compiled from the expanded groups of
+    def _speedup_exprs(self, step: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+        """(leading, rest) of the rate at ``step``, from the expanded groups of
         :meth:`_rate_groups` (the simplification :meth:`rate` does for display costs seconds
         for the PALSGD bounds and does not change the values)."""
-        if step not in self._speedup_cache:
-            groups = {e: c for e, c in self._rate_groups(step).items() if c != 0}
-            e0 = max(groups, key=float)
-            lead = groups[e0] * S.T**e0
-            rest = sp.Add(*(c * S.T**e for e, c in groups.items() if e != e0))
-            self._speedup_cache[step] = (_Compiled(lead, self.name), _Compiled(rest, self.name))
-        return self._speedup_cache[step]
+        groups = {e: c for e, c in self._rate_groups(step).items() if c != 0}
+        e0 = max(groups, key=float)
+        lead = groups[e0] * S.T**e0
+        rest = sp.Add(*(c * S.T**e for e, c in groups.items() if e != e0))
+        return lead, rest
 
     def max_H(
         self,
@@ -570,119 +457,14 @@ class Bound:
         already fails, and ``h_max`` where no limit was found below it (always, if the bound
         does not depend on ``H``).
         """
-        stepname = self._step_name()
-        if step == "recommended" and self.recommended_step is None:
-            step = "optimal"
-        drop = ("H",) if isinstance(step, int | float) else ("H", stepname)
-        arr, shape = self._arrays(values, drop=drop)
-        if isinstance(step, int | float):
-            arr[stepname] = np.asarray(validate({stepname: step})[stepname], dtype=float)
-            shape = _shape_of(arr)
-        elif step not in ("recommended", "optimal"):
-            raise UserInputError(
-                f"max_H: step must be 'recommended', 'optimal' or a number, not {step!r}"
-            )
-        uses_h = S.H in self.expression.free_symbols or any(
-            S.H in c.relation.free_symbols for c in self.conditions
-        )
-        if not uses_h:
-            full = np.full(shape, float(h_max))
-            return {"speedup": full, "conditions": full.copy()}
-
-        def with_step(hv: np.ndarray) -> dict[str, np.ndarray]:
-            a = {**arr, "H": hv}
-            if step == "recommended":
-                a[stepname] = self._f_recommended(a, shape)
-            elif step == "optimal":
-                a[stepname] = self._optimal_step_arr(a, shape)
-            return a
-
-        if step == "recommended":
-            lead_fn, rest_fn = self._speedup_fns(self.recommended_step)
-
-            def speedup_ok(hv: np.ndarray) -> np.ndarray:
-                a = {**arr, "H": hv}
-                return rest_fn(a, shape) <= factor * lead_fn(a, shape)
-        else:
-            base = self._value(with_step(np.ones(shape)), shape)
-
-            def speedup_ok(hv: np.ndarray) -> np.ndarray:
-                return self._value(with_step(hv), shape) <= (1 + factor) * base
-
-        def cond_ok(hv: np.ndarray) -> np.ndarray:
-            return self._holds(with_step(hv), shape)
-
-        result = {}
-        for key, pred in (("speedup", speedup_ok), ("conditions", cond_ok)):
-            result[key] = _largest_true_integer(pred, shape, float(h_max))
-        return result
+        return self.compiled.max_H(factor=factor, step=step, h_max=h_max, **values)
 
     def rounds_to_eps(self, eps: float, *, t_max: int = 10**15, **values: Any) -> np.ndarray:
         """Communication rounds ``R = T/H`` needed to guarantee bound <= ``eps``.
 
         ``T = R * H`` (``H = 1`` if the bound has no ``H``: every step is a round). Uses the
-        optimal step at each ``T``; bisection over ``R`` assumes the optimised bound decreases
+        optimal step at each ``T``; the search over ``R`` assumes the optimised bound decreases
         in ``T``. Returns ``inf`` where even ``T = t_max`` is not enough. A given ``T`` and
         ``alpha`` are ignored.
         """
-        eps = float(validate(eps=eps)["eps"])
-        arr, shape = self._arrays(values, drop=("T", self._step_name()))
-        hv = arr.get("H", np.ones(()))
-        step = self._step_name()
-
-        def ok(r: np.ndarray) -> np.ndarray:
-            a = {**arr, "T": r * hv}
-            best = self._optimal_step_arr(a, shape)
-            v = self._value({**a, step: np.where(np.isnan(best), 1.0, best)}, shape)
-            return np.isfinite(best) & (v <= eps)
-
-        r_max = np.floor(t_max / hv) * np.ones(shape)
-        lo = np.zeros(shape)  # infeasible by convention
-        hi = np.ones(shape)
-        ok_hi = ok(hi) & (hi <= r_max)  # one round may already exceed t_max
-        while True:
-            grow = ~ok_hi & (hi < r_max)
-            if not grow.any():
-                break
-            lo = np.where(grow, hi, lo)
-            hi = np.where(grow, np.minimum(hi * 2, r_max), hi)
-            ok_hi = np.where(grow, ok(hi), ok_hi)
-        while True:
-            gap = ok_hi & (hi - lo > 1)
-            if not gap.any():
-                break
-            mid = np.where(gap, np.floor((lo + hi) / 2), hi)
-            good = ok(mid)
-            hi = np.where(gap & good, mid, hi)
-            lo = np.where(gap & ~good, mid, lo)
-        return np.where(ok_hi, hi, np.inf)
-
-
-def _largest_true_integer(
-    pred: Callable[[np.ndarray], np.ndarray], shape: tuple[int, ...], h_max: float
-) -> np.ndarray:
-    """Largest integer ``h`` in ``[1, h_max]`` with ``pred(h)`` (pred monotone: true then false).
-
-    NaN where ``pred(1)`` is false; ``h_max`` where ``pred(h_max)`` is true.
-    """
-    lo = np.ones(shape)
-    ok1 = pred(lo)
-    hi = np.full(shape, min(2.0, h_max))
-    ok_hi = pred(hi)
-    for _ in range(64):
-        grow = ok_hi & (hi < h_max)
-        if not grow.any():
-            break
-        lo = np.where(grow, hi, lo)
-        hi = np.where(grow, np.minimum(hi * 2, h_max), hi)
-        ok_hi = np.where(grow, pred(hi), ok_hi)
-    while True:
-        gap = (hi - lo > 1) & ~ok_hi & ok1
-        if not gap.any():
-            break
-        mid = np.where(gap, np.floor((lo + hi) / 2), lo)
-        ok = pred(mid)
-        lo = np.where(gap & ok, mid, lo)
-        hi = np.where(gap & ~ok, mid, hi)
-    best = np.where(ok_hi, hi, lo)
-    return np.where(ok1, best, np.nan)
+        return self.compiled.rounds_to_eps(eps, t_max=t_max, **values)

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from theory import bounds as registry
+from theory import bound_cache
 from theory.assumptions import A3_IID, OUTER_AVERAGING
-from theory.bound import Bound, param_name
+from theory.bound_numeric import CompiledBound
 from theory.presets import get_preset, preset_names
 from theory.validation import (
     ALIASES,
@@ -249,12 +249,22 @@ def _scalar_inputs(values: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _resolve_bounds(bounds: Iterable[str | Bound] | None) -> list[Bound] | None:
+def _resolve_bounds(bounds: Iterable[Any] | None) -> list[CompiledBound] | None:
+    """Names, :class:`~theory.bound.Bound` or compiled bounds, as compiled bounds."""
     if bounds is None:
         return None
     out = []
+    known = None
     for b in bounds:
-        out.append(b if isinstance(b, Bound) else registry.get(str(b)))
+        if isinstance(b, CompiledBound):
+            out.append(b)
+        elif hasattr(b, "compiled"):  # a theory.bound.Bound
+            out.append(b.compiled)
+        else:
+            known = bound_cache.registered() if known is None else known
+            if str(b) not in known:
+                raise UserInputError(f"unknown bound {str(b)!r}; known bounds: {list(known)}")
+            out.append(known[str(b)])
     return out
 
 
@@ -415,7 +425,9 @@ def _f(x: np.ndarray | float) -> float:
     return float(np.asarray(x, dtype=float).reshape(()))
 
 
-def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | None) -> BoundCheck:
+def _check_bound(
+    b: CompiledBound, v: Mapping[str, float], algorithm: str, eps: float | None
+) -> BoundCheck:
     rep = BoundCheck(
         name=b.name,
         title=b.title,
@@ -426,7 +438,7 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
         notes=b.notes,
         status="skipped",
     )
-    step = param_name(b.step_symbol)
+    step = b.step_name
     if not _covers(b, algorithm, v):
         rep.applicable = False
         rep.caveats.append(
@@ -500,7 +512,7 @@ def _check_bound(b: Bound, v: Mapping[str, float], algorithm: str, eps: float | 
 
 def check(
     values: Mapping[str, Any],
-    bounds: Iterable[str | Bound] | None = None,
+    bounds: Iterable[Any] | None = None,
     *,
     algorithm: str | None = None,
     preset: str | None = None,
@@ -509,7 +521,8 @@ def check(
     """Check one configuration against encoded bounds.
 
     ``values``: parameters by project name or the authors' alias (scalars); ``eps`` among
-    them asks for the rounds to reach ``eps``. ``bounds``: names (or :class:`Bound` objects);
+    them asks for the rounds to reach ``eps``. ``bounds``: names (or
+    :class:`~theory.bound.Bound` or :class:`~theory.bound_numeric.CompiledBound` objects);
     default: every registered bound whose ``algorithms`` include the algorithm implied by the
     inputs (:func:`infer_algorithm`, or ``algorithm`` if given). ``preset``: a
     :mod:`theory.presets` name whose values ``values`` override; its caveats are reported.
@@ -538,14 +551,14 @@ def check(
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
     if chosen is None:
-        chosen = [b for b in registry.all_bounds() if _covers(b, algorithm, v)]
+        chosen = [b for b in bound_cache.registered().values() if _covers(b, algorithm, v)]
         if not chosen:
             warnings.append(
                 ConfigWarning(
                     "warning",
                     "no_bound",
                     f"no registered bound covers algorithm {algorithm!r}; registered bounds: "
-                    f"{registry.names()} (ask for one with --bound NAME)",
+                    f"{list(known)} (ask for one with --bound NAME)",
                 )
             )
     warnings += _outer_coverage(v, chosen)

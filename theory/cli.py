@@ -2,7 +2,8 @@
 
 ``palsgd SUBCOMMAND [options]``. Each subcommand lives in its own module, which provides
 ``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their
-subcommand runs, so ``palsgd check`` does not import torch.
+subcommand runs, so ``palsgd check`` does not import torch, and ``palsgd --help`` and
+``palsgd bounds`` (with a warm cache) import neither numpy nor sympy.
 
 Every subcommand runs inside :func:`guarded`, the one place that maps failures to the exit
 codes of :mod:`theory.exitcodes`: bad input (:class:`theory.validation.UserInputError`, or
@@ -22,7 +23,6 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from theory import exitcodes
-from theory.validation import UserInputError
 
 __all__ = ["main", "guarded", "SUBCOMMANDS"]
 
@@ -48,6 +48,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "cost model: calibrate links, predict wall-clock and gains over DDP",
     ),
 }
+
+
+#: subcommands that do no linear algebra: numpy's BLAS starts one thread for them (its
+#: thread pool costs tens of ms of start-up on a busy machine); a user's setting wins
+_NO_BLAS = ("check", "bounds")
 
 
 def _usage() -> str:
@@ -80,7 +85,7 @@ def guarded(prog: str, func: Callable[[], int | None]) -> int:
         code = int(func() or 0)
         sys.stdout.flush()
         return code
-    except UserInputError as exc:
+    except _user_errors() as exc:  # UserInputError, once theory.validation is loaded
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return exitcodes.BAD_INPUT
     except KeyboardInterrupt:
@@ -120,6 +125,13 @@ def _internal(prog: str) -> int:
     return exitcodes.INTERNAL_ERROR
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    """``(UserInputError,)`` once theory.validation is loaded; ``()`` before (nothing raised
+    one then). Keeps numpy, which theory.validation imports, out of ``--help`` and ``bounds``."""
+    mod = sys.modules.get("theory.validation")
+    return (mod.UserInputError,) if mod is not None else ()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``palsgd`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -134,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"palsgd: error: unknown subcommand {cmd!r}\n\n{_usage()}", file=sys.stderr)
         return exitcodes.BAD_INPUT
     module_name, text = SUBCOMMANDS[cmd]
+    if cmd in _NO_BLAS and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"palsgd {cmd}", description=text)
     module.add_arguments(parser)

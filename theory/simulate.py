@@ -65,8 +65,18 @@ from theory.validation import (
     validate,
 )
 
-__all__ = ["KINDS", "OUTERS", "COINS", "BLOCK_ELEMS", "AlgorithmSpec", "Trace", "simulate"]
+__all__ = [
+    "KINDS",
+    "OUTERS",
+    "COINS",
+    "BACKENDS",
+    "BLOCK_ELEMS",
+    "AlgorithmSpec",
+    "Trace",
+    "simulate",
+]
 
+BACKENDS = ("numpy", "torch")
 KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd", "easgd")
 OUTERS = ("average", "sgd", "nesterov")
 COINS = ("independent", "shared")
@@ -329,6 +339,10 @@ def simulate(
     progress: bool = False,
     K: int | None = None,
     blocked: bool | None = None,
+    backend: str = "numpy",
+    device: str | None = None,
+    dtype: str | None = None,
+    noise_rng: str | None = None,
 ) -> Trace:
     """Run ``spec`` on ``problem`` for ``T`` steps in ``R`` replicas (all ``K = problem.K`` workers).
 
@@ -338,6 +352,14 @@ def simulate(
     ``blocked`` (default: automatic for separable problems whose state ``R*K*d`` exceeds
     ``4 * BLOCK_ELEMS``) evaluates the local phase in cache-sized blocks of replicas x
     coordinates; results are bitwise identical.
+
+    ``backend``: ``"numpy"`` (default; float64 on the CPU) or ``"torch"``
+    (:mod:`theory.simulate_torch`: ``device`` ``"cpu"`` (default) or ``"cuda[:i]"``,
+    ``dtype`` ``"float64"`` (default) or ``"float32"``, ``noise_rng`` ``"torch"`` (a
+    ``torch.Generator`` seeded with ``seed``; default on CUDA and in float32) or ``"numpy"``
+    (the numpy backend's noise stream, default for float64 on the CPU: in float64 the two
+    backends then agree to rounding)). The coins are the same counter-based coins on every
+    backend.
     """
     if not isinstance(problem, Problem):
         raise UserInputError(
@@ -360,6 +382,28 @@ def simulate(
         raise UserInputError(f"x0 must have shape ({d},) or ({R}, {d}), got {start.shape}")
     if not np.all(np.isfinite(start)):
         raise UserInputError("x0 contains NaN or infinite values")
+    if backend not in BACKENDS:
+        raise UserInputError(f"unknown backend {backend!r}: choose one of {list(BACKENDS)}")
+    if backend == "torch":
+        if blocked:
+            raise UserInputError("blocked=True is a numpy-backend option")
+        # imported here: torch costs seconds to import and the numpy backend needs none of it
+        from theory import simulate_torch
+
+        return simulate_torch.run(
+            problem, spec, T=T, R=R, seed=seed, start=start, record_every=record_every,
+            progress=progress, device=device, dtype=dtype or "float64", noise_rng=noise_rng,
+        )  # fmt: skip
+    for name, val, ok in (
+        ("device", device, (None, "cpu")),
+        ("dtype", dtype, (None, "float64")),
+        ("noise_rng", noise_rng, (None, "numpy")),
+    ):
+        if val not in ok:
+            raise UserInputError(
+                f"{name}={val!r} needs backend='torch' (the numpy backend is float64 on the "
+                "CPU with numpy's generator)"
+            )
     if blocked is None:
         blocked = problem.separable and R * K * d > 4 * BLOCK_ELEMS
     elif blocked and not problem.separable:
