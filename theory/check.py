@@ -388,7 +388,7 @@ _OUTER_DEFAULTS = {"gamma": 1.0, "mu": 0.0}
 _OUTER_COVERED = "S2o"
 
 
-def _outer_coverage(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[ConfigWarning]:
+def _outer_coverage(v: Mapping[str, float], chosen: Sequence[CompiledBound]) -> list[ConfigWarning]:
     """An info line naming the chosen bounds that cover a non-averaging outer optimizer."""
     if not _outer_not_averaging(v):
         return []
@@ -406,7 +406,7 @@ def _outer_coverage(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[Con
     ]
 
 
-def _covers(b: Bound, algorithm: str, v: Mapping[str, float]) -> bool:
+def _covers(b: CompiledBound, algorithm: str, v: Mapping[str, float]) -> bool:
     """Whether ``b`` is stated for ``algorithm``: DDP is minibatch SGD, and Local SGD with an
     outer optimizer other than averaging is DiLoCo."""
     return (
@@ -551,7 +551,8 @@ def check(
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
     if chosen is None:
-        chosen = [b for b in bound_cache.registered().values() if _covers(b, algorithm, v)]
+        known = bound_cache.registered()
+        chosen = [b for b in known.values() if _covers(b, algorithm, v)]
         if not chosen:
             warnings.append(
                 ConfigWarning(
@@ -585,7 +586,7 @@ def check(
 _READ_BY_WARNINGS = frozenset({"gamma", "mu", "T0", "A", "eps", "eta", "p", "alpha", "L"})
 
 
-def _usage_warnings(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[ConfigWarning]:
+def _usage_warnings(v: Mapping[str, float], chosen: Sequence[CompiledBound]) -> list[ConfigWarning]:
     """H > T, and parameters that no checked bound reads (given, then ignored)."""
     w: list[ConfigWarning] = []
     H, T = v.get("H"), v.get("T")
@@ -599,7 +600,7 @@ def _usage_warnings(v: Mapping[str, float], chosen: Sequence[Bound]) -> list[Con
             )
         )
     read = set().union(*(map(str, b.parameters) for b in chosen)) if chosen else set()
-    read |= {param_name(b.step_symbol) for b in chosen}
+    read |= {b.step_name for b in chosen}
     unused = [k for k in v if k not in read and (k not in _READ_BY_WARNINGS or k in ("p", "eta"))]
     if chosen and unused:
         names = ", ".join(f"{k} = {_fmt(v[k])}" for k in unused)
