@@ -271,3 +271,18 @@ def test_default_main_job(tmp_path, capsys):
     assert not rep["summary"]["exact_vs_mc_disagreements"]
     tested = rep["summary"]["counts"]
     assert tested[V.HOLDS] > 0 and tested[V.OUTSIDE] > 0
+
+
+def test_torch_backend_for_the_monte_carlo_part(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "torch"
+    code = main(_quick(out, "--backend", "torch", bounds=("easgd",), problems=("cosine",)))
+    assert code == 0
+    rep = json.loads((out / "results.json").read_text())
+    assert rep["settings"]["backend"] == "torch"
+    assert any(r["verdict"] == V.HOLDS for r in rep["results"])
+
+
+def test_device_needs_the_torch_backend(tmp_path, capsys):
+    assert main(_quick(tmp_path / "d", "--device", "cuda")) == 2
+    assert "'device' needs backend 'torch'" in capsys.readouterr().err

@@ -86,6 +86,8 @@ def _base_config(
         outer=outer,
         coins=coins_for(bound),
         seed=seed,
+        backend=settings.backend,
+        device=settings.device,
     )
     return cfg, c
 

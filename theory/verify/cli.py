@@ -39,15 +39,9 @@ from typing import Any
 from theory import verify as V
 from theory.check import jsonable
 from theory.validation import UserInputError
+from theory.verify.at import run_at
 from theory.verify.exact_report import format_exact
-from theory.verify.oracle import (
-    REL_TOL,
-    bound_params,
-    design_text,
-    evaluate,
-    family_of,
-    parse_design,
-)
+from theory.verify.oracle import family_of
 from theory.verify.report import _fmt
 
 __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
@@ -209,6 +203,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evaluate one design exactly and print measured, bound, ratio and conditions "
         "(the 'key=value ...' text of a reproduce command); needs one --bounds NAME",
     )
+    parser.add_argument(
+        "--backend",
+        choices=("numpy", "torch"),
+        default="numpy",
+        help="simulator backend of the Monte-Carlo part (default numpy)",
+    )
+    parser.add_argument(
+        "--device", help="torch device of the Monte-Carlo part (cpu, cuda, cuda:N); torch only"
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the plots")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -253,6 +256,8 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
         bound_file=args.bound_file,
         controls=not args.no_controls,
         controls_only=args.controls,
+        backend=args.backend,
+        device=args.device,
     )
     if args.controls and args.no_controls:
         raise UserInputError("--controls and --no-controls exclude each other")
@@ -269,47 +274,6 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
     return settings
 
 
-def _run_at(args: argparse.Namespace, settings: V.VerifySettings) -> int:
-    """``--at``: one design evaluated exactly; exit 1 if the bound is violated there."""
-    bounds = V.resolve_bounds(settings.bounds, settings.bound_file)
-    if not settings.bounds or len(bounds) != 1:
-        raise UserInputError("--at needs exactly one --bounds NAME")
-    bound = bounds[0]
-    fam = family_of(bound)
-    if not fam.exact:
-        raise UserInputError(
-            f"--at: bound {bound.name!r} (algorithm {fam.algorithm}) has no exact oracle"
-        )
-    design = parse_design(args.at)
-    ev = evaluate(bound, fam, design)
-    vals = bound_params(bound, design)
-    rows = bound.condition_report(**vals)
-    out = {
-        "bound": bound.name,
-        "design": ev.row(0),
-        "measured": float(ev.measured[0]),
-        "bound_value": float(ev.bound[0]),
-        "ratio": float(ev.measured[0] / ev.bound[0]) if ev.bound[0] > 0 else None,
-        "conditions": {r.name: bool(r.holds) for r in rows},
-        "inside": bool(ev.inside[0]),
-        "terms": {str(t): float(v) for t, v in zip(bound.terms, ev.terms[0], strict=True)},
-    }
-    violated = out["inside"] and out["ratio"] is not None and out["ratio"] > 1 + REL_TOL
-    if args.json:
-        print(json.dumps(jsonable({**out, "violated": violated}), indent=1))
-    else:
-        print(f"bound {bound.name} at {design_text(out['design'])}")
-        print(f"  measured (exact) {out['measured']:.10g}")
-        print(f"  bound            {out['bound_value']:.10g}")
-        print(f"  ratio            {_fmt(out['ratio'], '.6g')}")
-        for name, ok in out["conditions"].items():
-            print(f"  condition {name}: {'holds' if ok else 'FAILS'}")
-        for t, v in out["terms"].items():
-            print(f"  term {t} = {v:.6g}")
-        print("  VIOLATED" if violated else "  not violated here")
-    return 1 if violated else 0
-
-
 def _checked_anything(report: dict[str, Any]) -> bool:
     """True when the run reached at least one verdict (exact, or a decided MC test)."""
     c = report["summary"]["counts"]
@@ -321,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     settings = settings_from_args(args)
     if args.at is not None:
-        return _run_at(args, settings)
+        return run_at(settings, args.at, as_json=args.json)
     bounds = V.resolve_bounds(settings.bounds, settings.bound_file)  # fail before writing
     if settings.controls_only and not any(family_of(b).exact for b in bounds):
         raise UserInputError(

@@ -27,7 +27,9 @@ def simulate_config(problem: Any, cfg: Config, R: int, **extra: Any) -> Any:
         )
     spec = sim.AlgorithmSpec(**{**cfg.spec_kwargs(), **extra})
     with np.errstate(all="ignore"):
-        return sim.simulate(problem, spec, T=cfg.T, R=R, seed=cfg.seed)
+        return sim.simulate(
+            problem, spec, T=cfg.T, R=R, seed=cfg.seed, backend=cfg.backend, device=cfg.device
+        )
 
 
 def _finite_or_none(x: Any) -> Any:

@@ -297,6 +297,8 @@ def sample_configs(
                 alpha_max=amax,
                 seed=_child_seed(seed, 3, i),
                 problem_kwargs=(("zeta", 0.0 if iid or K == 1 else settings.zeta),),
+                backend=settings.backend,
+                device=settings.device,
             )
         )
     return out

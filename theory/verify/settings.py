@@ -187,6 +187,8 @@ class Config:
     alpha_max: float = math.nan
     seed: int = 0
     problem_kwargs: tuple[tuple[str, Any], ...] = ()
+    backend: str = "numpy"
+    device: str | None = None
 
     def spec_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -233,6 +235,8 @@ class VerifySettings:
     scaled by ``budget``; ``controls`` also verifies every bound's negative controls
     (budget ``control_budget``); ``controls_only`` skips the Monte-Carlo parts.
     ``bound_file``: a YAML/JSON file of user bounds (:mod:`theory.verify.bound_file`).
+    ``backend`` (``numpy`` | ``torch``) and ``device`` run the Monte-Carlo simulations
+    (:func:`theory.simulate.simulate`).
     """
 
     bounds: tuple[str, ...] | None = None
@@ -269,6 +273,8 @@ class VerifySettings:
     budget: float = 1.0
     control_budget: float = 0.5
     bound_file: str | None = None
+    backend: str = "numpy"
+    device: str | None = None
 
     def validated(self) -> VerifySettings:
         """Check every field; raise :class:`UserInputError` naming the bad one."""
@@ -300,6 +306,12 @@ class VerifySettings:
             )
         if self.n_boot is not None and self.n_boot < 99:
             raise UserInputError(f"'n_boot' must be >= 99, got {self.n_boot}")
+        if self.backend not in ("numpy", "torch"):
+            raise UserInputError(f"'backend' must be 'numpy' or 'torch', got {self.backend!r}")
+        if self.device is not None and self.backend != "torch":
+            raise UserInputError(
+                "'device' needs backend 'torch' (the numpy backend runs on the CPU)"
+            )
         for name in ("budget", "control_budget"):
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, int | float) or not 0 < val <= 100:
