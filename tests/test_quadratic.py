@@ -1,8 +1,8 @@
 """Exact moment recursions on quadratics (theory.quadratic).
 
 Checks, each able to fail independently of the code under test:
-* the reference table of the theory notes (anchors-theory.md section 5, Monte-Carlo
-  confirmed there), converted to the project's notation;
+* a reference table of E z^2 per round computed independently of this engine and
+  confirmed by Monte Carlo, converted to the project's notation;
 * the closed forms I4/I5 and the Khaled et al. round factor, symbolically (sympy) from the
   branch coefficients the engine uses, and numerically from the full engine;
 * Woodworth's mechanism: Local SGD on a homogeneous quadratic with additive noise has the
@@ -134,7 +134,7 @@ def _brute_force(problem: QuadraticProblem, spec: dict, T: int) -> dict[str, np.
 # ----------------------------------------------------------------------------- reference
 
 
-# anchors-theory.md section 5 writes eta for the inner lr and alpha for the pull rate:
+# the reference table's source writes eta for the inner lr and alpha for the pull rate:
 # lr 0.05 -> alpha, pull 2 -> eta.
 REF = dict(lam=1.0, alpha=0.05, eta=2.0, p=0.3, s2=1.0, H=8, K=4, z0=3.0)
 

@@ -197,6 +197,7 @@ def plot_rates(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[str]:
         ax.set_xticklabels([str(int(t)) for t in T], fontsize=7)
         ax.set_title(f"{name} ({rs[0].get('step_rule', '')})", fontsize=8)
         ax.set_xlabel("T")
+        ax.set_ylabel(r"$(1/T)\sum_t \|\nabla f(\bar x_t)\|^2$", fontsize=8)
         ax.legend(fontsize=7)
     fig.suptitle("Rate in T: measured vs bound", fontsize=10)
     return _save(fig, directory, "rates")
