@@ -209,7 +209,7 @@ def test_old_manifest_without_config_still_resumes(tmp_path):
     assert json.loads((out / "summary.json").read_text())["resumed_from"].endswith("step_00000004")
 
 
-def test_disk_full_while_writing_metrics_exits_4_without_traceback(tmp_path, monkeypatch, capsys):
+def test_disk_full_while_writing_metrics_exits_71_without_traceback(tmp_path, monkeypatch, capsys):
     import empirical.metrics as metrics
 
     real = metrics.atomic_write_json
@@ -220,6 +220,6 @@ def test_disk_full_while_writing_metrics_exits_4_without_traceback(tmp_path, mon
         return real(path, obj)
 
     monkeypatch.setattr("empirical.train.atomic_write_json", full)
-    assert cli_main(_args(tmp_path / "run")) == 4
+    assert cli_main(_args(tmp_path / "run")) == exitcodes.OUT_OF_RESOURCES
     err = capsys.readouterr().err
     assert "no space left" in err and "config.json" in err and "Traceback" not in err
