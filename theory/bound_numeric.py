@@ -262,6 +262,11 @@ class CompiledBound:
             return np.ones(shape, dtype=bool)
         return np.logical_and.reduce([h for h, _ in res])
 
+    def feasible(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        """Every condition holds exactly (margins >= 0, > 0 if strict; no rounding allowance)
+        at already-validated float arrays ``arr`` of broadcast shape ``shape``."""
+        return self._holds(arr, shape, rtol=0.0)
+
     def _max_step_arr(self, arr: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
         """Largest feasible step (margins >= 0 exactly): decades, then log-grid refinement."""
         if self.f_conditions is None:  # nothing limits the step

@@ -78,16 +78,22 @@ def _variant(bound: Bound, name: str, expr: sp.Expr) -> Bound:
 
 
 def run_controls(
-    bound: Bound, *, budget: Budget | None = None, seed: int = 0, progress=None
+    bound: Bound,
+    *,
+    budget: Budget | None = None,
+    seed: int = 0,
+    progress=None,
+    controls: list[Control] | None = None,
 ) -> list[Control]:
-    """Verify every control of ``bound``; all start from the same initial designs."""
+    """Verify every control of ``bound`` (``controls``: those of :func:`controls_of`, when
+    already built); all start from the same initial designs."""
     budget = budget or Budget()
     space = space_of(family_of(bound))
     rng = np.random.default_rng(seed)
     xi, mi = isolating(space, rng, budget.isolating)
     xr, mr = random_points(space, rng, budget.random)
     start = (np.concatenate([xi, xr]), np.concatenate([mi, mr]))
-    ctrls = controls_of(bound)
+    ctrls = controls_of(bound) if controls is None else controls
     for k, c in enumerate(ctrls):
         c.result = verify_exact(c.bound, budget=budget, seed=seed + 1 + k, start=start)
         if progress is not None:

@@ -15,7 +15,6 @@ designs (bound at least ``2 L F0 + sigma^2 + zeta^2``).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -200,7 +199,3 @@ def _result(bound: Bound, fam: Any, ev: Evaluation, bound_file: str | None, dt: 
             )
         )
     return res
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else x

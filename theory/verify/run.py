@@ -255,7 +255,8 @@ def _exact_stage(
     """Exact verification of every bound with an exact oracle, then its negative controls."""
     budget = Budget().scaled(settings.budget) if not settings.quick else QUICK_BUDGET
     cbudget = Budget().scaled(settings.control_budget) if not settings.quick else QUICK_BUDGET
-    n_ctrl = sum(len(controls_of(b)) for b in bounds) if settings.controls else 0
+    variants = {b.name: controls_of(b) for b in bounds} if settings.controls else {}
+    n_ctrl = sum(len(v) for v in variants.values())
     bar = _progress_bar(len(bounds) + n_ctrl, progress, "exact + controls")
     results: list[ExactResult] = []
     ctrls: list[Control] = []
@@ -268,7 +269,9 @@ def _exact_stage(
             if bar is not None:
                 bar.update(1)
             if settings.controls:
-                ctrls += run_controls(bound, budget=cbudget, seed=seed, progress=bar)
+                ctrls += run_controls(
+                    bound, budget=cbudget, seed=seed, progress=bar, controls=variants[bound.name]
+                )
     finally:
         if bar is not None:
             bar.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from theory.bound import Bound
-from theory.verify.designs import COORDS, HIGH, LOW, Space, clip, decode
+from theory.verify.designs import HIGH, LOW, Space, clip, decode
 from theory.verify.oracle import Evaluation, evaluate
 
 __all__ = ["Pool", "score", "climb", "evaluate_points"]
@@ -134,7 +134,3 @@ def climb(
         better = bs > cur_s
         cur[better] = prop.reshape(C, batch, n)[np.flatnonzero(better), best[better]]
         cur_s = np.where(better, bs, cur_s)
-
-
-#: number of design coordinates (for callers that build points by hand)
-N_COORDS = len(COORDS)
