@@ -186,3 +186,23 @@ def test_bad_bound_files_exit_2(tmp_path, capsys, text, named):
 def test_bad_at_exits_2(at, named, capsys):
     assert main(["verify", "--bounds", "sgd", "--at", at]) == 2
     assert named in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--budget", "0"], "--budget"),
+        (["--budget", "nan"], "--budget"),
+        (["--budget", "abc"], "--budget"),
+        (["--backend", "jax"], "--backend"),
+        (["--device", "cuda"], "'device' needs backend 'torch'"),
+        (["--controls", "--no-controls"], "--no-controls"),
+        (["--bound-file", "/nonexistent.yaml"], "--bound-file"),
+        (["--bounds", "sgd", "palsgd", "--at", "L=1 T=1 alpha=1"], "--at needs exactly one"),
+    ],
+)
+def test_bad_verify_flags_exit_2_naming_the_flag(argv, named, tmp_path, capsys):
+    assert main(["verify", *argv, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

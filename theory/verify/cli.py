@@ -262,6 +262,8 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
     if args.controls and args.no_controls:
         raise UserInputError("--controls and --no-controls exclude each other")
     if args.budget is not None:
+        if not 0 < args.budget <= 100:  # NaN fails too
+            raise UserInputError(f"--budget must be a number in (0, 100], got {args.budget}")
         kw["budget"] = args.budget
     settings = V.VerifySettings(**kw).validated()
     declared_problems = set(settings.declared) - {"*"}
