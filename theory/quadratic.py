@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from theory.algorithm import outer_step
 from theory.validation import UserInputError, check_int, validate, validate_one
 
 __all__ = [
@@ -339,7 +340,7 @@ class _Algo:
     H: int
     p: float
     eta: float
-    outer: str  # "sgd" or "nesterov"
+    outer: str  # "sgd" (momentum mu) or "nesterov"
     gamma: float
     mu: float
     T0: float  # math.inf for minibatch SGD
@@ -394,7 +395,7 @@ def _as_algo(spec: Any) -> _Algo:
     if outer in _OUTER_AVG:
         outer, gamma, mu = "sgd", 1.0, 0.0
     elif outer in _OUTER_SGD:
-        mu = 0.0
+        outer = "sgd"
     elif outer not in _OUTER_NESTEROV:
         raise UserInputError(
             f"outer optimizer {outer!r} has no exact moment recursion: use 'avg', 'sgd' or "
@@ -764,28 +765,22 @@ def _apply_linear(J: np.ndarray, S: np.ndarray) -> np.ndarray:
 def _sync_matrix(K: int, algo: _Algo) -> np.ndarray:
     """Outer step and restart as a linear map on ``(x_1..x_K, z, buf, 1)`` (shifted coords).
 
-    ``Delta = z - xbar``. SGD: ``z' = z - gamma Delta``. Nesterov (PyTorch):
-    ``buf' = mu buf + Delta``, ``z' = z - gamma (Delta + mu buf')``, then
-    ``outer_steps_per_sync - 1`` more Nesterov steps on a zero outer gradient
-    (``buf <- mu buf``, ``z <- z - gamma mu buf``; SGD steps on a zero gradient do nothing).
-    Then ``x_k' = z'``.
+    ``Delta = z - xbar``; the rows of ``z'`` and ``buf'`` are
+    :func:`theory.algorithm.outer_step` applied to the rows of ``z``, ``buf`` and ``Delta``
+    (``outer_steps_per_sync - 1`` further steps on a zero outer gradient included). Then
+    ``x_k' = z'``.
     """
     n = K + 3
     iz, ib, i1 = K, K + 1, K + 2
-    g, mu = algo.gamma, algo.mu
     J = np.eye(n)
     delta_row = np.zeros(n)
     delta_row[:K] = -1.0 / K
     delta_row[iz] = 1.0
-    if algo.outer == "nesterov":
-        buf_row = mu * J[ib] + delta_row
-        z_row = J[iz] - g * (delta_row + mu * buf_row)
-        for _ in range(algo.outer_steps - 1):
-            buf_row = mu * buf_row
-            z_row = z_row - g * mu * buf_row
-        J[ib] = buf_row
-    else:
-        z_row = J[iz] - g * delta_row
+    z_row, buf_row = outer_step(
+        J[iz].copy(), J[ib].copy(), delta_row, outer=algo.outer, gamma=algo.gamma,
+        mu=algo.mu, extra_steps=algo.outer_steps - 1,
+    )  # fmt: skip
+    J[ib] = buf_row
     J[:K] = z_row
     J[iz] = z_row
     J[i1] = 0.0

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from theory.algorithm import outer_step
 from theory.quadratic import _Algo, _as_algo, _as_eig, _check_x0, local_step_branches
 from theory.validation import validate_one
 
@@ -366,22 +367,13 @@ class _Moments:
 
 
 def _outer_coefficients(algo: _Algo) -> tuple[np.ndarray, np.ndarray]:
-    """``z'`` and ``buf'`` as coefficient vectors on ``(z, buf, Delta)``: outer SGD
-    ``z' = z - gamma Delta``; Nesterov (PyTorch) ``buf' = mu buf + Delta``,
-    ``z' = z - gamma (Delta + mu buf')``, then ``outer_steps_per_sync - 1`` steps on a zero
-    outer gradient (``buf <- mu buf``, ``z <- z - gamma mu buf``)."""
-    g, mu = algo.gamma, algo.mu
-    z = np.array([1.0, 0.0, 0.0])
-    buf = np.array([0.0, 1.0, 0.0])
-    delta = np.array([0.0, 0.0, 1.0])
-    if algo.outer != "nesterov":
-        return z - g * delta, buf
-    buf = mu * buf + delta
-    z = z - g * (delta + mu * buf)
-    for _ in range(algo.outer_steps - 1):
-        buf = mu * buf
-        z = z - g * mu * buf
-    return z, buf
+    """``z'`` and ``buf'`` as coefficient vectors on ``(z, buf, Delta)``: the outer update of
+    :func:`theory.algorithm.outer_step` applied to the unit vectors."""
+    z, buf, delta = np.eye(3)
+    return outer_step(
+        z, buf, delta, outer=algo.outer, gamma=algo.gamma, mu=algo.mu,
+        extra_steps=algo.outer_steps - 1,
+    )  # fmt: skip
 
 
 def _prefix(x: np.ndarray) -> np.ndarray:

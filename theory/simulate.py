@@ -16,9 +16,9 @@ README): steps ``t = 0, ..., T-1``, pull steps count.
   coordinates, no gradient; else ``x_k <- x_k - (alpha/(1-p)) g_k(x_k)``. At ``p = 0`` there
   are no pulls and the learning rate is ``alpha`` (Local SGD).
 * Sync after local step ``t`` when ``(t - T0 + 1 + sync_offset) % H == 0``: outer gradient
-  ``Delta = z - mean_k x_k``; ``"average"``: ``z <- mean_k x_k``; ``"sgd"``:
-  ``z <- z - gamma Delta``; ``"nesterov"`` (``torch.optim.SGD(nesterov=True)``, dampening
-  0): ``buf <- mu buf + Delta``, ``z <- z - gamma (Delta + mu buf)``. With
+  ``Delta = z - mean_k x_k``; the outer update of :func:`theory.algorithm.outer_step` (``"average"``:
+  ``z <- mean_k x_k``; ``"sgd"``: ``torch.optim.SGD(momentum=mu)``; ``"nesterov"``:
+  ``nesterov=True``, dampening 0). With
   ``outer_steps_per_sync = A`` the outer step is applied ``A - 1`` more times on a zero
   outer gradient (the authors' ``is_intended_impl=False``) and the sync costs ``A``
   all-reduces. Then every worker restarts from ``z``.
@@ -49,17 +49,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from theory.algorithm import COINS, KINDS, OUTERS, AlgorithmSpec
 from theory.coins import pull_coins
 from theory.problems import Problem
 from theory.validation import (
-    ParameterError,
     UserInputError,
-    canonicalize,
     check_int,
     check_memory,
     validate,
@@ -77,171 +76,6 @@ __all__ = [
 ]
 
 BACKENDS = ("numpy", "torch")
-KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd", "easgd")
-OUTERS = ("average", "sgd", "nesterov")
-COINS = ("independent", "shared")
-
-
-@dataclass(frozen=True)
-class AlgorithmSpec:
-    """One algorithm and its hyperparameters (validated on construction).
-
-    ``kind``: ``"sgd"`` (minibatch SGD / DDP: gradients averaged every step; ``H`` and the
-    outer settings are not used), ``"local_sgd"`` (``p = 0``, outer ``"average"``,
-    ``T0 = 0``), ``"post_local_sgd"`` (Local SGD after ``T0 >= 1`` warm-up steps),
-    ``"diloco"`` (``p = 0`` with outer ``"sgd"`` or ``"nesterov"``), ``"palsgd"`` (any
-    ``p`` in ``[0, 1)``, any outer optimiser), ``"easgd"`` (``p = 0``, no outer optimiser:
-    ``outer="average"`` and ``outer_steps_per_sync = 1``; the elastic mixing every ``H``
-    steps instead of a restart). See the module docstring for the exact step.
-
-    ``easgd_alpha``: EASGD's elastic coefficient ``a`` (the paper's ``alpha``, not the
-    learning rate ``alpha`` here); ``None`` (default) means Lemma 1's ``2/(K+2)``, the value
-    Theorem 3 assumes, resolved with the problem's ``K`` by :meth:`elastic_coef`. Allowed:
-    ``[0, 2/(K+1))``, the range the paper states for a stable mixing matrix ``W_a``
-    (``a = 0``: no mixing, independent SGD per worker and a frozen centre). Only
-    ``kind="easgd"`` takes it.
-    """
-
-    kind: str
-    alpha: float
-    H: int = 1
-    p: float = 0.0
-    eta: float = 0.0
-    outer: str = "average"
-    gamma: float = 1.0
-    mu: float = 0.0
-    T0: int = 0
-    coins: str = "independent"
-    seed: int = 0
-    pull_fraction: float = 1.0
-    outer_steps_per_sync: int = 1
-    sync_offset: int = 0
-    easgd_alpha: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise UserInputError(
-                f"unknown algorithm kind {self.kind!r}: choose one of {list(KINDS)}"
-            )
-        if self.outer not in OUTERS:
-            raise UserInputError(
-                f"unknown outer optimiser {self.outer!r}: choose one of {list(OUTERS)}"
-            )
-        if self.coins not in COINS:
-            raise UserInputError(f"unknown coins {self.coins!r}: choose one of {list(COINS)}")
-        validate(
-            alpha=self.alpha, H=self.H, p=self.p, eta=self.eta, gamma=self.gamma, mu=self.mu,
-            T0=self.T0,
-        )  # fmt: skip
-        pf = self.pull_fraction
-        if isinstance(pf, bool) or not (isinstance(pf, int | float) and 0 < pf <= 1):
-            raise ParameterError("pull_fraction", pf, "(0, 1]")
-        set_ = object.__setattr__
-        set_(self, "H", int(self.H))
-        set_(self, "T0", int(self.T0))
-        set_(self, "alpha", float(self.alpha))
-        set_(self, "p", float(self.p))
-        set_(self, "eta", float(self.eta))
-        set_(self, "gamma", float(self.gamma))
-        set_(self, "mu", float(self.mu))
-        set_(self, "pull_fraction", float(pf))
-        set_(self, "seed", check_int("seed", self.seed, 0, integral_floats=True))
-        set_(
-            self,
-            "outer_steps_per_sync",
-            check_int("outer_steps_per_sync", self.outer_steps_per_sync, 1, integral_floats=True),
-        )
-        set_(
-            self, "sync_offset", check_int("sync_offset", self.sync_offset, 0, integral_floats=True)
-        )
-        k = self.kind
-        if k != "palsgd" and self.p != 0:
-            raise UserInputError(
-                f"kind {k!r} has no pull steps (p = 0); got p = {self.p}: use kind='palsgd'"
-            )
-        if k in ("local_sgd", "post_local_sgd") and self.outer != "average":
-            raise UserInputError(
-                f"kind {k!r} averages the models (outer='average'); got outer={self.outer!r}: "
-                "use kind='diloco' or 'palsgd'"
-            )
-        if k == "diloco" and self.outer == "average":
-            raise UserInputError(
-                "kind 'diloco' needs an outer optimiser ('nesterov' or 'sgd'); "
-                "with outer='average' use kind='local_sgd'"
-            )
-        if k == "local_sgd" and self.T0 > 0:
-            raise UserInputError(
-                "kind 'local_sgd' has no warm-up; with T0 > 0 use 'post_local_sgd'"
-            )
-        if k == "post_local_sgd" and self.T0 == 0:
-            raise ParameterError("T0", 0, "integer in [1, inf)", "post_local_sgd needs a warm-up")
-        if k == "easgd":
-            if self.outer != "average" or self.outer_steps_per_sync != 1:
-                raise UserInputError(
-                    "kind 'easgd' has no outer optimiser (its centre variable moves by the "
-                    f"elastic mixing); got outer={self.outer!r}, "
-                    f"outer_steps_per_sync={self.outer_steps_per_sync}"
-                )
-            if self.easgd_alpha is not None:
-                a = self.easgd_alpha
-                # the widest range over K >= 1 (2/(K+1) <= 1); elastic_coef checks it per K
-                if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a < 1:
-                    raise ParameterError("easgd_alpha", a, "[0, 2/(K+1))", "EASGD stability")
-                set_(self, "easgd_alpha", float(a))
-        elif self.easgd_alpha is not None:
-            raise UserInputError(
-                f"easgd_alpha = {self.easgd_alpha} is EASGD's elastic coefficient; kind {k!r} "
-                "does not use it: use kind='easgd'"
-            )
-
-    @classmethod
-    def from_params(cls, kind: str, **params: Any) -> AlgorithmSpec:
-        """Build from project names or the authors' aliases (``lr``, ``prob_no_grad``, ...)."""
-        return cls(kind=kind, **canonicalize(params, allow_unknown=True))
-
-    @property
-    def local(self) -> bool:
-        """True for the methods with local steps (every kind except ``"sgd"``)."""
-        return self.kind != "sgd"
-
-    @property
-    def grad_lr(self) -> float:
-        """Learning rate of a gradient step in the local phase, ``alpha/(1-p)``."""
-        return self.alpha / (1.0 - self.p) if self.p > 0 else self.alpha
-
-    @property
-    def pull_coef(self) -> float:
-        """Pull coefficient ``alpha*eta/p`` (0 when ``p = 0``)."""
-        return self.alpha * self.eta / self.p if self.p > 0 else 0.0
-
-    def elastic_coef(self, K: int) -> float:
-        """EASGD's elastic coefficient for ``K`` workers (``easgd_alpha`` or ``2/(K+2)``).
-
-        Raises :class:`ParameterError` naming ``easgd_alpha`` unless it lies in
-        ``[0, 2/(K+1))`` (Wang and Joshi 2021, Section 4 / Lemma 1: the mixing matrix
-        ``W_a`` has the eigenvalues ``1``, ``1 - a`` and ``1 - (K+1) a``, all in ``(-1, 1]``
-        exactly on that range). Only for ``kind="easgd"``.
-        """
-        if self.kind != "easgd":
-            raise UserInputError(f"kind {self.kind!r} has no elastic coefficient")
-        K = check_int("K", K, 1, integral_floats=True)
-        a = 2.0 / (K + 2) if self.easgd_alpha is None else self.easgd_alpha
-        high = 2.0 / (K + 1)
-        if not 0 <= a < high:
-            raise ParameterError(
-                "easgd_alpha",
-                a,
-                f"[0, 2/(K+1)) = [0, {high:.6g}) for K = {K}",
-                "the mixing matrix of EASGD is unstable outside it",
-            )
-        return a
-
-    def is_sync_step(self, t: int) -> bool:
-        """Whether a sync follows local step ``t`` (global index, ``t >= T0``)."""
-        return t >= self.T0 and (t - self.T0 + 1 + self.sync_offset) % self.H == 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -419,7 +253,7 @@ def simulate(
     X = np.empty((R, K, d))
     X[...] = start[:, None, :] if start.ndim == 2 else start
     Z = X[:, 0, :].copy()  # anchor; during warm-up / SGD it is the model itself
-    buf = np.zeros((R, d)) if spec.outer == "nesterov" else None
+    buf = np.zeros((R, d))
     G = np.empty((R, K, d))  # all gradients (SGD / warm-up steps, unblocked local steps)
     noise_buf = np.empty((R, K, d)) if problem.noise_model in ("gaussian", "rademacher") else None
     m = min(d, math.ceil(spec.pull_fraction * d - 1e-12))
@@ -519,21 +353,8 @@ def simulate(
                 Z += s
                 comm += 1
         elif spec.is_sync_step(t):
-            xbar = X.mean(axis=1)
-            if spec.outer == "average":
-                Z[...] = xbar
-            else:
-                delta = Z - xbar
-                if spec.outer == "sgd":
-                    delta *= spec.gamma
-                    Z -= delta
-                else:
-                    buf *= spec.mu
-                    buf += delta
-                    Z -= spec.gamma * (delta + spec.mu * buf)
-                    for _ in range(spec.outer_steps_per_sync - 1):
-                        buf *= spec.mu
-                        Z -= spec.gamma * (0.0 + spec.mu * buf)
+            Z_new, buf = spec.outer_step(Z, buf, Z - X.mean(axis=1))
+            Z[...] = Z_new
             X[...] = Z[:, None, :]
             comm += spec.outer_steps_per_sync
 

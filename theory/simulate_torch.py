@@ -224,7 +224,7 @@ def run(
     X.copy_(torch.as_tensor(start, dtype=dt, device=dev)[..., None, :].expand(R, K, d))
     X2 = X.view(R * K, d)
     Z = X[:, 0, :].clone()
-    buf = torch.zeros((R, d), device=dev, dtype=dt) if spec.outer == "nesterov" else None
+    buf = torch.zeros((R, d), device=dev, dtype=dt)
     G = torch.empty_like(X)
     m = min(d, math.ceil(spec.pull_fraction * d - 1e-12))
     pulls_on = spec.local and spec.p > 0
@@ -321,19 +321,8 @@ def run(
             Z.mul_(1.0 - K * a_el).add_(s)
             comm += 1
             continue
-        xbar = X.mean(1)
-        if spec.outer == "average":
-            Z.copy_(xbar)
-        else:
-            delta = Z - xbar
-            if spec.outer == "sgd":
-                Z.sub_(delta.mul_(spec.gamma))
-            else:
-                buf.mul_(spec.mu).add_(delta)
-                Z.sub_(spec.gamma * (delta + spec.mu * buf))
-                for _ in range(spec.outer_steps_per_sync - 1):
-                    buf.mul_(spec.mu)
-                    Z.sub_(spec.gamma * (0.0 + spec.mu * buf))
+        Z_new, buf = spec.outer_step(Z, buf, Z - X.mean(1))
+        Z.copy_(Z_new)
         X.copy_(Z[:, None, :].expand(R, K, d))
         comm += spec.outer_steps_per_sync
 

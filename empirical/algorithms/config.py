@@ -27,6 +27,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from theory.algorithm import (
+    COINS,
+    DILOCO_DEFAULT_GAMMA,
+    DILOCO_DEFAULT_MU,
+    DISTRIBUTED_NAMES,
+    OUTERS,
+    authors_sync_offset,
+)
 from theory.validation import ParameterError, UserInputError, check_int, validate
 
 __all__ = [
@@ -43,29 +51,9 @@ __all__ = [
     "DILOCO_DEFAULT_MU",
 ]
 
-NAMES = ("ddp", "local_sgd", "post_local_sgd", "diloco", "palsgd")
-OUTERS = ("average", "sgd", "nesterov")
-COINS = ("independent", "shared")
+NAMES = DISTRIBUTED_NAMES
 BUFFERS = ("average", "anchor", "local")
 SYNC_SCHEDULES = ("rounds", "global_step")
-
-#: DiLoCo's outer Nesterov settings (Douillard et al. 2023, Sec. 2: lr 0.7, momentum 0.9).
-DILOCO_DEFAULT_GAMMA = 0.7
-DILOCO_DEFAULT_MU = 0.9
-
-
-def authors_sync_offset(name: str, T0: int, H: int) -> int:
-    """The ``sync_offset`` that reproduces the authors' absolute-counter sync test.
-
-    The authors' code tests the sync on its step counter ``global_step`` (warm-up steps
-    included) right after each local step (docs/reference-faithful.md):
-    PALSGD syncs after the step that makes ``(global_step + 1) % H == 0``, DiLoCo, Local and
-    Post-Local SGD after the step that makes ``global_step % H == 0``. Step ``s`` leaves
-    ``global_step = s + 1``, and the toolkit syncs after ``s >= T0`` with
-    ``(s - T0 + 1 + offset) % H == 0``, so the offset is ``(T0 + 1) mod H`` for PALSGD and
-    ``T0 mod H`` for the others (``T0`` = the warm-up steps actually run).
-    """
-    return (T0 + (1 if name == "palsgd" else 0)) % H
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
