@@ -23,18 +23,18 @@ appends, so the files equal those of an uninterrupted run except for the timing 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib.metadata
 import io
 import json
-import math
 import os
 import platform
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from theory.io import atomic_write_bytes, atomic_write_json, from_json_safe, json_safe
 
 __all__ = [
     "TRAIN_FIELDS",
@@ -85,47 +85,6 @@ TIMING_FIELDS: frozenset[str] = frozenset(
 _CSV_FIELDS = {"train": TRAIN_FIELDS, "eval": EVAL_FIELDS}
 
 
-def json_safe(value: Any) -> Any:
-    """Replace non-finite floats by None (recursively) and numpy/torch scalars by Python."""
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to a temp file next to ``path``, fsync, then ``os.replace`` (a crash
-    leaves either the old or the new file, never a partial one). If writing fails (a full
-    disk, for instance) the temp file is removed and the error re-raised, so a failed write
-    leaves no file behind and the old ``path``, if any, untouched."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    return path
-
-
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` as JSON (:func:`json_safe`, sorted keys, indent 2, final newline) with
-    :func:`atomic_write_bytes`."""
-    text = json.dumps(json_safe(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    return atomic_write_bytes(path, text.encode())
-
-
 def package_versions(names: Sequence[str]) -> dict[str, str]:
     """``{"python": ..., name: installed version or "not installed"}`` for the
     distributions ``names`` (provenance for summaries and manifests)."""
@@ -139,12 +98,13 @@ def package_versions(names: Sequence[str]) -> dict[str, str]:
 
 
 def read_jsonl(path: str | os.PathLike, kind: str | None = None) -> list[dict[str, Any]]:
-    """All records of a metrics.jsonl file (only those of ``kind`` when given)."""
+    """All records of a metrics.jsonl file (only those of ``kind`` when given); infinite
+    values, written as ``"inf"`` / ``"-inf"`` (:func:`theory.io.json_safe`), read as floats."""
     out = []
     with open(path) as fh:
         for line in fh:
             if line.strip():
-                rec = json.loads(line)
+                rec = from_json_safe(json.loads(line))
                 if kind is None or rec.get("kind") == kind:
                     out.append(rec)
     return out

@@ -165,12 +165,14 @@ def test_metrics_resume_truncates_to_position(tmp_path):
     assert len(read_jsonl(tmp_path / "metrics.jsonl")) == 1
 
 
-def test_metrics_nonfinite_written_as_null(tmp_path):
+def test_metrics_nonfinite_written_by_the_one_json_convention(tmp_path):
+    """NaN is null, inf the string "inf" (theory.io.json_safe); read_jsonl gives inf back."""
     with MetricsWriter(tmp_path) as w:
-        out = w.write("train", {"step": 1, "loss": float("inf")})
-    assert out["loss"] is None
+        out = w.write("train", {"step": 1, "loss": float("inf"), "grad_norm": float("nan")})
+    assert out["loss"] == "inf" and out["grad_norm"] is None
     line = (tmp_path / "metrics.jsonl").read_text()
-    assert json.loads(line)["loss"] is None
+    assert json.loads(line)["loss"] == "inf"
+    assert read_jsonl(tmp_path / "metrics.jsonl")[0]["loss"] == float("inf")
 
 
 def test_disabled_writer_writes_nothing(tmp_path):

@@ -39,6 +39,7 @@ import numpy as np
 from theory import bound_cache
 from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound_numeric import CompiledBound
+from theory.io import json_safe
 from theory.presets import get_preset, preset_names
 from theory.validation import (
     ALIASES,
@@ -200,26 +201,7 @@ class CheckReport:
         return _render(self)
 
 
-def jsonable(obj: Any) -> Any:
-    """``obj`` with JSON-ready values, recursively: NaN -> ``None``, +-inf -> ``"inf"`` /
-    ``"-inf"``, numpy scalars and arrays -> Python numbers and lists, mapping keys -> str.
-
-    Used for the reports of ``palsgd check`` and ``palsgd verify``.
-    """
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        x = float(obj)
-        return x if math.isfinite(x) else (None if math.isnan(x) else ("inf" if x > 0 else "-inf"))
-    return obj
+jsonable = json_safe  # the name the reports of check and verify import
 
 
 # --------------------------------------------------------------------------- the check

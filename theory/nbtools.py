@@ -8,13 +8,14 @@ IPython is needed only by :func:`md_table`, and imported there.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from theory.io import write_csv
 
 __all__ = ["OUT_ENV", "fmt", "md_table", "output_dir", "write_csv"]
 
@@ -53,12 +54,3 @@ def md_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
     head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
     body = "".join("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |\n" for r in rows)
     display(Markdown(head + body))
-
-
-def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write a list of dicts as CSV; the columns are every key, in order of first appearance."""
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)

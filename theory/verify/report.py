@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from theory.check import jsonable
+from theory.io import write_csv
 from theory.validation import UserInputError
 from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
@@ -202,14 +202,6 @@ def format_summary(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
-
-
 class AtomicDirectory:
     """Write a directory atomically: files go to a temporary sibling, renamed at the end.
 
@@ -320,7 +312,7 @@ def write_report_files(
         json.dump(jsonable(payload), fh, indent=1, allow_nan=False)
     files.append("results.json")
     for name, key, cols in _CSV_FILES:
-        _write_csv(directory / name, report.get(key, []), cols)
+        write_csv(directory / name, report.get(key, []), cols)
         files.append(name)
     with open(directory / "summary.txt", "w") as fh:
         fh.write(summary_text(report) + "\n")

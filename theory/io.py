@@ -1,0 +1,119 @@
+"""Writing results: one JSON cleaner, one CSV writer, one atomic writer for every command.
+
+* :func:`json_safe`: values made JSON-ready, recursively. NaN becomes ``null``, +-inf the
+  strings ``"inf"`` / ``"-inf"`` (a bound that is infinite stays readable as such), numpy
+  and torch scalars and arrays become Python numbers and lists, mapping keys strings.
+* :func:`atomic_write_bytes` / :func:`atomic_write_text` / :func:`atomic_write_json`: a temp
+  file next to the target, fsync, ``os.replace``; a crash or a full disk leaves the old file
+  (or none), never a partial one, and no temp file behind.
+* :func:`write_csv`: rows of mappings as CSV (cleaned as for JSON, ``None`` as an empty
+  cell), written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "json_safe",
+    "from_json_safe",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "write_csv",
+]
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with JSON-ready values (see the module docstring for the conventions)."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if not isinstance(value, bool | int | float | str) and callable(getattr(value, "item", None)):
+        if getattr(value, "ndim", 1) == 0:
+            value = value.item()
+        elif callable(getattr(value, "tolist", None)):
+            return json_safe(value.tolist())
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def from_json_safe(value: Any) -> Any:
+    """The inverse of :func:`json_safe` for the infinities: ``"inf"`` / ``"-inf"`` -> floats."""
+    if isinstance(value, Mapping):
+        return {k: from_json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_json_safe(v) for v in value]
+    if value == "inf" or value == "-inf":
+        return float(value)
+    return value
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, ``os.replace``).
+
+    If writing fails (a full disk, for instance) the temp file is removed and the error
+    re-raised: the old ``path``, if any, is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2) -> Path:
+    """``obj`` as JSON (:func:`json_safe`, sorted keys, final newline), written atomically."""
+    text = json.dumps(json_safe(obj), indent=indent, sort_keys=True, allow_nan=False) + "\n"
+    return atomic_write_text(path, text)
+
+
+def write_csv(
+    path: str | os.PathLike,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str] | None = None,
+) -> Path:
+    """Write ``rows`` as CSV with a header, atomically.
+
+    ``columns``: the columns in order (keys not named are left out); ``None``: every key in
+    order of first appearance. Values are cleaned by :func:`json_safe`; ``None`` and missing
+    keys are written as empty cells.
+    """
+    cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        clean = {k: json_safe(r.get(k)) for k in cols}
+        w.writerow({k: "" if v is None else v for k, v in clean.items()})
+    return atomic_write_text(path, buf.getvalue())
