@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("theory.simulate")
 
+from palsgd.cli import main  # noqa: E402
 from theory import bounds as registry  # noqa: E402
 from theory import verify as V  # noqa: E402
 from theory.bound import Bound  # noqa: E402
-from theory.cli import main  # noqa: E402
 from theory.validation import UserInputError  # noqa: E402
 
 REPORT_FILES = [
