@@ -276,8 +276,13 @@ class VerifySettings:
     backend: str = "numpy"
     device: str | None = None
 
+    def __post_init__(self) -> None:
+        self.validated()
+
     def validated(self) -> VerifySettings:
-        """Check every field; raise :class:`UserInputError` naming the bad one."""
+        """Check every field; raise :class:`UserInputError` naming the bad one (run on
+        construction, and again by :func:`~theory.verify.run.run_verification` in case a
+        field was changed since)."""
         validate_one("R", self.replicas)
         validate_one("R", self.rate_replicas)
         validate_one("R", self.exact_replicas)
