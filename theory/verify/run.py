@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import sympy as sp
 from tqdm import tqdm
 
+import theory
 from theory import bounds as bound_registry
 from theory.bound import Bound
 from theory.check import jsonable
+from theory.io import package_versions
 from theory.validation import UserInputError
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.bound_file import load_bound_file
@@ -48,20 +48,8 @@ from theory.verify.settings import (
 
 
 def _versions() -> dict[str, Any]:
-    import matplotlib
-    import scipy
-
-    import theory
-
-    out = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "sympy": sp.__version__,
-        "matplotlib": matplotlib.__version__,
-        "theory": getattr(theory, "__version__", "?"),
-        "platform": platform.platform(),
-    }
+    out: dict[str, Any] = package_versions(("numpy", "scipy", "sympy", "matplotlib"))
+    out.update(theory=theory.__version__, platform=platform.platform())
     try:
         root = Path(__file__).resolve().parent.parent
         commit = subprocess.run(
