@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.validation import UserInputError, validate_one
+from theory.validation import UserInputError, check_memory, validate_one
 
 #: verdict labels
 HOLDS, VIOLATED, INCONCLUSIVE = "holds", "violated", "inconclusive"
@@ -300,6 +300,12 @@ class VerifySettings:
             validate_one("K", k)
         for h in self.consensus_H:
             validate_one("H", h)
+        R = max(self.replicas, self.rate_replicas)  # exact vs MC runs at K = d = 4
+        check_memory(
+            8.0 * 3.0 * max(R * max(self.K) * self.d, self.exact_replicas * 16),
+            f"verify: R = {R} replicas x K = {max(self.K)} workers x d = {self.d} coordinates "
+            "(--replicas, --K, --d)",
+        )
         if self.sigma is not None:
             validate_one("sigma", self.sigma)
         validate_one("zeta", self.zeta)
