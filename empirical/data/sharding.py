@@ -77,31 +77,13 @@ def shard_indices(
     return block.tolist()
 
 
-def dataset_shard(
-    dataset: Dataset,
-    rank: int,
-    world_size: int,
-    seed: int,
-    epoch: int = 0,
-    *,
-    shuffle: bool = True,
-    drop_last: bool = True,
-    iid: bool = True,
-) -> list[int]:
-    """:func:`shard_indices` of ``dataset``: non-i.i.d. blocks follow its labels (``labels``
-    or ``targets``) when it has them, its index order otherwise."""
-    keys = None if iid else _partition_keys(dataset)
-    return shard_indices(
-        len(dataset),
-        rank=rank,
-        world_size=world_size,
-        seed=seed,
-        epoch=epoch,
-        shuffle=shuffle,
-        drop_last=drop_last,
-        iid=iid,
-        keys=keys,
-    )
+def dataset_shard(dataset: Dataset, epoch: int = 0, **sharding: Any) -> list[int]:
+    """:func:`shard_indices` of ``dataset`` in ``epoch``; ``sharding`` holds its other
+    arguments (``rank``, ``world_size``, ``seed``, ``shuffle``, ``drop_last``, ``iid``).
+    Non-i.i.d. blocks follow the dataset's labels (``labels`` or ``targets``) when it has
+    them, its index order otherwise."""
+    keys = None if sharding.get("iid", True) else _partition_keys(dataset)
+    return shard_indices(len(dataset), epoch=epoch, keys=keys, **sharding)
 
 
 class _ListSampler(Sampler[int]):
@@ -180,9 +162,8 @@ def make_loader(
     ``seed``, so their random crops/flips are reproducible in any worker process.
     """
     batch_size = check_int("batch_size", batch_size, low=1)
-    idx = dataset_shard(
-        dataset, rank, world_size, seed, epoch, shuffle=shuffle, drop_last=drop_last, iid=iid
-    )
+    sharding = {"rank": rank, "world_size": world_size, "seed": seed, "iid": iid}
+    idx = dataset_shard(dataset, epoch, shuffle=shuffle, drop_last=drop_last, **sharding)
     start_index = check_int("start_index", start_index, low=0, high=len(idx))
     num_workers = check_int("num_workers", num_workers, low=0)
     ds = _EpochView(dataset, epoch, seed) if hasattr(dataset, "sample") else dataset
