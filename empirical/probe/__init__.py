@@ -80,6 +80,7 @@ Files:
   :func:`train_reference_run`.
 * ``report.py``: :func:`probe_run`, :func:`render`, :func:`write_outputs`.
 * ``cli.py``: :func:`add_arguments`, :func:`run` (``palsgd probe``).
+* ``__main__.py``: ``python -m empirical.probe``, the same as ``palsgd probe``.
 """
 
 from __future__ import annotations
