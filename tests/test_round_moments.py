@@ -1,4 +1,4 @@
-"""The fast exact oracle (theory.round_moments, theory.round_moments_batch) against the
+"""The fast exact oracle (theory.moments.oracle, theory.moments.batch) against the
 step-by-step recursion, brute-force enumeration of the coins, and Monte Carlo."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from theory import problems, quadratic, simulate
-from theory import round_moments as rm
-from theory.round_moments_batch import oracle_batch, oracle_batch_easgd
+from theory import problems, simulate
+from theory.moments import exact_moments, oracle_batch, oracle_batch_easgd
+from theory.moments import oracle as rm
 
 PROB = problems.make_problem("quadratic", K=3, d=4, noise="gaussian", sigma=1.0, zeta=1.0, seed=5)
 LP = float(PROB.L)
@@ -35,7 +35,7 @@ SPECS = [
 @pytest.mark.parametrize("T", [1, 2, 17, 40])
 def test_equals_step_by_step_recursion(kw, T):
     spec = simulate.AlgorithmSpec(**kw)
-    ref = quadratic.exact_moments(PROB, spec, T=T)
+    ref = exact_moments(PROB, spec, T=T)
     fast = rm.exact_oracle(PROB, spec, T=T)
     curves = rm.exact_oracle(PROB, spec, T=T, curves=True)
     assert fast.mean_grad_norm_sq == pytest.approx(ref.mean_grad_norm_sq(), rel=1e-11)
