@@ -16,6 +16,14 @@ NOISE_MODELS = ("gaussian", "rademacher", "finite_sum", "none")
 Array = np.ndarray
 
 
+def into(out: Array | None, res: Array) -> Array:
+    """``res``, or ``res`` written into ``out`` (the ``out=`` convention of the gradients)."""
+    if out is None:
+        return res
+    out[...] = res
+    return out
+
+
 def check_noise(noise: str) -> str:
     if noise not in NOISE_MODELS:
         raise UserInputError(f"unknown noise model {noise!r}: choose one of {list(NOISE_MODELS)}")

@@ -8,7 +8,7 @@ from abc import abstractmethod
 import numpy as np
 
 from theory.problems.args import batch_arg, centred_shifts
-from theory.problems.base import Array, Problem
+from theory.problems.base import Array, Problem, into
 from theory.validation import UserInputError
 
 
@@ -118,12 +118,14 @@ class DataProblem(Problem):
         X = np.asarray(X, dtype=float)
         D = self.dell(self._margins(X), self.labels) / self.n  # (..., K, n)
         res = np.matmul(D[..., :, None, :], self.data)[..., 0, :]
+        return self._finish(res, X, out)
+
+    def _finish(self, res: Array, X: Array, out: Array | None) -> Array:
+        """The data part ``res`` of the gradients plus the regulariser's and the linear
+        terms' (into ``out`` if given)."""
         res += self.dreg(X)
         res += self.shifts
-        if out is None:
-            return res
-        out[...] = res
-        return out
+        return into(out, res)
 
     def f(self, x: Array) -> Array:
         x = np.asarray(x, dtype=float)
@@ -155,9 +157,4 @@ class DataProblem(Problem):
         z = np.matmul(rows, X[..., :, :, None])[..., 0]
         D = self.dell(z, y) / draw.shape[-1]
         res = np.matmul(D[..., :, None, :], rows)[..., 0, :]
-        res += self.dreg(X)
-        res += self.shifts
-        if out is None:
-            return res
-        out[...] = res
-        return out
+        return self._finish(res, X, out)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from theory.problems.base import Array, Problem
+from theory.problems.base import Array, Problem, into
 from theory.validation import UserInputError
 
 
@@ -60,10 +60,7 @@ class FunctionProblem(Problem):
 
     def local_grads(self, X: Array, out: Array | None = None) -> Array:
         res = np.asarray(self._local_grad(np.asarray(X, dtype=float)), dtype=float)
-        if out is None:
-            return res
-        out[...] = res
-        return out
+        return into(out, res)
 
     def draw_randomness(
         self, rng: np.random.Generator, shape_prefix: Sequence[int] = (), out: Array | None = None

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from theory.problems.args import finite_sum_args, no_extra, offset_finite_sum, sigma2_arg
-from theory.problems.base import Array, Problem
+from theory.problems.base import Array, Problem, into
 from theory.validation import ParameterError, UserInputError, validate
 
 
@@ -89,10 +89,7 @@ class QuadraticProblem(Problem):
         X = np.asarray(X, dtype=float)
         if self.A is not None:
             res = (X - self.b) @ self.A
-            if out is None:
-                return res
-            out[...] = res
-            return out
+            return into(out, res)
         if out is None:
             out = np.empty(np.broadcast_shapes(X.shape, self.b.shape))
         np.subtract(X, self.b, out=out)
