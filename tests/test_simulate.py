@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+import theory.coins as coins
+import theory.simulate.numpy_run as numpy_run
 from theory.coins import pull_coins
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, Trace, simulate
@@ -101,11 +103,9 @@ def test_vectorised_equals_naive_loops(cfg, pname, noise):
 
 
 def test_coin_chunks_do_not_change_the_trajectory(monkeypatch):
-    import theory.simulate as sim
-
     prob = make_problem("cosine", K=3, d=4, noise="gaussian", zeta=0.5)
     spec = AlgorithmSpec("palsgd", 0.1, H=4, p=0.4, eta=1.0, T0=3)
-    monkeypatch.setattr(sim, "COIN_CHUNK_ELEMS", 5 * 2 * 3)  # chunks of 5 steps
+    monkeypatch.setattr(coins, "COIN_CHUNK_ELEMS", 5 * 2 * 3)  # chunks of 5 steps
     tr = simulate(prob, spec, T=23, R=2, seed=4)
     X, Z, gn = reference_run(prob, spec, 23, 2, 4)
     np.testing.assert_allclose(tr.final_x, X, rtol=1e-12, atol=1e-13)
@@ -358,10 +358,8 @@ def test_eta_zero_makes_pulls_no_ops_but_skips_gradients():
 @pytest.mark.parametrize("noise", ["gaussian", "finite_sum", "none"])
 @pytest.mark.parametrize("elems,blocks", [(1000, (1, 333)), (5000, (2, 700))])
 def test_blocked_path_is_bitwise_identical(pname, noise, elems, blocks, monkeypatch):
-    import theory.simulate as sim
-
-    monkeypatch.setattr(sim, "BLOCK_ELEMS", elems)  # several blocks of replicas / coordinates
-    assert sim._blocks(5, 3, 700) == blocks
+    monkeypatch.setattr(numpy_run, "BLOCK_ELEMS", elems)  # several blocks of replicas / coords
+    assert numpy_run.blocks_for(5, 3, 700) == blocks
     kw = {"n_samples": 4} if noise == "finite_sum" else {}
     prob = make_problem(pname, K=3, d=700, noise=noise, zeta=0.5, **kw)
     # pull_fraction 0.6: the pulled coordinates end inside the second coordinate block

@@ -10,7 +10,7 @@ gradient norm is taken at ``u = (sum_k x_k + z)/(K + 1)``.
 import numpy as np
 import pytest
 
-import theory.simulate as sim
+import theory.simulate.numpy_run as numpy_run
 from theory import verify as V
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, simulate
@@ -227,7 +227,7 @@ def test_warmup_then_easgd():
 
 
 def test_blocked_path_is_bitwise_identical(monkeypatch):
-    monkeypatch.setattr(sim, "BLOCK_ELEMS", 1000)
+    monkeypatch.setattr(numpy_run, "BLOCK_ELEMS", 1000)
     prob = make_problem("cosine", K=3, d=700, noise="gaussian", zeta=0.5)
     spec = AlgorithmSpec("easgd", 0.05, H=2)
     a = simulate(prob, spec, T=5, R=3, seed=1, blocked=True)
