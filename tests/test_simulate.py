@@ -291,24 +291,29 @@ def test_local_sgd_average_follows_minibatch_sgd_on_quadratics():
     assert np.max(a.consensus) > 1e-3  # the workers really drift apart
 
 
+def simulate_recording_draws(prob, spec, seed, T, R=2):
+    """``simulate(prob, spec, ...)`` and a copy of every noise draw it made."""
+    draws = []
+    orig = prob.draw_randomness
+
+    def recording(rng, prefix, out=None):
+        dr = orig(rng, prefix, out)
+        draws.append(dr.copy())
+        return dr
+
+    prob.draw_randomness = recording
+    try:
+        return simulate(prob, spec, T=T, R=R, seed=seed), draws
+    finally:
+        del prob.draw_randomness
+
+
 def test_common_random_numbers_across_algorithms():
     prob = make_problem("cosine", K=3, d=4, noise="gaussian")
     logs: dict[str, list] = {}
-    orig = prob.draw_randomness
 
     def run(label, spec, seed):
-        logs[label] = []
-
-        def recording(rng, prefix, out=None):
-            dr = orig(rng, prefix, out)
-            logs[label].append(dr.copy())
-            return dr
-
-        prob.draw_randomness = recording
-        try:
-            simulate(prob, spec, T=30, R=2, seed=seed)
-        finally:
-            del prob.draw_randomness
+        logs[label] = simulate_recording_draws(prob, spec, seed, 30)[1]
 
     run("sgd", AlgorithmSpec("sgd", 0.1), 7)
     run("pal", AlgorithmSpec("palsgd", 0.1, H=4, p=0.5, eta=1.0, coins="shared"), 7)

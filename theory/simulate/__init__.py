@@ -103,7 +103,7 @@ def simulate(
     coordinates; results are bitwise identical.
 
     ``backend``: ``"numpy"`` (default; float64 on the CPU) or ``"torch"``
-    (:mod:`theory.simulate_torch`: ``device`` ``"cpu"`` (default) or ``"cuda[:i]"``,
+    (:mod:`theory.simulate.torch_run`: ``device`` ``"cpu"`` (default) or ``"cuda[:i]"``,
     ``dtype`` ``"float64"`` (default) or ``"float32"``, ``noise_rng`` ``"torch"`` (a
     ``torch.Generator`` seeded with ``seed``; default on CUDA and in float32) or ``"numpy"``
     (the numpy backend's noise stream, default for float64 on the CPU: in float64 the two

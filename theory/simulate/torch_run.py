@@ -1,7 +1,9 @@
 """Torch backend of :func:`theory.simulate.simulate` (CPU or CUDA, float32 or float64).
 
-The step semantics are those of :mod:`theory.simulate` (see its module docstring), written
-once more on torch tensors so that the same run executes on a GPU, or on CPU in float32:
+The step semantics are those of :mod:`theory.simulate` (see its module docstring): the
+schedule is the numpy backend's (:class:`theory.simulate.loop.RunLoop`), the arithmetic of
+each step is written on torch tensors so that the same run executes on a GPU, or on CPU in
+float32:
 
 * the coins are the same counter-based coins (:func:`theory.coins.pull_coins`, drawn on the
   host in chunks of steps and copied to the device once per chunk), so a run makes the same
