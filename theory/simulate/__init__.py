@@ -58,7 +58,7 @@ import numpy as np
 
 from theory.algorithm import COINS, KINDS, OUTERS, AlgorithmSpec
 from theory.problems import Problem
-from theory.simulate.numpy_run import BLOCK_ELEMS, NumpyRun
+from theory.simulate.numpy_run import BLOCK_ELEMS, NumpyRun, use_blocks
 from theory.simulate.trace import Trace
 from theory.validation import UserInputError, check_int, validate
 
@@ -131,13 +131,9 @@ def simulate(
             progress=progress, device=device, dtype=dtype or "float64", noise_rng=noise_rng,
         )  # fmt: skip
     _check_numpy_options(device=device, dtype=dtype, noise_rng=noise_rng)
-    if blocked is None:
-        blocked = problem.separable and R * problem.K * problem.d > 4 * BLOCK_ELEMS
-    elif blocked and not problem.separable:
-        raise UserInputError(f"blocked=True needs a separable problem; {problem.name!r} is not")
     runner = NumpyRun(
         problem, spec, T=T, R=R, seed=seed, record_every=record_every, start=start,
-        blocked=bool(blocked),
+        blocked=use_blocks(problem, R, blocked),
     )  # fmt: skip
     return runner.run(progress, f"simulate {spec.kind}")
 

@@ -14,7 +14,7 @@ from theory.algorithm import AlgorithmSpec
 from theory.problems import Problem
 from theory.simulate.loop import RunLoop
 from theory.simulate.trace import Trace
-from theory.validation import check_memory
+from theory.validation import UserInputError, check_memory
 
 #: elements per block of the blocked local step: two float64 temporaries of this size
 #: plus the block of X take about 1.5 MiB, within a core's L2 cache (best measured on a
@@ -27,6 +27,16 @@ def blocks_for(R: int, K: int, d: int) -> tuple[int, int]:
     bs = min(d, max(64, BLOCK_ELEMS // K))
     rb = min(R, max(1, BLOCK_ELEMS // (K * bs)))
     return rb, bs
+
+
+def use_blocks(problem: Problem, R: int, blocked: bool | None) -> bool:
+    """Whether the local step runs in blocks: as asked (separable problems only), or by
+    default when the state ``R*K*d`` of a separable problem exceeds ``4 * BLOCK_ELEMS``."""
+    if blocked is None:
+        return problem.separable and R * problem.K * problem.d > 4 * BLOCK_ELEMS
+    if blocked and not problem.separable:
+        raise UserInputError(f"blocked=True needs a separable problem; {problem.name!r} is not")
+    return bool(blocked)
 
 
 class NumpyRun(RunLoop):
