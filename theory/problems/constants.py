@@ -108,64 +108,77 @@ def check_constants(
         raise ParameterError("n", n, "integer in [4, inf)")
     K, d = problem.K, problem.d
     P = np.asarray(problem.probe_points(rng, n), dtype=float)
-    viol: list[str] = []
     scale_x = 1.0 + np.linalg.norm(P, axis=-1, keepdims=True) / math.sqrt(d)
     Xp = np.broadcast_to(P[:, None, :], (n, K, d)).copy()
     L_meas = _measure_L(problem, Xp, scale_x, rng, power_iters)
-    if L_meas > problem.L * (1 + tol):
-        viol.append(f"L: measured smoothness {L_meas:.6g} exceeds the declared L = {problem.L:.6g}")
     fv, gv, local_g, grad_err, mean_err = _consistency(problem, P, Xp, scale_x, rng)
-    if grad_err > 1e-5:
-        viol.append(f"grad is not the gradient of f (relative error {grad_err:.3g})")
-    if mean_err > 1e-8:
-        viol.append(f"f/grad differ from the means of local_fs/local_grads ({mean_err:.3g})")
     dev = local_g - gv[:, None, :]
     zeta_meas = float(np.max(np.mean(np.sum(dev * dev, axis=-1), axis=-1)))
-    g_scale = 1.0 + np.linalg.norm(gv, axis=-1)
-    if zeta_meas > problem.zeta2 * (1 + tol) + 1e-12 * (1 + float(np.max(g_scale)) ** 2):
-        viol.append(
-            f"zeta2: measured heterogeneity {zeta_meas:.6g} exceeds the declared "
-            f"zeta2 = {problem.zeta2:.6g}"
-        )
+    zeta_slack = 1e-12 * (1 + float(np.max(1.0 + np.linalg.norm(gv, axis=-1)))) ** 2
     m_sq, sigma_lcb, z_max, z_lim = _measure_noise(problem, Xp[: min(n, 6)], rng, n_noise, z_crit)
-    sigma_meas = float(np.max(m_sq))
-    if sigma_lcb > problem.sigma2 * (1 + tol) + 1e-12:
-        viol.append(
-            f"sigma2: measured noise variance {sigma_meas:.6g} (lower confidence bound "
-            f"{sigma_lcb:.6g}) exceeds the declared sigma2 = {problem.sigma2:.6g}"
-        )
-    if z_max > z_lim:
-        viol.append(f"noise is not zero-mean (max coordinate z-score {z_max:.3g} > {z_lim:.3g})")
-    f_min = _search_f_min(problem, P, fv, gd_steps)
-    if f_min < problem.f_star - tol * (1 + abs(problem.f_star)):
-        viol.append(
-            f"f_star: found f = {f_min:.6g} below the declared f_star = {problem.f_star:.6g}"
-        )
     report = ConstantsReport(
         problem=problem.name,
         n_points=n,
         L_declared=problem.L,
         L_measured=L_meas,
         sigma2_declared=problem.sigma2,
-        sigma2_measured=sigma_meas,
+        sigma2_measured=float(np.max(m_sq)),
         sigma2_pooled=float(np.mean(m_sq)),
         sigma2_lower_conf=sigma_lcb,
         zeta2_declared=problem.zeta2,
         zeta2_measured=zeta_meas,
         f_star_declared=problem.f_star,
-        f_min_found=f_min,
+        f_min_found=_search_f_min(problem, P, fv, gd_steps),
         grad_rel_error=grad_err,
         local_mean_rel_error=mean_err,
         noise_mean_max_z=z_max,
         exactness=dict(problem.exactness),
-        violations=viol,
     )
-    if viol and raise_on_violation:
+    report.violations = _violations(report, tol, zeta_slack, z_lim)
+    if report.violations and raise_on_violation:
         raise UserInputError(
             f"problem {problem.name!r}: declared constants contradicted by sampling: "
-            + "; ".join(viol)
+            + "; ".join(report.violations)
         )
     return report
+
+
+def _violations(r: ConstantsReport, tol: float, zeta_slack: float, z_lim: float) -> list[str]:
+    """The declared constants the measurements of ``r`` contradict (see
+    :func:`check_constants`); ``zeta_slack`` is the rounding allowance of ``zeta2``,
+    ``z_lim`` the limit of the noise mean's z-score."""
+    viol: list[str] = []
+    if r.L_measured > r.L_declared * (1 + tol):
+        viol.append(
+            f"L: measured smoothness {r.L_measured:.6g} exceeds the declared L = {r.L_declared:.6g}"
+        )
+    if r.grad_rel_error > 1e-5:
+        viol.append(f"grad is not the gradient of f (relative error {r.grad_rel_error:.3g})")
+    if r.local_mean_rel_error > 1e-8:
+        viol.append(
+            f"f/grad differ from the means of local_fs/local_grads ({r.local_mean_rel_error:.3g})"
+        )
+    if r.zeta2_measured > r.zeta2_declared * (1 + tol) + zeta_slack:
+        viol.append(
+            f"zeta2: measured heterogeneity {r.zeta2_measured:.6g} exceeds the declared "
+            f"zeta2 = {r.zeta2_declared:.6g}"
+        )
+    if r.sigma2_lower_conf > r.sigma2_declared * (1 + tol) + 1e-12:
+        viol.append(
+            f"sigma2: measured noise variance {r.sigma2_measured:.6g} (lower confidence bound "
+            f"{r.sigma2_lower_conf:.6g}) exceeds the declared sigma2 = {r.sigma2_declared:.6g}"
+        )
+    if r.noise_mean_max_z > z_lim:
+        viol.append(
+            f"noise is not zero-mean (max coordinate z-score {r.noise_mean_max_z:.3g} > "
+            f"{z_lim:.3g})"
+        )
+    f_star = r.f_star_declared
+    if r.f_min_found < f_star - tol * (1 + abs(f_star)):
+        viol.append(
+            f"f_star: found f = {r.f_min_found:.6g} below the declared f_star = {f_star:.6g}"
+        )
+    return viol
 
 
 def _measure_L(
