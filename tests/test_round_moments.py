@@ -119,10 +119,13 @@ def test_batch_equals_single_on_random_designs():
     p = np.where(rng.random(N) < 0.3, 0.0, rng.uniform(0.02, 0.95, N))
     eta = np.exp(rng.uniform(-2, 1, N)) * (p > 0)
     gamma, mu = rng.uniform(0.3, 1.5, N), rng.uniform(0, 0.95, N)
-    for minibatch, shared, nest in [(True, False, False), (False, False, False),
-                                    (False, True, False), (False, False, True)]:  # fmt: skip
+    mu[:5] = 0.0  # momentum 0 inside a batch with momentum
+    for minibatch, shared, nest, hb in [(True, False, False, False), (False, False, False, False),
+                                        (False, True, False, False), (False, False, True, False),
+                                        (False, False, False, True)]:  # fmt: skip
         b = oracle_batch(lam, y0, s2, Q, K=K, alpha=alpha, T=T, H=H, p=p, eta=eta, gamma=gamma,
-                         mu=mu, minibatch=minibatch, shared=shared, nesterov=nest)  # fmt: skip
+                         mu=mu, minibatch=minibatch, shared=shared, nesterov=nest,
+                         heavy_ball=hb)  # fmt: skip
         for n in range(N):
             d = rm.Directions(lam[n], y0[n], s2[n], Q[n], int(K[n]))
             if minibatch:
@@ -130,7 +133,7 @@ def test_batch_equals_single_on_random_designs():
             else:
                 spec = dict(kind="palsgd", alpha=alpha[n], H=int(H[n]), p=p[n], eta=eta[n],
                             outer="nesterov" if nest else "sgd", gamma=gamma[n],
-                            mu=mu[n] if nest else 0.0,
+                            mu=mu[n] if nest or hb else 0.0,
                             coins="shared" if shared else "independent")  # fmt: skip
             o = rm.oracle_on(d, spec, T=int(T[n]))
             if math.isfinite(o.mean_grad_norm_sq) and o.mean_grad_norm_sq < 1e100:
