@@ -1,6 +1,6 @@
 """Theorem 2 (theory.proofs.anchor, theory.bounds.outer): chain, composition, exact dynamics.
 
-The exact oracle is theory.quadratic.exact_moments (per-eigendirection moment recursions);
+The exact oracle is theory.moments.exact_moments (per-eigendirection moment recursions);
 the measured quantity is the anchors' mean E||grad f(z_r)||^2 over the rounds.
 """
 
@@ -15,8 +15,8 @@ import sympy as sp
 from theory import bounds as registry
 from theory import symbols as S
 from theory.check import check
+from theory.moments import MatrixQuadratic, exact_moments
 from theory.proofs import anchor as A
-from theory.quadratic import QuadraticProblem, exact_moments
 
 NAMES = {
     "palsgd": "palsgd_outer",
@@ -94,7 +94,7 @@ def _measure(kind, *, H, R, alpha, p, eta, gamma, mu, outer, het, s2, x0):
     rng = np.random.default_rng(0)
     b = rng.normal(size=(4, 2)) * het
     b -= b.mean(axis=0)
-    prob = QuadraticProblem(A=np.diag(lam), b=b, noise=s2, x0=np.asarray(x0, float))
+    prob = MatrixQuadratic(A=np.diag(lam), b=b, noise=s2, x0=np.asarray(x0, float))
     spec = dict(
         kind="local_sgd" if kind == "local_sgd" else "palsgd",
         alpha=alpha,

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from theory import bounds as registry
-from theory.quadratic import QuadraticProblem, exact_moments
+from theory.moments import MatrixQuadratic as QuadraticProblem
+from theory.moments import exact_moments
 
 __all__ = ["LOCAL_SGD_BOUNDS", "rounds_map", "exact_map", "heterogeneous_quadratic"]
 

@@ -52,7 +52,7 @@ def exact_vs_mc(
     largest ``|z|`` is compared with the Bonferroni threshold over all steps, metrics and
     algorithms at the run's level. Returns (per-step rows, per-algorithm summaries).
     """
-    quad = importlib.import_module("theory.quadratic")
+    quad = importlib.import_module("theory.moments")
     sim = importlib.import_module("theory.simulate")
     problems = importlib.import_module("theory.problems")
     prob = problems.make_problem(

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from theory.bound import Bound
-from theory.round_moments_batch import BatchResult, oracle_batch, oracle_batch_easgd
+from theory.moments import BatchResult, oracle_batch, oracle_batch_easgd
 from theory.validation import UserInputError
 from theory.verify.sampling import algorithm_for, coins_for
 

@@ -1,6 +1,6 @@
 """Exact moments on heterogeneous quadratics by round transfer maps (the fast exact oracle).
 
-Same problem class and algorithms as :mod:`theory.quadratic` (``f_k(x) = 1/2 (x - b_k)^T A
+Same problem class and algorithms as :mod:`theory.moments.exact` (``f_k(x) = 1/2 (x - b_k)^T A
 (x - b_k)``, additive noise; minibatch SGD, Local SGD, Post-Local SGD, DiLoCo, PALSGD with
 independent or shared coins, outer averaging / SGD / Nesterov, warm-up ``T0``,
 ``sync_offset``, ``outer_steps_per_sync``), but instead of the ``(K+3) x (K+3)`` second-moment
@@ -12,7 +12,7 @@ matrix propagated step by step it uses two facts:
    ``y_k = A_j z + B_j delta_k + N_j`` where ``(A_j, B_j)`` are random functions of the
    worker's coin path only (``A_0 = 1``, ``B_0 = 0``; step ``A <- s A + c``,
    ``B <- s B + d`` with the branch's scale ``s``, pull ``c`` and drift ``d``, see
-   :func:`theory.quadratic.local_step_branches`) and ``N_j`` is the accumulated noise. The
+   :func:`theory.moments.branches.local_step_branches`) and ``N_j`` is the accumulated noise. The
    coin paths are independent of ``z``; with independent coins they are i.i.d. across
    workers, with shared coins they are one path. Because ``sum_k delta_k = 0``,
    every cross term between the anchor part and the offset part of the workers' mean
@@ -22,8 +22,8 @@ matrix propagated step by step it uses two facts:
        E ybar_j^2 = E[A_j^2]   E z^2 +                n_j s2 / K        (shared)
 
    with ``E[Abar_j^2] = (E A_j)^2 + Var(A_j)/K``, ``Q = (1/K) sum_k delta_k^2``,
-   ``s2 = (1/K) sum_k s2_k`` the mean noise variance and ``n_j`` the noise factor. The six
-   moments ``E A, E B, E A^2, E AB, E B^2, n`` follow a linear recursion in ``j`` that does
+   ``s2 = (1/K) sum_k s2_k`` the mean noise variance and ``n_j`` the noise factor. These
+   moments follow a linear recursion in ``j`` (:mod:`theory.moments.rounds`) that does
    not involve ``K``: the cost is ``O(H d)``, whatever ``K``.
 2. **A round is a fixed affine map** of the anchor moments ``v = (E z^2, E z buf, E buf^2,
    E z, E buf, 1)`` (outer step on ``Delta = z - ybar_H``, then restart), and the round's
@@ -31,10 +31,10 @@ matrix propagated step by step it uses two facts:
    of the augmented ``7 x 7`` map per direction (repeated squaring, ``O(log R)``).
 
 The quantity returned, ``(1/T) sum_{t<T} E||grad f(xbar_t)||^2`` (the state recorded before
-each step, as :func:`theory.quadratic.exact_moments` records it), is therefore exact and
+each step, as :func:`theory.moments.exact.exact_moments` records it), is therefore exact and
 costs ``O(H d + d log(T/H))``. ``curves=True`` also returns the per-step curves (one pass
 over the rounds). ``tests/test_round_moments.py`` checks the result against the step-by-step
-recursion of :mod:`theory.quadratic` and against brute-force enumeration of the coins.
+recursion of :mod:`theory.moments.exact` and against brute-force enumeration of the coins.
 """
 
 from __future__ import annotations
@@ -45,14 +45,25 @@ from typing import Any
 
 import numpy as np
 
-from theory.algorithm import outer_step
-from theory.quadratic import _Algo, _as_algo, _as_eig, _check_x0, local_step_branches
+from theory.moments.inputs import as_eig, check_x0
+from theory.moments.rounds import (
+    A1,
+    NV,
+    ONE,
+    Z1,
+    Z2,
+    minibatch_matrix,
+    outer_coefficients,
+    round_map,
+    round_rows,
+    start_state,
+    step_matrix,
+    with_accumulators,
+)
+from theory.moments.spec import MomentAlgo, as_algo
 from theory.validation import validate_one
 
 __all__ = ["Directions", "OracleResult", "directions_of", "exact_oracle", "oracle_on"]
-
-_NV = 6  # anchor state: Z2, ZB, B2, Z1, B1, 1
-_Z2, _ZB, _B2, _Z1, _B1, _ONE = range(_NV)
 
 
 @dataclass(frozen=True)
@@ -82,12 +93,12 @@ class Directions:
 
 
 def directions_of(problem: Any, x0: Any = None) -> Directions:
-    """:class:`Directions` of any quadratic :func:`theory.quadratic.exact_moments` accepts."""
-    prob = _as_eig(problem)
+    """:class:`Directions` of any quadratic :func:`theory.moments.exact.exact_moments` accepts."""
+    prob = as_eig(problem)
     K, d = prob.b.shape
     bbar = prob.b.mean(axis=0)
     delta = prob.to_eig(prob.b - bbar)  # (K, d)
-    start = prob.x0 if x0 is None else _check_x0(x0, d)
+    start = prob.x0 if x0 is None else check_x0(x0, d)
     return Directions(
         lam=np.asarray(prob.lam, dtype=float),
         y0=prob.to_eig(start - bbar),
@@ -122,7 +133,7 @@ def exact_oracle(
 ) -> OracleResult:
     """Exact ``(1/T) sum_t E||grad f(xbar_t)||^2`` of ``spec`` on the quadratic ``problem``.
 
-    Accepts the same ``problem`` and ``spec`` as :func:`theory.quadratic.exact_moments`
+    Accepts the same ``problem`` and ``spec`` as :func:`theory.moments.exact.exact_moments`
     and agrees with it to rounding; cost ``O(H d + d log(T/H))`` instead of
     ``O(T d K^2)``.
     """
@@ -132,7 +143,7 @@ def exact_oracle(
 def oracle_on(dirs: Directions, spec: Any, *, T: int, curves: bool = False) -> OracleResult:
     """:func:`exact_oracle` on a reduced quadratic (see :class:`Directions`)."""
     validate_one("T", T)
-    algo = _as_algo(spec)
+    algo = as_algo(spec)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return _Run(dirs, algo, int(T), curves).result()
 
@@ -143,7 +154,7 @@ def oracle_on(dirs: Directions, spec: Any, *, T: int, curves: bool = False) -> O
 class _Run:
     """One evaluation: the warm-up phase, then the rounds of the local phase."""
 
-    def __init__(self, dirs: Directions, algo: _Algo, T: int, curves: bool):
+    def __init__(self, dirs: Directions, algo: MomentAlgo, T: int, curves: bool):
         self.d, self.a, self.T, self.curves = dirs, algo, T, curves
         self.lam2 = dirs.lam**2
         self.g_sum = np.zeros_like(dirs.lam)  # per direction sum of E (lam ybar)^2
@@ -157,8 +168,8 @@ class _Run:
         m = self._warmup(T0)  # (E y^2, E y) per direction after T0 minibatch steps
         final = self.lam2 * m[0]
         if T > T0:
-            v = np.zeros((_NV, d.lam.size))
-            v[_Z2], v[_Z1], v[_ONE] = m[0], m[1], 1.0
+            v = np.zeros((NV, d.lam.size))
+            v[Z2], v[Z1], v[ONE] = m[0], m[1], 1.0
             final = self._local(v, T - T0)
         g, c = float(np.sum(self.g_sum)) / T, float(np.sum(self.c_sum)) / T
         fin = float(np.sum(final))
@@ -175,25 +186,20 @@ class _Run:
     # ------------------------------------------------------------------ warm-up
     def _warmup(self, n: int) -> np.ndarray:
         """``n`` minibatch-SGD steps ``y <- (1 - alpha lam) y - alpha mean_k xi_k``."""
-        d, a = self.d, self.a
+        d = self.d
         m = np.stack([d.y0**2, d.y0, np.ones_like(d.y0)])
         if n == 0:
             return m
-        c = 1 - a.alpha * d.lam
-        q = a.alpha**2 * d.s2 / d.K
+        P = minibatch_matrix(d.lam, d.s2, d.K, self.a.alpha)  # (D, 4, 4): E y^2, E y, 1, acc
         if self.curves:
             g, cur = np.empty((n, d.lam.size)), m
             for t in range(n):
                 g[t] = self.lam2 * cur[0]
-                cur = np.stack([c**2 * cur[0] + q * cur[2], c * cur[1], cur[2]])
+                cur = np.einsum("dij,jd->id", P[:, :3, :3], cur)
             self.g_sum += g.sum(axis=0)
             self.g_curve.append(g.sum(axis=1))
             self.c_curve.append(np.zeros(n))
             return cur
-        P = np.zeros((d.lam.size, 4, 4))  # state (E y^2, E y, 1, acc)
-        P[:, 0, 0], P[:, 0, 2] = c**2, q
-        P[:, 1, 1], P[:, 2, 2] = c, 1.0
-        P[:, 3, 0], P[:, 3, 3] = self.lam2, 1.0
         w = np.einsum("dij,jd->di", np.linalg.matrix_power(P, n), np.vstack([m, 0 * d.y0]))
         self.g_sum += w[:, 3]
         return w[:, :3].T
@@ -211,7 +217,7 @@ class _Run:
         v = self._rounds(mom, v, H, n_full)
         if rem:
             return self._partial(mom, v, rem)
-        return self.lam2 * v[_Z2]
+        return self.lam2 * v[Z2]
 
     def _partial(self, mom: _Moments, v: np.ndarray, n: int) -> np.ndarray:
         """``n < H`` local steps that end without a sync; returns the final ``E(lam ybar)^2``."""
@@ -220,7 +226,7 @@ class _Run:
             self.c_sum += _dot(mom.cons_row(n), v)
             if self.curves:
                 self._curve(mom, v, n)
-        return self.lam2 * (mom.AA[n] * v[_Z2] + mom.VD[n])
+        return self.lam2 * (mom.AA[n] * v[Z2] + mom.VD[n])
 
     def _rounds(self, mom: _Moments, v: np.ndarray, ell: int, count: int) -> np.ndarray:
         """``count`` rounds of ``ell`` local steps, each ending with a sync."""
@@ -234,21 +240,16 @@ class _Run:
                 self.c_sum += _dot(mom.cons_row(ell), v)
                 v = np.einsum("dij,jd->id", M, v)
             return v
-        D = v.shape[1]
-        P = np.zeros((D, _NV + 2, _NV + 2))
-        P[:, :_NV, :_NV] = M
-        P[:, _NV, :_NV] = mom.grad_row(ell).T
-        P[:, _NV + 1, :_NV] = mom.cons_row(ell).T
-        P[:, _NV, _NV] = P[:, _NV + 1, _NV + 1] = 1.0
-        w0 = np.vstack([v, np.zeros((2, D))])
+        P = with_accumulators(M, [mom.grad_row(ell).T, mom.cons_row(ell).T])
+        w0 = np.vstack([v, np.zeros((2, v.shape[1]))])
         w = np.einsum("dij,jd->id", np.linalg.matrix_power(P, count), w0)
-        self.g_sum += w[_NV]
-        self.c_sum += w[_NV + 1]
-        return w[:_NV]
+        self.g_sum += w[NV]
+        self.c_sum += w[NV + 1]
+        return w[:NV]
 
     def _curve(self, mom: _Moments, v: np.ndarray, n: int) -> None:
-        g = self.lam2[None, :] * (mom.AA[:n] * v[_Z2][None, :] + mom.VD[:n])
-        c = mom.CA[:n] * v[_Z2][None, :] + mom.CD[:n]
+        g = self.lam2[None, :] * (mom.AA[:n] * v[Z2][None, :] + mom.VD[:n])
+        c = mom.CA[:n] * v[Z2][None, :] + mom.CD[:n]
         self.g_curve.append(g.sum(axis=1))
         self.c_curve.append(c.sum(axis=1))
 
@@ -263,117 +264,46 @@ class _Moments:
 
     ``AA[j] = E[Abar_j^2]`` (the workers' mean), ``VD[j]`` the anchor-free part of
     ``E ybar_j^2``; ``CA[j]``, ``CD[j]`` the same two parts of the consensus error;
-    ``a1[j] = E A_j``. Shapes ``(H+1, D)``.
+    ``a1[j] = E A_j``. Shapes ``(H+1, D)`` (:mod:`theory.moments.rounds`).
     """
 
-    def __init__(self, dirs: Directions, algo: _Algo, H: int):
-        self.algo = algo
-        lam, K = dirs.lam, dirs.K
+    def __init__(self, dirs: Directions, algo: MomentAlgo, H: int):
+        lam = dirs.lam
         self.lam2 = lam**2
-        br = local_step_branches(lam, algo.alpha, algo.eta, algo.p, 1.0)
-        D = lam.size
-
-        def mean(f: Any) -> np.ndarray:
-            return sum(np.broadcast_to(np.asarray(f(b), dtype=float) * b.prob, (D,)) for b in br)
-
-        Es, Ec, Ed = mean(lambda b: b.scale), mean(lambda b: b.pull), mean(lambda b: b.drift)
-        Ess, Esc, Esd = (
-            mean(lambda b: b.scale**2),
-            mean(lambda b: b.scale * b.pull),
-            mean(lambda b: b.scale * b.drift),
-        )
-        Ecc, Ecd, Edd = (
-            mean(lambda b: b.pull**2),
-            mean(lambda b: b.pull * b.drift),
-            mean(lambda b: b.drift**2),
-        )
-        En = mean(lambda b: b.noise)
-        # one step of (a1, b1, aa, ab, bb, nn, 1) is a fixed linear map P (D, 7, 7);
+        P = step_matrix(lam, algo.alpha, algo.eta, algo.p)  # (D, 9, 9)
         # the states for j = 0..H by doubling: U[m:2m] = P^m U[0:m]
-        P = np.zeros((D, 7, 7))
-        P[:, 0, 0], P[:, 0, 6] = Es, Ec
-        P[:, 1, 1], P[:, 1, 6] = Es, Ed
-        P[:, 2, 2], P[:, 2, 0], P[:, 2, 6] = Ess, 2 * Esc, Ecc
-        P[:, 3, 3], P[:, 3, 1], P[:, 3, 0], P[:, 3, 6] = Ess, Esc, Esd, Ecd
-        P[:, 4, 4], P[:, 4, 1], P[:, 4, 6] = Ess, 2 * Esd, Edd
-        P[:, 5, 5], P[:, 5, 6] = Ess, En
-        P[:, 6, 6] = 1.0
-        U = np.zeros((H + 1, D, 7))
-        U[0, :, 0] = U[0, :, 2] = U[0, :, 6] = 1.0
+        U = np.empty((H + 1,) + P.shape[:-1])
+        U[0] = start_state(lam.shape)
         m, Pm = 1, P
         while m <= H:
             hi = min(2 * m, H + 1)
             U[m:hi] = np.einsum("dij,ndj->ndi", Pm, U[: hi - m])
             Pm = Pm @ Pm
             m *= 2
-        a1, b1, aa, ab, bb, nn = (U[:, :, i] for i in range(6))
-        s2, Q = dirs.s2[None, :], dirs.Q[None, :]
-        keep = 1.0 - 1.0 / K
-        if algo.shared:
-            self.AA = aa
-            self.VD = nn * s2 / K
-            self.CA = 0.0 * aa
-            self.CD = bb * Q + nn * s2 * keep
-        else:
-            var_a, var_b = aa - a1**2, bb - b1**2
-            self.AA = a1**2 + var_a / K
-            self.VD = var_b * Q / K + nn * s2 / K
-            self.CA = var_a * keep
-            self.CD = (b1**2 + var_b * keep) * Q + nn * s2 * keep
-        self.a1 = a1
+        rows = round_rows(dirs.s2, dirs.Q, dirs.K, algo.shared)  # (4, D, 9)
+        self.AA, self.VD, self.CA, self.CD = (np.einsum("di,ndi->nd", r, U) for r in rows)
+        self.a1 = U[..., A1]
         self.cumAA, self.cumVD = _prefix(self.AA), _prefix(self.VD)
         self.cumCA, self.cumCD = _prefix(self.CA), _prefix(self.CD)
+        self.zc, self.bc = outer_coefficients(algo.outer, algo.gamma, algo.mu, algo.outer_steps - 1)
 
     def grad_row(self, n: int) -> np.ndarray:
         """Row ``(6, D)``: the sum over steps ``j < n`` of ``E(lam ybar_j)^2`` as a function
         of the anchor state."""
-        row = np.zeros((_NV, self.lam2.size))
-        row[_Z2] = self.lam2 * self.cumAA[n]
-        row[_ONE] = self.lam2 * self.cumVD[n]
+        row = np.zeros((NV, self.lam2.size))
+        row[Z2] = self.lam2 * self.cumAA[n]
+        row[ONE] = self.lam2 * self.cumVD[n]
         return row
 
     def cons_row(self, n: int) -> np.ndarray:
-        row = np.zeros((_NV, self.lam2.size))
-        row[_Z2] = self.cumCA[n]
-        row[_ONE] = self.cumCD[n]
+        row = np.zeros((NV, self.lam2.size))
+        row[Z2] = self.cumCA[n]
+        row[ONE] = self.cumCD[n]
         return row
 
     def round_map(self, ell: int) -> np.ndarray:
         """The affine map ``v -> v'`` of one round of ``ell`` steps and its sync, ``(D, 6, 6)``."""
-        D = self.lam2.size
-        M = np.empty((D, _NV, _NV))
-        for i in range(_NV):
-            e = np.zeros((_NV, D))
-            e[i] = 1.0
-            M[:, :, i] = self._sync(e, ell).T
-        return M
-
-    def _sync(self, v: np.ndarray, ell: int) -> np.ndarray:
-        """The anchor state after the outer step on ``Delta = z - ybar_ell`` (linear in ``v``)."""
-        a1, AA, VD = self.a1[ell], self.AA[ell], self.VD[ell]
-        Z2, ZB, B2, Z1, B1, one = v
-        # second moments of (z, buf, Delta) and first moments
-        dz = (1 - a1) * Z2
-        db = (1 - a1) * ZB
-        dd = (1 - 2 * a1 + AA) * Z2 + VD * one
-        d1 = (1 - a1) * Z1
-        G = np.array([[Z2, ZB, dz], [ZB, B2, db], [dz, db, dd]])
-        m = np.array([Z1, B1, d1])
-        zc, bc = _outer_coefficients(self.algo)
-        z2 = np.einsum("i,ijd,j->d", zc, G, zc)
-        zb = np.einsum("i,ijd,j->d", zc, G, bc)
-        b2 = np.einsum("i,ijd,j->d", bc, G, bc)
-        return np.stack([z2, zb, b2, zc @ m, bc @ m, one])
-
-
-def _outer_coefficients(algo: _Algo) -> tuple[np.ndarray, np.ndarray]:
-    """``z'`` and ``buf'`` as coefficient vectors on ``(z, buf, Delta)``: the outer update of
-    :func:`theory.algorithm.outer_step` applied to the unit vectors."""
-    z, buf, delta = np.eye(3)
-    return outer_step(
-        z, buf, delta, outer=algo.outer, gamma=algo.gamma, mu=algo.mu,
-        extra_steps=algo.outer_steps - 1,
-    )  # fmt: skip
+        return round_map(self.a1[ell], self.AA[ell], self.VD[ell], self.zc, self.bc)
 
 
 def _prefix(x: np.ndarray) -> np.ndarray:

@@ -1,7 +1,9 @@
 """Torch backend of :func:`theory.simulate.simulate` (CPU or CUDA, float32 or float64).
 
-The step semantics are those of :mod:`theory.simulate` (see its module docstring), written
-once more on torch tensors so that the same run executes on a GPU, or on CPU in float32:
+The step semantics are those of :mod:`theory.simulate` (see its module docstring): the
+schedule is the numpy backend's (:class:`theory.simulate.loop.RunLoop`), the arithmetic of
+each step is written on torch tensors so that the same run executes on a GPU, or on CPU in
+float32:
 
 * the coins are the same counter-based coins (:func:`theory.coins.pull_coins`, drawn on the
   host in chunks of steps and copied to the device once per chunk), so a run makes the same
@@ -33,9 +35,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from theory.coins import pull_coins
+from theory.algorithm import AlgorithmSpec
 from theory.problems import CosineProblem, Problem, QuadraticProblem
-from theory.simulate import COIN_CHUNK_ELEMS, AlgorithmSpec, Trace
+from theory.simulate.loop import RunLoop
+from theory.simulate.trace import Trace
 from theory.validation import UserInputError
 
 __all__ = ["DTYPES", "NOISE_RNGS", "resolve_device", "run"]
@@ -197,6 +200,104 @@ class _Noise:
         return None, None
 
 
+class TorchRun(RunLoop):
+    """The state ``X`` (R, K, d), anchor ``Z`` (R, d) and outer buffer as tensors."""
+
+    def __init__(self, problem, spec, *, T, R, seed, record_every, start, dev, dt, noise_rng):
+        super().__init__(problem, spec, T=T, R=R, seed=seed, record_every=record_every)
+        K, d = problem.K, problem.d
+        self.dev, self.dt = dev, dt
+        self.ops = _ops(problem, dev, dt)
+        self.noise = _Noise(problem, R, seed, noise_rng, dev, dt)
+        self.X = torch.empty((R, K, d), device=dev, dtype=dt)
+        self.X.copy_(torch.as_tensor(start, dtype=dt, device=dev)[..., None, :].expand(R, K, d))
+        self.X2 = self.X.view(R * K, d)
+        self.Z = self.X[:, 0, :].clone()
+        self.buf = torch.zeros((R, d), device=dev, dtype=dt)
+        self.G = torch.empty_like(self.X)
+        self.rec = torch.empty((4, R, self.n_rec), device=dev, dtype=torch.float64)
+
+    def point(self) -> torch.Tensor:
+        X = self.X
+        return (X.sum(1) + self.Z) / (self.K + 1) if self.easgd else X.mean(1)
+
+    def record(self, i: int) -> None:
+        X, G, rec, K = self.X, self.G, self.rec, self.K
+        xbar = X.mean(1)
+        v = self.point() if self.easgd else xbar
+        g = self.ops.grad(v)
+        rec[0, :, i] = (g * g).sum(-1)
+        rec[1, :, i] = self.ops.f(v) - self.problem.f_star
+        torch.sub(X, xbar[:, None, :], out=G)
+        rec[2, :, i] = (G * G).sum((1, 2)) / K
+        torch.sub(X, self.Z[:, None, :], out=G)
+        rec[3, :, i] = (G * G).sum((1, 2)) / K
+
+    def draw(self) -> tuple[torch.Tensor | None, Any]:
+        return self.noise.draw()
+
+    def _grads(self, draw: tuple[torch.Tensor | None, Any]) -> None:
+        eps, host_draw = draw
+        if host_draw is not None:
+            self.ops.grads_from_draw(self.X, host_draw, self.G)
+        else:
+            self.ops.noisy_grads(self.X, eps, self.G)
+
+    def warm_step(self, draw: tuple[torch.Tensor | None, Any]) -> None:
+        self._grads(draw)
+        self.Z.sub_(self.G.mean(1).mul_(self.alpha))
+        self.X.copy_(self.Z[:, None, :].expand(self.R, self.K, self.d))
+
+    def local_step(self, draw, i: int | None, do_grad: bool, do_pull: bool) -> None:
+        X, X2, Z, m, K = self.X, self.X2, self.Z, self.m, self.K
+        wg = None
+        if i is not None:
+            if self.coins.fresh:
+                wg_c = np.where(self.coins.coins, 0.0, self.lr_g)[..., None]
+                self.wg_c = torch.as_tensor(wg_c, dtype=self.dt).to(self.dev)
+            wg = self.wg_c[i]
+        if do_pull:
+            pulled = torch.as_tensor(np.flatnonzero(self.coins.coins[i]), device=self.dev)
+            sub = X2[pulled, :m]
+            sub.sub_((sub - Z[pulled // K, :m]).mul_(self.c))
+        if do_grad:
+            self._grads(draw)
+            if wg is None:
+                X.add_(self.G, alpha=-self.lr_g)
+            else:
+                X.addcmul_(self.G, wg, value=-1.0)  # wg: lr_g on gradient rows, 0 on pulled rows
+        if do_pull:
+            X2[:, :m].index_copy_(0, pulled, sub)
+
+    def mix(self) -> None:
+        X, Z, a = self.X, self.Z, self.a_el
+        s = X.sum(1).mul_(a)
+        X.mul_(1.0 - a).add_((a * Z)[:, None, :])
+        Z.mul_(1.0 - self.K * a).add_(s)
+
+    def sync(self) -> None:
+        Z_new, self.buf = self.spec.outer_step(self.Z, self.buf, self.Z - self.X.mean(1))
+        self.Z.copy_(Z_new)
+        self.X.copy_(self.Z[:, None, :].expand(self.R, self.K, self.d))
+
+    def trace(self) -> Trace:
+        v = self.point()
+        gT = self.ops.grad(v)
+        host = self.rec.cpu().numpy()
+        rec = dict(zip(("gn", "lg", "cons", "anc"), host, strict=True))
+        return self.make_trace(
+            rec,
+            final_x=_np64(self.X),
+            anchor=_np64(self.Z),
+            final_grad_norm_sq=_np64((gT * gT).sum(-1)),
+            final_loss_gap=_np64(self.ops.f(v)) - self.problem.f_star,
+        )
+
+
+def _np64(x: torch.Tensor) -> np.ndarray:
+    return x.to("cpu", torch.float64).numpy()
+
+
 def run(
     problem: Problem,
     spec: AlgorithmSpec,
@@ -215,140 +316,8 @@ def run(
     if dtype not in DTYPES:
         raise UserInputError(f"unknown dtype {dtype!r}: choose one of {list(DTYPES)}")
     dev, dt = resolve_device(device), DTYPES[dtype]
-    K, d = problem.K, problem.d
-    ops = _ops(problem, dev, dt)
-    noise = _Noise(problem, R, seed, noise_rng, dev, dt)
-    easgd = spec.kind == "easgd"
-    a_el = spec.elastic_coef(K) if easgd else 0.0
-    X = torch.empty((R, K, d), device=dev, dtype=dt)
-    X.copy_(torch.as_tensor(start, dtype=dt, device=dev)[..., None, :].expand(R, K, d))
-    X2 = X.view(R * K, d)
-    Z = X[:, 0, :].clone()
-    buf = torch.zeros((R, d), device=dev, dtype=dt)
-    G = torch.empty_like(X)
-    m = min(d, math.ceil(spec.pull_fraction * d - 1e-12))
-    pulls_on = spec.local and spec.p > 0
-    alpha, lr_g, c = spec.alpha, spec.grad_lr, spec.pull_coef
-    shared = spec.coins == "shared"
-    r_idx, k_idx = np.arange(R)[:, None], np.arange(K)[None, :]
-    chunk = max(1, min(256, COIN_CHUNK_ELEMS // (R * K)))
-    chunk_start = chunk_end = 0
-
-    n_rec = (T + record_every - 1) // record_every
-    rec = torch.empty((4, R, n_rec), device=dev, dtype=torch.float64)
-    comm_rec = np.empty(n_rec)
-    grad_evals = np.zeros(R)
-    ge_hist = np.empty((R, n_rec))
-    comm = 0
-    pull_steps = np.zeros((R, K), dtype=np.int64)
-
-    def point() -> torch.Tensor:
-        return (X.sum(1) + Z) / (K + 1) if easgd else X.mean(1)
-
-    def record(i: int) -> None:
-        xbar = X.mean(1)
-        v = point() if easgd else xbar
-        g = ops.grad(v)
-        rec[0, :, i] = (g * g).sum(-1)
-        rec[1, :, i] = ops.f(v) - problem.f_star
-        torch.sub(X, xbar[:, None, :], out=G)
-        rec[2, :, i] = (G * G).sum((1, 2)) / K
-        torch.sub(X, Z[:, None, :], out=G)
-        rec[3, :, i] = (G * G).sum((1, 2)) / K
-        ge_hist[:, i] = grad_evals
-        comm_rec[i] = comm
-
-    iterator = range(T)
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(iterator, desc=f"simulate {spec.kind} (torch)", unit="step")
-
-    for t in iterator:
-        if t % record_every == 0:
-            record(t // record_every)
-        eps, host_draw = noise.draw()
-        if not spec.local or t < spec.T0:
-            if host_draw is not None:
-                ops.grads_from_draw(X, host_draw, G)
-            else:
-                ops.noisy_grads(X, eps, G)
-            Z.sub_(G.mean(1).mul_(alpha))
-            X.copy_(Z[:, None, :].expand(R, K, d))
-            grad_evals += 1.0
-            comm += 1
-            continue
-
-        if pulls_on:
-            if t >= chunk_end:
-                chunk_start, chunk_end = t, min(T, t + chunk)
-                steps_c = np.arange(chunk_start, chunk_end)[:, None, None]
-                bc = pull_coins(spec.seed, spec.p, steps_c, k_idx, r_idx, shared=shared)
-                bc = np.broadcast_to(bc, (chunk_end - chunk_start, R, K))
-                wg_c = torch.as_tensor(np.where(bc, 0.0, lr_g)[..., None], dtype=dt).to(dev)
-                npull_c = np.count_nonzero(bc, axis=(1, 2))
-                ge_c = 1.0 - np.count_nonzero(bc, axis=2) / K
-                pull_steps += np.count_nonzero(bc, axis=0)
-            i = t - chunk_start
-            n_pull = int(npull_c[i])
-            do_grad, do_pull = n_pull < R * K, n_pull > 0 and c != 0.0
-            grad_evals += ge_c[i]
-            wg = wg_c[i]
-        else:
-            do_grad, do_pull, wg = True, False, None
-            grad_evals += 1.0
-        if do_pull:
-            pulled = torch.as_tensor(np.flatnonzero(bc[i]), device=dev)
-            sub = X2[pulled, :m]
-            sub.sub_((sub - Z[pulled // K, :m]).mul_(c))
-        if do_grad:
-            if host_draw is not None:
-                ops.grads_from_draw(X, host_draw, G)
-            else:
-                ops.noisy_grads(X, eps, G)
-            if wg is None:
-                X.add_(G, alpha=-lr_g)
-            else:
-                X.addcmul_(G, wg, value=-1.0)  # wg: lr_g on gradient rows, 0 on pulled rows
-        if do_pull:
-            X2[:, :m].index_copy_(0, pulled, sub)
-
-        if not spec.is_sync_step(t):
-            continue
-        if easgd:
-            s = X.sum(1).mul_(a_el)
-            X.mul_(1.0 - a_el).add_((a_el * Z)[:, None, :])
-            Z.mul_(1.0 - K * a_el).add_(s)
-            comm += 1
-            continue
-        Z_new, buf = spec.outer_step(Z, buf, Z - X.mean(1))
-        Z.copy_(Z_new)
-        X.copy_(Z[:, None, :].expand(R, K, d))
-        comm += spec.outer_steps_per_sync
-
-    v = point()
-    gT = ops.grad(v)
-    host = rec.cpu().numpy()
-
-    def np64(x: torch.Tensor) -> np.ndarray:
-        return x.to("cpu", torch.float64).numpy()
-
-    return Trace(
-        steps=np.arange(0, T, record_every),
-        grad_norm_sq=host[0],
-        loss_gap=host[1],
-        consensus=host[2],
-        anchor_dist=host[3],
-        grad_evals=ge_hist,
-        comm_rounds=comm_rec,
-        final_x=np64(X),
-        anchor=np64(Z),
-        T=T,
-        record_every=record_every,
-        final_grad_norm_sq=np64((gT * gT).sum(-1)),
-        final_loss_gap=np64(ops.f(v)) - problem.f_star,
-        pull_steps=pull_steps,
-        spec={**spec.to_dict()},
-        problem=problem.describe(),
-        seed=seed,
-    )
+    runner = TorchRun(
+        problem, spec, T=T, R=R, seed=seed, record_every=record_every, start=start, dev=dev,
+        dt=dt, noise_rng=noise_rng,
+    )  # fmt: skip
+    return runner.run(progress, f"simulate {spec.kind} (torch)")
