@@ -1309,7 +1309,7 @@ def theory(report_dir: str | Path, out: str | Path) -> FigureOutput:
     (a) measured ``(1/T) sum_t E||grad f||^2`` (mean with confidence bounds) against the
     bound (log-log, ``y = x``: points above violate); (b) measured value and bound against
     ``T`` per bound; (c) consensus error against ``H``; (d) exact expected loss gap on a
-    quadratic (moment recursions, :mod:`theory.quadratic`) against the Monte-Carlo mean.
+    quadratic (moment recursions, :mod:`theory.moments`) against the Monte-Carlo mean.
     """
     rd = Path(report_dir)
     if not (rd / "results.json").is_file():

@@ -15,7 +15,7 @@ The two kinds of bound measure different averages (the pull-aware bound: the anc
 ``z_r``; the Local SGD bounds: every step's averaged iterate); both are guarantees on an
 average squared gradient norm of the model the method returns.
 
-:func:`exact_map` runs the exact moment recursions (:mod:`theory.quadratic`) on a
+:func:`exact_map` runs the exact moment recursions (:mod:`theory.moments`) on a
 heterogeneous quadratic on the same grid: end-of-round consensus error and anchor
 gradient norm of PALSGD and of Local SGD.
 """

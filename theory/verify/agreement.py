@@ -45,7 +45,7 @@ def exact_specs(H: int = 4) -> list[tuple[str, dict[str, Any]]]:
 def exact_vs_mc(
     settings: VerifySettings, *, seed: int, progress: Any = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Exact expected curves (:func:`theory.quadratic.exact_moments`) vs the simulator's mean.
+    """Exact expected curves (:func:`theory.moments.exact_moments`) vs the simulator's mean.
 
     On the heterogeneous quadratic; for every algorithm of :func:`exact_specs`, the
     standardised deviation ``z = (MC mean - exact)/se`` at every step and metric; the
