@@ -319,3 +319,37 @@ def test_x1_is_a_certificate_and_x2_makes_c2_redundant_for_h_ge_2():
     keys = {x.key: x for x in th.extra_checks}
     assert keys["X1"].method == "certificate" and keys["X1"].check().ok
     assert keys["X2"].check().ok
+
+
+def test_final_partial_round_is_certified_and_needs_a_shorter_round():
+    """L21 (T = R H + H') checks; L21b is false without H' <= H, and the checker says so."""
+    from theory.proofs.palsgd import partial
+
+    chain = P.Chain("independent")
+    for key in ("L21a", "L21b", "L21"):
+        assert chain[key].check().ok, key
+    l21b = chain["L21b"]
+    longer = Domain({S.p: partial._u / (1 + partial._u), S.H: 1 + partial._hp}, "H' free")
+    longer = Domain({**longer.substitutions, partial.Hp: 1 + partial._hp + partial._j})
+    assert not replace(l21b, domain=longer).check().ok  # H' = H + j: Q(H') > H' Q/H
+    # a partial round with the full-round constant Q(H) in place of H' Q/H is not the claim
+    l21 = chain["L21"]
+    wrong = replace(l21.parts[0], rhs=l21.parts[0].rhs + 4 * P.coefficients()["Q"] / S.alpha)
+    assert not wrong.check().ok
+
+
+def test_induction_checks_its_structure():
+    """An Induction fails if its base or step proves another claim or assumes more."""
+    l14 = P.Chain("independent")["L14"]
+    assert l14.check().ok and l14.method == "induction"
+    assert not replace(l14, rhs=2 * l14.rhs).check().ok  # base/step no longer the claim
+    assert not replace(l14, start=0).check().ok
+    step = l14.step
+    no_ih = replace(step, hypotheses=tuple(h for h in step.hypotheses if h.name != "IH"))
+    assert "IH" in replace(l14, step=no_ih).check().detail
+    strong = tuple(
+        replace(h, slack=h.slack + S.sigma**2) if h.name == "IH" else h for h in step.hypotheses
+    )
+    assert not replace(l14, step=replace(step, hypotheses=strong)).check().ok
+    adv = {k: v for k, v in l14.advance.items() if k != l14.var}
+    assert not replace(l14, advance={**adv, l14.var: l14.var + 2}).check().ok

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from theory.proofs.lemmas import Lemma
-from theory.proofs.palsgd import descent, drift, oracle, rounds
+from theory.proofs.palsgd import descent, drift, oracle, partial, rounds
 from theory.proofs.palsgd.notation import coefficients
 
 WIRING: dict[str, Callable[[Chain], Lemma]] = {
@@ -45,6 +45,9 @@ WIRING: dict[str, Callable[[Chain], Lemma]] = {
     "L19": lambda c: rounds.l19_telescoping(),
     "L20": lambda c: rounds.l20_theorem(c.co, c["L18b"]),
     "L20s": lambda c: rounds.l20s_sharp(c.co, c["L18"]),
+    "L21a": lambda c: partial.l21a_conditions_at_shorter_rounds(c.co),
+    "L21b": lambda c: partial.l21b_round_constant_share(c.co),
+    "L21": lambda c: partial.l21_final_partial_round(c.co, c["L18b"], c["L21b"]),
 }
 
 #: the lemmas the statement is assembled from (conditions and bound)
