@@ -103,7 +103,8 @@ def test_bound_is_read_off_the_last_lemma():
 def test_identity_check_fails_on_a_wrong_identity():
     e, g = vector("e"), vector("g")
     wrong = Identity("bad", "", "", lhs=sqnorm(e + g), rhs=sqnorm(e) + sqnorm(g))
-    assert not wrong.check().ok
+    res = wrong.check()
+    assert not res.ok and "certificate identity fails" in res.detail, res.detail
     assert not is_zero(S.p / (1 - S.p) - S.p)
 
 
@@ -335,7 +336,8 @@ def test_final_partial_round_is_certified_and_needs_a_shorter_round():
     # a partial round with the full-round constant Q(H) in place of H' Q/H is not the claim
     l21 = chain["L21"]
     wrong = replace(l21.parts[0], rhs=l21.parts[0].rhs + 4 * P.coefficients()["Q"] / S.alpha)
-    assert not wrong.check().ok
+    res = wrong.check()
+    assert not res.ok and "certificate identity fails" in res.detail, res.detail
 
 
 def test_induction_checks_its_structure():
@@ -351,5 +353,30 @@ def test_induction_checks_its_structure():
         replace(h, slack=h.slack + S.sigma**2) if h.name == "IH" else h for h in step.hypotheses
     )
     assert not replace(l14, step=replace(step, hypotheses=strong)).check().ok
+    later = replace(step, domain=Domain({l14.var: 2 + sp.Symbol("j", nonnegative=True)}))
+    assert "cover" in replace(l14, step=later).check().detail  # steps from t >= 2 only
     adv = {k: v for k, v in l14.advance.items() if k != l14.var}
     assert not replace(l14, advance={**adv, l14.var: l14.var + 2}).check().ok
+
+
+def test_round_drift_induction_rejects_a_smaller_weight():
+    """L16 for every H with P = H (the coin part 4p/(1-p) of the Lam weight dropped), or
+    with the noise weight H (H-1) replaced by (H-1)^2, must not certify."""
+    from theory.proofs.palsgd import drift
+
+    chain = P.Chain("independent")
+    co, l15 = chain.co, chain["L15"]
+    assert drift.l16_round_drift(co, l15).check().ok
+    res = drift.l16_round_drift({**co, "P": S.H}, l15).check()
+    assert not res.ok and "certificate identity fails" in res.detail, res.detail
+    weak = drift.l16_round_drift(co, l15)
+    noise = S.alpha**2 * S.sigma**2 / (1 - S.p)
+    smaller = sp.sympify(weak.rhs) - noise * S.H * (S.H - 1) + noise * (S.H - 1) ** 2
+    step = replace(weak.step, rhs=smaller.xreplace(dict(weak.advance)))
+    ih = tuple(
+        replace(h, slack=smaller - P.SD) if h.name == "IH" else h for h in weak.step.hypotheses
+    )
+    base = replace(weak.base, rhs=smaller.xreplace({S.H: 1}).xreplace(dict(weak.base_subs)))
+    wrong = replace(weak, rhs=smaller, step=replace(step, hypotheses=ih), base=base)
+    res = wrong.check()
+    assert not res.ok and "certificate identity fails" in res.detail, res.detail

@@ -21,7 +21,8 @@ class Induction(Lemma):
     partial sums at ``n = start``. ``base`` is a certificate whose sides must equal the claim
     at ``start``; ``step`` is a certificate whose sides must equal the advanced claim and
     which has an inequality hypothesis named ``"IH"`` with the claim's slack ``rhs - lhs``
-    (the induction hypothesis); its domain must encode ``var >= start``. ``extra`` are
+    (the induction hypothesis); its domain must let ``var`` range over every value
+    ``>= start`` (checked). ``extra`` are
     cross-checks (for example instances) that must also check. All of this is verified by
     :meth:`check`, so neither certificate can prove a different claim.
     """
@@ -66,11 +67,24 @@ class Induction(Lemma):
             sp.sympify(self.advance[self.var]) - self.var - 1
         ):
             return "advance must map n to n + 1"
+        if not self._step_covers_every_n():
+            return f"the inductive step's domain does not cover every n >= {self.start}"
         ih = [h for h in self.step.hypotheses if h.name == "IH"]
         slack = sp.sympify(self.rhs) - sp.sympify(self.lhs)
         if len(ih) != 1 or ih[0].equality or not is_zero(ih[0].slack - slack):
             return "the inductive step does not assume exactly the claim at n (IH)"
         return None
+
+    def _step_covers_every_n(self) -> bool:
+        """The step is certified on a domain where ``n`` ranges over all of ``[start, oo)``:
+        ``n -> start + s`` with ``s`` a nonnegative symbol, or ``n`` itself nonnegative
+        (positive) by assumption and ``start = 0`` (``start = 1``)."""
+        sub = self.step.domain.substitutions.get(self.var)  # type: ignore[union-attr]
+        if sub is None:
+            floor = 1 if self.var.is_positive else 0 if self.var.is_nonnegative else None
+            return floor is not None and self.start == floor
+        rest = sp.expand(sp.sympify(sub) - self.start)
+        return isinstance(rest, sp.Symbol) and bool(rest.is_nonnegative)
 
     def check(self) -> CheckResult:
         problem = self._structure()
