@@ -103,8 +103,7 @@ def test_bound_is_read_off_the_last_lemma():
 def test_identity_check_fails_on_a_wrong_identity():
     e, g = vector("e"), vector("g")
     wrong = Identity("bad", "", "", lhs=sqnorm(e + g), rhs=sqnorm(e) + sqnorm(g))
-    res = wrong.check()
-    assert not res.ok and "certificate identity fails" in res.detail, res.detail
+    assert not wrong.check().ok
     assert not is_zero(S.p / (1 - S.p) - S.p)
 
 
