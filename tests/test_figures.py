@@ -636,7 +636,7 @@ def test_execute_trains_once_then_reuses_the_cache(tmp_path):
     t = tasks["gptneo"]
     ov = dict(
         t.base,
-        **R._method_overrides(t, "palsgd"),
+        **R.method_overrides(t, "palsgd"),
         T=4,
         eval_interval=2,
         log_interval=2,
