@@ -83,10 +83,10 @@ def _measure_in_processes(specs: list[dict[str, Any]], nproc: int) -> list[dict[
 
 
 def _torch_facts() -> dict[str, Any]:
-    """torch's version and whether it sees a GPU; torch is imported here, when asked,
-    for its start-up cost."""
-    import torch
-
+    """torch's version and whether it sees a GPU."""
+    torch = R.torch_module()
+    if torch is None:  # pragma: no cover
+        return {"torch": None, "cuda": False}
     return {"torch": torch.__version__, "cuda": torch.cuda.is_available()}
 
 

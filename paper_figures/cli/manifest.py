@@ -23,11 +23,9 @@ _VERSIONS = ("palsgd-toolkit", "torch", "numpy", "scipy", "sympy", "matplotlib",
 
 
 def _torch_hardware() -> dict[str, Any]:
-    """The GPUs torch sees and its thread count ({} without torch); torch is imported here,
-    when asked, for its start-up cost."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
+    """The GPUs torch sees and its thread count ({} without torch)."""
+    torch = R.torch_module()
+    if torch is None:  # pragma: no cover
         return {}
     cuda = torch.cuda.is_available()
     return {
