@@ -20,6 +20,9 @@ costmodel = pytest.importorskip("empirical.costmodel")
 from paper_figures import analysis as A  # noqa: E402
 from paper_figures import figures as F  # noqa: E402
 from paper_figures import runs as R  # noqa: E402
+from paper_figures import style  # noqa: E402
+from theory import verify as V  # noqa: E402
+from theory.algorithm import DISTRIBUTED_NAMES, NAMES, AlgorithmSpec  # noqa: E402
 from theory.cli import main  # noqa: E402
 from theory.validation import UserInputError  # noqa: E402
 
@@ -464,8 +467,6 @@ def test_ablation_data(tmp_path, cost):
 
 
 def _fake_report(d: Path) -> Path:
-    from theory import verify as V
-
     d.mkdir()
     (d / "results.json").write_text("{}")
 
@@ -807,9 +808,6 @@ def test_every_algorithm_name_has_its_own_colour_and_a_label():
     """Every name of theory.algorithm.NAMES is drawn in a colour of its own (sgd is DDP: the
     same method under its simulator name) and has a label; the run plan's labels are the
     style's."""
-    from paper_figures import style
-    from theory.algorithm import NAMES
-
     assert set(style.COLORS) == set(NAMES) and set(style.LABELS) == set(NAMES)
     cols = {k: style.color(k) for k in NAMES}
     assert "#888888" not in cols.values()  # no method falls back to the unknown grey
@@ -824,8 +822,6 @@ def test_planned_methods_are_valid_algorithm_specs(scale):
     """Each planned method's algorithm name and hyperparameters make a valid
     theory.algorithm.AlgorithmSpec (Local SGD with a warm-up is post_local_sgd), and the
     figures draw it as the compared method it stands for."""
-    from theory.algorithm import DISTRIBUTED_NAMES, AlgorithmSpec
-
     names = set()
     for task in R.tasks_for(scale).values():
         for alg in R.ALGORITHMS:

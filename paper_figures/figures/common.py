@@ -117,18 +117,17 @@ def finish(
     res: FigureOutput,
     fig: Any,
     out: Path,
-    rows: Sequence[Mapping[str, Any]] | None,
+    rows: Sequence[Mapping[str, Any]],
     columns: Sequence[str],
     meta: Any,
     *,
     tight: bool = True,
 ) -> FigureOutput:
-    """Save ``fig`` as ``NAME.png``/``NAME.pdf`` and its data as ``NAME.csv`` (``rows``;
-    none when ``rows`` is None) and ``NAME.json`` (``meta``) into ``out``; record the files."""
+    """Save ``fig`` as ``NAME.png``/``NAME.pdf`` and its data as ``NAME.csv`` (``rows``) and
+    ``NAME.json`` (``meta``) into ``out``; record the files in ``res``."""
     if tight:
         fig.tight_layout()
     res.files += style.save(fig, out, res.name)
-    if rows is not None:
-        res.data_files.append(write_csv(out / f"{res.name}.csv", rows, columns).name)
+    res.data_files.append(write_csv(out / f"{res.name}.csv", rows, columns).name)
     res.data_files.append(atomic_write_json(out / f"{res.name}.json", meta).name)
     return res

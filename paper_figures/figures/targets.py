@@ -22,15 +22,7 @@ from paper_figures.analysis import (
     reduction,
     time_to_target,
 )
-from paper_figures.figures.common import (
-    ORDER,
-    TARGET_RULE,
-    FigureOutput,
-    cost_meta,
-    curves_of,
-    finish,
-    usable,
-)
+from paper_figures.figures import common as C
 from theory.validation import UserInputError
 
 __all__ = ["TTT_COLUMNS", "time_to_target_figure"]
@@ -53,7 +45,7 @@ def _ttt_rows(task: str, curves: Mapping[str, Curve], target: float) -> list[dic
     rows = []
     for clock in ("measured", "modelled", "step"):
         base = time_to_target(curves["ddp"], target, clock)[0] if "ddp" in curves else math.nan
-        for alg in ORDER:
+        for alg in C.ORDER:
             if alg not in curves:
                 continue
             t, s = time_to_target(curves[alg], target, clock)
@@ -125,7 +117,7 @@ def _method_bar(ax: Any, x: float, width: float, alg: str, r: Mapping, hatch: An
 
 def _task_panel(ax: Any, trows: Sequence[Mapping], title: str, target: float) -> None:
     """Bars of one task: measured and modelled time to target per method."""
-    algs = [a for a in ORDER if any(r["algorithm"] == a for r in trows)]
+    algs = [a for a in C.ORDER if any(r["algorithm"] == a for r in trows)]
     width = 0.4
     finite = [
         r["time_to_target"]
@@ -208,14 +200,14 @@ def time_to_target_figure(
     out: str | Path,
     task_labels: Mapping[str, str] | None = None,
     short_labels: Mapping[str, str] | None = None,
-) -> FigureOutput:
+) -> C.FigureOutput:
     """Figure 2: time to the target loss per method (measured, modelled), reductions vs DDP,
     and the paper's three reported PALSGD reductions."""
     out = Path(out)
     labels = dict(task_labels or {})
     short = dict(short_labels or {})
-    res = FigureOutput("time_to_target")
-    tasks = [t for t in main if any(usable(r) for r in main[t].values())]
+    res = C.FigureOutput("time_to_target")
+    tasks = [t for t in main if any(C.usable(r) for r in main[t].values())]
     if not tasks:
         raise UserInputError("time_to_target: no finished runs of the compared methods")
     fig = style.plt.figure(figsize=(max(4.2 * len(tasks), 8.4), 7.0))
@@ -225,7 +217,7 @@ def time_to_target_figure(
     for i, task in enumerate(tasks):
         ax = fig.add_subplot(gs[0, i])
         style.apply(ax)
-        curves = curves_of(main[task], cost)
+        curves = C.curves_of(main[task], cost)
         targets[task] = choose_target(curves)
         trows = _ttt_rows(task, curves, targets[task])
         rows += trows
@@ -244,14 +236,14 @@ def time_to_target_figure(
     )
     meta = {
         "targets": targets,
-        "target_rule": TARGET_RULE,
+        "target_rule": C.TARGET_RULE,
         "time_to_target_rule": "clock value at the first evaluation with loss <= target",
         "reduction": "(T_ddp - T_method) / T_ddp",
         "paper": PAPER_REDUCTIONS,
         "paper_source": PAPER_SOURCE,
-        "cost_model": cost_meta(cost),
+        "cost_model": C.cost_meta(cost),
     }
-    finish(res, fig, out, rows, TTT_COLUMNS, meta, tight=False)
+    C.finish(res, fig, out, rows, TTT_COLUMNS, meta, tight=False)
     res.summary = {
         "targets": targets,
         "palsgd_reduction_vs_ddp": {
