@@ -17,13 +17,13 @@ import pytest
 
 costmodel = pytest.importorskip("empirical.costmodel")
 
+from palsgd.cli import main  # noqa: E402
 from paper_figures import analysis as A  # noqa: E402
 from paper_figures import figures as F  # noqa: E402
 from paper_figures import runs as R  # noqa: E402
 from paper_figures import style  # noqa: E402
 from theory import verify as V  # noqa: E402
 from theory.algorithm import DISTRIBUTED_NAMES, NAMES, AlgorithmSpec  # noqa: E402
-from theory.cli import main  # noqa: E402
 from theory.validation import UserInputError  # noqa: E402
 
 K = 2
@@ -730,7 +730,7 @@ def test_end_to_end_cheap_figure_subprocess(tmp_path):
         [
             sys.executable,
             "-m",
-            "theory.cli",
+            "palsgd",
             "figures",
             "--scale",
             "quick",
@@ -791,7 +791,7 @@ def test_quick_scale_all_figures_within_ten_minutes(tmp_path):
     out = tmp_path / "figs"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "theory.cli", "figures", "--out", str(out), "--no-progress"],
+        [sys.executable, "-m", "palsgd", "figures", "--out", str(out), "--no-progress"],
         capture_output=True,
         text=True,
         env=env,
