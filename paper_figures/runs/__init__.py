@@ -48,8 +48,8 @@ from paper_figures.runs.plan import (
     REPEATED_OUTER_STEPS,
     SWEEP_TASK,
     SWEEP_VALUES,
-    method_overrides,
     check_paper_requirements,
+    method_overrides,
     plan_runs,
 )
 from paper_figures.runs.specs import (

@@ -133,7 +133,13 @@ def _locate(
         rec = cached(directory, key)
         if rec is not None:
             results[spec.name] = RunResult(
-                spec, key, directory, rec["status"], True, rec.get("elapsed_s"), rec.get("message", "")
+                spec,
+                key,
+                directory,
+                rec["status"],
+                True,
+                rec.get("elapsed_s"),
+                rec.get("message", ""),
             )
             continue
         results[spec.name] = RunResult(spec, key, directory, "missing", False)

@@ -102,7 +102,9 @@ def _sweep_runs(sweep: TaskSpec, scale: str, palsgd: Mapping[str, Any]) -> list[
 def _ablation_runs(sweep: TaskSpec, scale: str, palsgd: Mapping[str, Any]) -> list[RunSpec]:
     """PALSGD as described, with each switch on, and with all of them on."""
     name = sweep.name
-    runs = [RunSpec(name, "palsgd-as-described", "palsgd", palsgd, "as described", "ablation", "none")]
+    runs = [
+        RunSpec(name, "palsgd-as-described", "palsgd", palsgd, "as described", "ablation", "none")
+    ]
     all_on: dict[str, Any] = {}
     for switch, (label, fname) in ABLATION_SWITCHES.items():
         val = _ablation_value(switch, scale)
@@ -112,7 +114,9 @@ def _ablation_runs(sweep: TaskSpec, scale: str, palsgd: Mapping[str, Any]) -> li
         ov = dict(palsgd, **{fname: val})
         runs.append(RunSpec(name, f"palsgd-{switch}", "palsgd", ov, label, "ablation", switch))
     ov = dict(palsgd, **all_on)
-    runs.append(RunSpec(name, "palsgd-all-quirks", "palsgd", ov, "all switches on", "ablation", "all"))
+    runs.append(
+        RunSpec(name, "palsgd-all-quirks", "palsgd", ov, "all switches on", "ablation", "all")
+    )
     return runs
 
 
@@ -187,4 +191,3 @@ def check_paper_requirements(plan: Plan, data: Mapping[str, str]) -> list[str]:
         elif not Path(path).exists():
             problems.append(f"data set '{name}': path '{path}' does not exist ({what})")
     return problems
-

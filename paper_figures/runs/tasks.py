@@ -47,7 +47,12 @@ def _quick_tasks(seed: int) -> dict[str, TaskSpec]:
             "resnet",
             "ResNet (tiny, CIFAR-style, embedded images)",
             base=dict(
-                common, model="resnet-tiny", dataset="embedded-images", batch_size=16, T=160, **steps
+                common,
+                model="resnet-tiny",
+                dataset="embedded-images",
+                batch_size=16,
+                T=160,
+                **steps,
             ),
             local=dict(local),
             outer=dict(QUICK_OUTER),
