@@ -11,7 +11,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "estimate L, sigma^2, zeta^2, F0 on a real model and check the run",
     ),
     "cost": (
-        "empirical.costmodel",
+        "empirical.cost.cli",
         "cost model: calibrate links, predict wall-clock and gains over DDP",
     ),
 }
