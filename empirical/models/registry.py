@@ -79,40 +79,36 @@ def model_spec(name: str) -> dict[str, Any]:
     return dict(_GPTNEO.get(name) or _RESNET[name])
 
 
-def _construct_gptneo(
+def _spec(
     name: str, vocab_size: int | None, num_classes: int | None, overrides: Mapping[str, Any]
-) -> nn.Module:
-    if num_classes is not None:
-        raise UserInputError(f"num_classes does not apply to the language model '{name}'")
-    spec = dict(_GPTNEO[name])
+) -> dict[str, Any]:
+    """The registry spec of ``name`` with ``overrides`` and the output size the caller
+    gives: ``vocab_size`` for a language model, ``num_classes`` for an image model."""
+    lm = name in _GPTNEO
+    size_key, other_key = ("vocab_size", "num_classes") if lm else ("num_classes", "vocab_size")
+    size, other = (vocab_size, num_classes) if lm else (num_classes, vocab_size)
+    if other is not None:
+        kind = "language" if lm else "image"
+        raise UserInputError(f"{other_key} does not apply to the {kind} model '{name}'")
+    spec = dict(_GPTNEO[name] if lm else _RESNET[name])
     spec.update(overrides)
-    if vocab_size is not None:
-        spec["vocab_size"] = check_int("vocab_size", vocab_size, 1, integral_floats=True)
-    return build_gptneo(spec)
+    if size is not None:
+        spec[size_key] = check_int(size_key, size, 1, integral_floats=True)
+    return spec
 
 
-def _construct_resnet(
+def _construct(
     name: str, vocab_size: int | None, num_classes: int | None, overrides: Mapping[str, Any]
 ) -> nn.Module:
-    if vocab_size is not None:
-        raise UserInputError(f"vocab_size does not apply to the image model '{name}'")
-    spec = dict(_RESNET[name])
-    spec.update(overrides)
-    if num_classes is not None:
-        spec["num_classes"] = check_int("num_classes", num_classes, 1, integral_floats=True)
+    spec = _spec(name, vocab_size, num_classes, overrides)
+    if name in _GPTNEO:
+        return build_gptneo(spec)
     unknown = sorted(set(spec) - set(RESNET_OPTIONS))
     if unknown:
         raise UserInputError(
             f"unknown option(s) {unknown} for model '{name}': allowed are {sorted(RESNET_OPTIONS)}"
         )
     return ResNet(**spec)
-
-
-def _construct(
-    name: str, vocab_size: int | None, num_classes: int | None, overrides: Mapping[str, Any]
-) -> nn.Module:
-    build = _construct_gptneo if name in _GPTNEO else _construct_resnet
-    return build(name, vocab_size, num_classes, overrides)
 
 
 def build_model(

@@ -45,7 +45,24 @@ def _conv1x1(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, kernel_size=1, stride=stride, bias=False)
 
 
-class BasicBlock(nn.Module):
+class _ResidualBlock(nn.Module):
+    """``relu(residual(x) + shortcut(x))``, the shortcut the identity where it is ``None``."""
+
+    shortcut: nn.Module | None
+
+    def residual(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def last_bn(self) -> nn.BatchNorm2d:
+        """The BatchNorm that ends the residual branch (zeroed by ``zero_init_residual``)."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = x if self.shortcut is None else self.shortcut(x)
+        return F.relu(self.residual(x) + skip)
+
+
+class BasicBlock(_ResidualBlock):
     """Two 3x3 conv-BN layers with an identity or projection shortcut (He et al. 2016, Fig. 2)."""
 
     expansion = 1
@@ -62,14 +79,11 @@ class BasicBlock(nn.Module):
     def last_bn(self) -> nn.BatchNorm2d:
         return self.bn2
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        skip = x if self.shortcut is None else self.shortcut(x)
-        return F.relu(out + skip)
+    def residual(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
 
 
-class Bottleneck(nn.Module):
+class Bottleneck(_ResidualBlock):
     """1x1 reduce, 3x3, 1x1 expand (x4) conv-BN layers plus shortcut (He et al. 2016, Fig. 5)."""
 
     expansion = 4
@@ -89,12 +103,10 @@ class Bottleneck(nn.Module):
     def last_bn(self) -> nn.BatchNorm2d:
         return self.bn3
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def residual(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = F.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        skip = x if self.shortcut is None else self.shortcut(x)
-        return F.relu(out + skip)
+        return self.bn3(self.conv3(out))
 
 
 def _projection(cin: int, cout: int, stride: int) -> nn.Module | None:
@@ -205,7 +217,7 @@ class ResNet(nn.Module):
                 nn.init.zeros_(m.bias)
         if zero_init_residual:
             for m in self.modules():
-                if isinstance(m, BasicBlock | Bottleneck):
+                if isinstance(m, _ResidualBlock):
                     nn.init.zeros_(m.last_bn().weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
