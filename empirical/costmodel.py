@@ -12,4 +12,6 @@ __all__ = list(_cost.__all__)
 
 
 def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(_cost, name)

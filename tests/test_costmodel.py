@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -479,6 +483,31 @@ def test_paper_scale_bad_input():
         cm.paper_scale_prediction("gptneo-8m-tinystories", "8xGPU-NVLink", p=1.0)
     with pytest.raises(UserInputError, match="'gpu'"):
         cm.paper_scale_prediction("gptneo-8m-tinystories", "8xGPU-NVLink", gpu="TPUv4")
+
+
+# ----------------------------------------------------------------------------- package
+
+
+def test_torch_loads_only_with_the_measuring_names():
+    """``import empirical.cost`` and a prediction need no torch; a measuring name loads it
+    (its module), and the former path ``empirical.costmodel`` gives the same objects."""
+    code = (
+        "import sys\n"
+        "import empirical.cost as c, empirical.costmodel as old\n"
+        "c.paper_scale_prediction('gptneo-8m-tinystories', '8xGPU-NVLink')\n"
+        "before = 'torch' in sys.modules\n"
+        "f = c.measure_compute\n"
+        "assert old.measure_compute is f and old.LinkProfile is c.LinkProfile\n"
+        "print(before, 'torch' in sys.modules, f.__module__)\n"
+    )
+    root = Path(cm.__file__).resolve().parents[2]  # empirical/cost/__init__.py
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "True", "empirical.cost.compute_timing"]
+    with pytest.raises(AttributeError, match="no_such_name"):
+        cm.no_such_name  # noqa: B018
 
 
 # ----------------------------------------------------------------------------- CLI
