@@ -106,7 +106,7 @@ main = {TASK: {run.algorithm: run for run in loaded.values()}}
 # ## Calibrating the cost model
 #
 # The figure shows two clocks: the *measured* wall-clock of the runs, and a *modelled*
-# wall-clock from the cost model (`empirical.costmodel`): each step's compute (gradient
+# wall-clock from the cost model (`empirical.cost`): each step's compute (gradient
 # step, pull step) from the runs' own timers, plus an alpha-beta model of every all-reduce,
 # `latency * log2(K) + 2 (K-1)/K * bytes / bandwidth` (ring), fitted to timed `gloo`
 # all-reduces through the emulated link. The modelled clock is what extrapolates to other

@@ -5,7 +5,7 @@ Clocks of a run (all in seconds except steps):
 * ``step``: optimizer steps (pull steps count), the x-axis of the algorithm's efficiency;
 * ``measured_s``: the trainer's ``wall_s`` (rank 0, cumulative training wall-clock with
   evaluation and checkpointing excluded; :mod:`empirical.metrics`);
-* ``modelled_s``: :func:`empirical.costmodel.modelled_time` of the run's step trace (its
+* ``modelled_s``: :func:`empirical.cost.modelled_time` of the run's step trace (its
   ``train`` records: cumulative gradient steps, pull steps, syncs, all-reduce calls) with a
   compute profile and a link profile (:class:`CostSetup`).
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from empirical import costmodel
+from empirical import cost as costmodel
 from theory.validation import UserInputError
 
 __all__ = [
@@ -49,7 +49,7 @@ __all__ = [
 
 #: the paper's headline time-to-target reductions against DDP (Naganuma et al., "Pseudo-
 #: Asynchronous Local SGD", TMLR 2025, arXiv 2504.18454, abstract), as fractions; the
-#: numbers and setting labels are those of :mod:`empirical.costmodel`
+#: numbers and setting labels are those of :mod:`empirical.cost`
 PAPER_REDUCTIONS: dict[str, float] = dict(costmodel.PAPER_REPORTED)
 PAPER_LABELS: dict[str, str] = {k: s["label"] for k, s in costmodel.SETTINGS.items()}
 PAPER_SOURCE = (
@@ -64,8 +64,8 @@ PARAM_BYTES = 4
 class CostSetup:
     """What the cost model needs besides a run's trace.
 
-    ``compute``: task name -> :class:`empirical.costmodel.ComputeProfile` (per worker);
-    ``link``: :class:`empirical.costmodel.LinkProfile` (``None``: no communication, ``K = 1``);
+    ``compute``: task name -> :class:`empirical.cost.ComputeProfile` (per worker);
+    ``link``: :class:`empirical.cost.LinkProfile` (``None``: no communication, ``K = 1``);
     ``source``: how they were obtained (calibration, profile names).
     """
 
@@ -117,7 +117,7 @@ def _f(x: Any) -> float:
 
 
 def cost_kwargs(run: Any) -> dict[str, Any]:
-    """Keyword arguments of :func:`empirical.costmodel.modelled_time` from a run's summary
+    """Keyword arguments of :func:`empirical.cost.modelled_time` from a run's summary
     (``algorithm``: the AlgorithmConfig dict the trainer recorded).
 
     The cost model's ``outer_steps_per_sync`` (all-reduces per sync) keeps its default 1
@@ -214,7 +214,7 @@ def truncate_records(records: Sequence[Mapping[str, Any]], step: float) -> list[
 
 
 def compute_from_runs(runs: Sequence[Any], source_note: str = "") -> Any:
-    """A :class:`empirical.costmodel.ComputeProfile` from the timers of finished runs.
+    """A :class:`empirical.cost.ComputeProfile` from the timers of finished runs.
 
     Per run (the trainer's ``summary.json`` totals of rank 0): the local work of a sync is
     ``time_sync_s - time_comm_s`` (the sync timer includes its all-reduce; runs without

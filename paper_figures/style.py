@@ -71,7 +71,7 @@ CLOCK_LABELS: dict[str, str] = {
     "modelled": "modelled wall-clock (s, cost model)",
 }
 
-#: colours of the time-saving parts of empirical.costmodel.attribute_gain
+#: colours of the time-saving parts of empirical.cost.attribute_gain
 PART_COLORS: dict[str, str] = {
     "fewer_steps_s": "#66a61e",
     "compute_skipped_on_pulls_s": "#d62728",

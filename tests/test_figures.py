@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-costmodel = pytest.importorskip("empirical.costmodel")
+costmodel = pytest.importorskip("empirical.cost")
 
 from palsgd.cli import main  # noqa: E402
 from paper_figures import analysis as A  # noqa: E402

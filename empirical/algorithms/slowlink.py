@@ -2,7 +2,7 @@
 
 A real network adds, per all-reduce call of ``n`` payload bytes, a latency and a transfer
 time. On a single machine (gloo over loopback) both are tiny, so the cost model
-(:mod:`empirical.costmodel`) could not be checked against a slow link. With
+(:mod:`empirical.cost`) could not be checked against a slow link. With
 :class:`~empirical.algorithms.AlgorithmConfig` fields ``comm_delay_s`` (seconds per call)
 and ``comm_delay_per_byte_s`` (seconds per payload byte), each all-reduce issued by an
 algorithm is followed by an extra delay of

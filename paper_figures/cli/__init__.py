@@ -10,9 +10,9 @@
    ``torchrun`` launch of ``--nproc`` processes (quick: 2 gloo processes on the CPU;
    paper: one process per GPU).
 3. Calibrate the cost model (cached in ``OUT/calibration.json``): quick scale, the gloo
-   all-reduce with the emulated slow link (:func:`empirical.costmodel.measure_allreduce` +
-   :func:`~empirical.costmodel.calibrate_link`) and each task's gradient and pull step
-   (:func:`~empirical.costmodel.measure_compute`, run in ``--nproc`` concurrent processes as
+   all-reduce with the emulated slow link (:func:`empirical.cost.measure_allreduce` +
+   :func:`~empirical.cost.calibrate_link`) and each task's gradient and pull step
+   (:func:`~empirical.cost.measure_compute`, run in ``--nproc`` concurrent processes as
    the training ranks run); paper scale, the GPU's steps and the link of ``--profile``.
 4. Draw each figure (:mod:`paper_figures.figures`) into ``OUT`` with its data (CSV/JSON),
    and write ``OUT/manifest.json``: command line, versions, seed, hardware, scale, plan,

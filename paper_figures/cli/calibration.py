@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from empirical import costmodel
+from empirical import cost as costmodel
 from paper_figures import runs as R
 from paper_figures.analysis import CostSetup, compute_from_runs
 from paper_figures.cli.options import DEFAULT_PROFILE
@@ -144,7 +144,7 @@ def _link(
 def _measured_compute(
     plan: R.Plan, names: Sequence[str], cached: Mapping, log: Callable
 ) -> dict[str, Any]:
-    """:func:`empirical.costmodel.measure_compute` per task (cached measurements reused)."""
+    """:func:`empirical.cost.measure_compute` per task (cached measurements reused)."""
     specs = _compute_specs(plan, names)
     if cached.get("measured_compute") and all(
         s["task"] in cached["measured_compute"] for s in specs
@@ -176,7 +176,7 @@ def calibrate(
     link (:data:`paper_figures.runs.QUICK_LINK`); paper scale, the link of the cluster
     ``profile``. Compute per task: ``"runs"``, from the finished runs' own timers
     (:func:`paper_figures.analysis.compute_from_runs`; ``runs`` maps a task to its runs);
-    ``"measure"``, :func:`empirical.costmodel.measure_compute` on this machine (CPU at quick
+    ``"measure"``, :func:`empirical.cost.measure_compute` on this machine (CPU at quick
     scale in ``K`` concurrent processes, as the training ranks run; GPU at paper scale).
     Measurements are cached in ``out/calibration.json`` while the plan, host and torch
     version stay the same.
@@ -196,7 +196,7 @@ def calibrate(
         comp_source = "compute per step from the runs' own timers"
     else:
         profiles = _measured_compute(plan, names, cached, log)
-        comp_source = "compute per step measured by empirical.costmodel.measure_compute"
+        comp_source = "compute per step measured by empirical.cost.measure_compute"
     details["elapsed_s"] = time.perf_counter() - t0
     record = {
         "key": key,

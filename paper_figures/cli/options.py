@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from empirical import costmodel
+from empirical import cost as costmodel
 from paper_figures import runs as R
 from theory import exitcodes
 from theory.validation import UserInputError
@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compute per step of the cost model: from the runs' own timers "
         "(default at quick scale: this machine is shared, a separate "
         "measurement sees a different load) or measured by "
-        "empirical.costmodel.measure_compute (default at paper scale)",
+        "empirical.cost.measure_compute (default at paper scale)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 

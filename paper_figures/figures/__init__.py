@@ -18,11 +18,11 @@ Files (figure names as in ``palsgd figures --only``):
   method, the reduction against DDP, and the paper's three reported reductions alongside.
 * ``attribution.py``: ``gain_attribution``, the modelled time saving of each local method
   over DDP split into compute skipped on pull steps, communication saved, fewer/more
-  steps and the extra costs (:func:`empirical.costmodel.attribute_gain`), for these runs
+  steps and the extra costs (:func:`empirical.cost.attribute_gain`), for these runs
   and, at paper scale, for the paper's three settings.
 * ``predictions.py``: ``paper_scale``, predicted PALSGD-vs-DDP reduction of the three
   headline settings on each named cluster profile next to the paper's 18.4% / 24.4% / 21.1%
-  (:func:`empirical.costmodel.paper_scale_prediction`).
+  (:func:`empirical.cost.paper_scale_prediction`).
 * ``sweeps.py``: ``sensitivity``, final loss and time to target against ``H`` and ``p``.
 * ``ablations.py``: ``ablation``, each reference-faithful switch of the authors' code on its
   own, and all together, against PALSGD as described.

@@ -1,8 +1,8 @@
 """Figure ``gain_attribution``: where the modelled time saving over DDP comes from.
 
-The parts of :func:`empirical.costmodel.attribute_gain` (compute skipped on pull steps,
+The parts of :func:`empirical.cost.attribute_gain` (compute skipped on pull steps,
 communication saved, fewer/more steps, the extra costs) for these runs and, at paper scale,
-for the paper's three settings (:func:`empirical.costmodel.paper_scale_prediction`).
+for the paper's three settings (:func:`empirical.cost.paper_scale_prediction`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from empirical import costmodel
+from empirical import cost as costmodel
 from paper_figures import style
 from paper_figures.analysis import (
     PAPER_LABELS,
@@ -192,7 +192,7 @@ def gain_attribution(
     Left: for these runs, each local method against DDP at the target loss (each run's
     trace up to its first evaluation at or below the target). Right: the paper's three
     settings on one cluster profile (paper-scale prediction, equal step counts assumed).
-    Bars are the parts of :func:`empirical.costmodel.attribute_gain` as a percentage of
+    Bars are the parts of :func:`empirical.cost.attribute_gain` as a percentage of
     DDP's modelled time; positive parts save time, negative parts cost time; the diamond is
     the total (the parts add up to it).
     """

@@ -9,7 +9,7 @@ from typing import Any
 
 from matplotlib.patches import Patch
 
-from empirical import costmodel
+from empirical import cost as costmodel
 from paper_figures import style
 from paper_figures.analysis import PAPER_LABELS, PAPER_REDUCTIONS, PAPER_SOURCE
 from paper_figures.figures.common import FigureOutput, finish
@@ -39,7 +39,7 @@ def paper_predictions(
     method: str = "palsgd",
     coins: Sequence[str] = ("shared", "independent"),
 ) -> list[dict[str, Any]]:
-    """:func:`empirical.costmodel.paper_scale_prediction` for the three headline settings on
+    """:func:`empirical.cost.paper_scale_prediction` for the three headline settings on
     each named static cluster profile (default: all of them) and each coin mode
     (``"shared"``: all workers pull on the same steps, as the authors' code does;
     ``"independent"``: one coin per worker, as the algorithm is described, so a sync waits
