@@ -41,11 +41,28 @@ import sympy as sp
 from theory import bound_cache
 from theory import symbols as S
 from theory.assumptions import Assumption
-from theory.bound_numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, resolve_globals
+from theory.bound_numeric import (
+    RTOL,
+    CompiledBound,
+    CompiledFn,
+    ConditionResult,
+    MaxH,
+    OptimalStep,
+    resolve_globals,
+)
 from theory.safe_parse import parse_condition, parse_formula
 from theory.validation import UserInputError
 
-__all__ = ["Condition", "ConditionResult", "Bound", "RateTerm", "param_name", "RTOL"]
+__all__ = [
+    "Condition",
+    "ConditionResult",
+    "Bound",
+    "MaxH",
+    "OptimalStep",
+    "RateTerm",
+    "param_name",
+    "RTOL",
+]
 
 
 def param_name(sym: sp.Symbol) -> str:
@@ -342,6 +359,15 @@ class Bound:
         """Value of the bound (vectorised; parameters may be arrays, aliases accepted)."""
         return self.compiled.evaluate(**values)
 
+    def __call__(self, **values: Any) -> np.ndarray:
+        """``b(L=..., sigma=..., ...)`` is ``b.evaluate(L=..., sigma=..., ...)``."""
+        return self.compiled.evaluate(**values)
+
+    def at_optimal_step(self, **values: Any) -> OptimalStep:
+        """The bound at :meth:`optimal_step`: that step and the value there (vectorised;
+        NaN where no step meets the conditions; a given ``alpha`` is ignored)."""
+        return self.compiled.at_optimal_step(**values)
+
     def term_values(self, **values: Any) -> list[tuple[str, np.ndarray]]:
         """Each additive term's value, labelled by its sympy string (order of :attr:`terms`)."""
         return self.compiled.term_values(**values)
@@ -443,7 +469,7 @@ class Bound:
         step: str | float = "recommended",
         h_max: int = 10**9,
         **values: Any,
-    ) -> dict[str, np.ndarray]:
+    ) -> MaxH:
         """Largest sync interval ``H`` that keeps linear speed-up, and that keeps the conditions.
 
         ``speedup``: with ``step="recommended"``, the largest ``H`` such that the bound's
@@ -455,7 +481,8 @@ class Bound:
         it has none), ``"optimal"`` (numeric optimum at each H) or a number. A given ``H``
         (and, unless ``step`` is a number, ``alpha``) is ignored. Returns NaN where ``H = 1``
         already fails, and ``h_max`` where no limit was found below it (always, if the bound
-        does not depend on ``H``).
+        does not depend on ``H``). The result (:class:`~theory.bound_numeric.MaxH`) also
+        holds the smaller of the two limits, which one binds, and the step used there.
         """
         return self.compiled.max_H(factor=factor, step=step, h_max=h_max, **values)
 

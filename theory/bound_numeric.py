@@ -29,7 +29,7 @@ import numpy as np
 from theory.assumptions import Assumption
 from theory.validation import UserInputError, validate
 
-__all__ = ["RTOL", "GRID", "CompiledFn", "CompiledBound", "ConditionResult"]
+__all__ = ["RTOL", "GRID", "CompiledFn", "CompiledBound", "ConditionResult", "MaxH", "OptimalStep"]
 
 #: relative tolerance for a non-strict condition ``lhs <= rhs``: it holds when
 #: ``lhs <= rhs + RTOL * (|lhs| + |rhs|)``. Four machine epsilons: this absorbs the rounding
@@ -49,6 +49,59 @@ class ConditionResult:
     holds: np.ndarray
     margin: np.ndarray
     description: str
+
+
+@dataclass(frozen=True, eq=False)
+class OptimalStep:
+    """A bound at its optimal step: ``alpha`` (the minimiser under the conditions) and the
+    bound's ``value`` there; both NaN where no step meets the conditions (arrays of the
+    broadcast shape of the inputs)."""
+
+    alpha: np.ndarray
+    value: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class MaxH:
+    """The largest sync interval ``H`` of :meth:`CompiledBound.max_H` (arrays of the broadcast
+    shape of the inputs).
+
+    ``speedup``: the largest ``H`` keeping linear speed-up; ``conditions``: the largest ``H``
+    at which the step-size conditions hold; ``H``: the smaller of the two (NaN where ``H = 1``
+    already fails one of them). ``binding`` says which limit sets ``H``: ``"speedup"``,
+    ``"conditions"``, ``"both"`` (equal limits) or ``"none"`` (no limit below ``h_max``).
+    ``step`` is the step rule used (``"recommended"``, ``"optimal"`` or the given number) and
+    ``alpha`` the step it gives at ``H`` (NaN where ``H`` is NaN).
+    """
+
+    H: np.ndarray
+    speedup: np.ndarray
+    conditions: np.ndarray
+    binding: np.ndarray
+    step: str | float
+    alpha: np.ndarray
+
+    def __getitem__(self, key: str) -> Any:
+        """``result["speedup"]`` is ``result.speedup`` (any field by name)."""
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _binding(speedup: np.ndarray, conditions: np.ndarray, h_max: float) -> np.ndarray:
+    """Which of the two limits sets ``H`` (see :class:`MaxH`)."""
+    s_nan, c_nan = np.isnan(speedup), np.isnan(conditions)
+    out = np.where(speedup < conditions, "speedup", "conditions").astype(object)
+    out = np.where(speedup == conditions, "both", out)
+    out = np.where((speedup == h_max) & (conditions == h_max), "none", out)
+    out = np.where(s_nan & ~c_nan, "speedup", out)
+    out = np.where(c_nan & ~s_nan, "conditions", out)
+    out = np.where(s_nan & c_nan, "both", out)
+    return out.astype(str)
 
 
 #: the interpreter's bytecode tag: cached code objects are used only by the same one
@@ -341,6 +394,16 @@ class CompiledBound:
         arr, shape = self._arrays(values)
         return self._value(arr, shape)
 
+    def __call__(self, **values: Any) -> np.ndarray:
+        return self.evaluate(**values)
+
+    def at_optimal_step(self, **values: Any) -> OptimalStep:
+        arr, shape = self._arrays(values, drop=(self.step_name,))
+        a = self._optimal_step_arr(arr, shape)
+        ok = np.isfinite(a)
+        v = self._value({**arr, self.step_name: np.where(ok, a, 1.0)}, shape)
+        return OptimalStep(alpha=a, value=np.where(ok, v, np.nan))
+
     def term_values(self, **values: Any) -> list[tuple[str, np.ndarray]]:
         arr, shape = self._arrays(values)
         return list(zip(self.terms, self.f_terms(arr, shape), strict=True))
@@ -382,7 +445,7 @@ class CompiledBound:
         step: str | float = "recommended",
         h_max: int = 10**9,
         **values: Any,
-    ) -> dict[str, np.ndarray]:
+    ) -> MaxH:
         stepname = self.step_name
         if step == "recommended" and self.recommended_step is None:
             step = "optimal"
@@ -395,9 +458,6 @@ class CompiledBound:
             raise UserInputError(
                 f"max_H: step must be 'recommended', 'optimal' or a number, not {step!r}"
             )
-        if not self.uses_H:
-            full = np.full(shape, float(h_max))
-            return {"speedup": full, "conditions": full.copy()}
         ext = _ext(arr)
 
         def with_step(hv: np.ndarray) -> dict[str, np.ndarray]:  # hv: (*shape, n)
@@ -408,26 +468,52 @@ class CompiledBound:
                 a[stepname] = self._optimal_step_arr(a, hv.shape)
             return a
 
+        if self.uses_H:
+            speedup = _largest_true_integer(
+                self._speedup_test(step, factor, ext, shape, with_step), shape, float(h_max)
+            )
+            conditions = _largest_true_integer(
+                lambda hv: self._holds(with_step(hv), hv.shape), shape, float(h_max)
+            )
+        else:
+            speedup = np.full(shape, float(h_max))
+            conditions = speedup.copy()
+        H = np.asarray(np.minimum(speedup, conditions))
+        at = np.where(np.isfinite(H), H, 1.0)[..., None]
+        alpha = np.broadcast_to(with_step(at)[stepname], at.shape)[..., 0]
+        return MaxH(
+            H=H,
+            speedup=speedup,
+            conditions=conditions,
+            binding=_binding(speedup, conditions, float(h_max)),
+            step=step,
+            alpha=np.where(np.isfinite(H), alpha, np.nan),
+        )
+
+    def _speedup_test(
+        self,
+        step: str | float,
+        factor: float,
+        ext: Mapping[str, np.ndarray],
+        shape: tuple[int, ...],
+        with_step: Callable[[np.ndarray], dict[str, np.ndarray]],
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """The predicate "``H`` keeps linear speed-up" of :meth:`max_H` (see there)."""
         if step == "recommended":
             lead_fn, rest_fn = self.speedup
 
             def speedup_ok(hv: np.ndarray) -> np.ndarray:
                 a = {**ext, "H": hv}
                 return rest_fn(a, hv.shape) <= factor * lead_fn(a, hv.shape)
-        else:
-            one = np.ones((*shape, 1))
-            base = self._value(with_step(one), one.shape)
 
-            def speedup_ok(hv: np.ndarray) -> np.ndarray:
-                return self._value(with_step(hv), hv.shape) <= (1 + factor) * base
+            return speedup_ok
+        one = np.ones((*shape, 1))
+        base = self._value(with_step(one), one.shape)
 
-        def cond_ok(hv: np.ndarray) -> np.ndarray:
-            return self._holds(with_step(hv), hv.shape)
+        def within(hv: np.ndarray) -> np.ndarray:
+            return self._value(with_step(hv), hv.shape) <= (1 + factor) * base
 
-        return {
-            "speedup": _largest_true_integer(speedup_ok, shape, float(h_max)),
-            "conditions": _largest_true_integer(cond_ok, shape, float(h_max)),
-        }
+        return within
 
     def rounds_to_eps(self, eps: float, *, t_max: int = 10**15, **values: Any) -> np.ndarray:
         eps = float(validate(eps=eps)["eps"])

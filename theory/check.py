@@ -471,8 +471,8 @@ def _check_bound(
     if rep.uses_H:
         mode = "recommended" if b.recommended_step is not None else "optimal"
         mh = b.max_H(step=mode, **base)
-        rep.max_H_speedup = _f(mh["speedup"])
-        rep.max_H_conditions = _f(mh["conditions"])
+        rep.max_H_speedup = _f(mh.speedup)
+        rep.max_H_conditions = _f(mh.conditions)
         rep.max_H_step = (
             f"speed-up schedule alpha = {b.recommended_step}"
             if mode == "recommended"
@@ -482,10 +482,10 @@ def _check_bound(
             sched = b.recommended_step_value(**base)
             rep.schedule_alpha = None if sched is None else _f(sched)
         if rep.alpha_source == "given":
-            rep.max_H_conditions_given = _f(b.max_H(step=rep.alpha, **base)["conditions"])
+            rep.max_H_conditions_given = _f(b.max_H(step=rep.alpha, **base).conditions)
         if math.isfinite(rep.optimal_alpha) and rep.optimal_alpha > 0:
             rep.max_H_conditions_recommended = _f(
-                b.max_H(step=rep.optimal_alpha, **base)["conditions"]
+                b.max_H(step=rep.optimal_alpha, **base).conditions
             )
     if eps is not None:
         rep.rounds_to_eps = _f(b.rounds_to_eps(eps, **base))

@@ -9,11 +9,13 @@ Users add their own with :func:`register` (e.g. a bound built with
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from theory.bound import Bound
 from theory.validation import UserInputError
 
-__all__ = ["register", "get", "all_bounds", "names", "BUILTIN_MODULES"]
+__all__ = ["register", "registered", "get", "all_bounds", "names", "BUILTIN_MODULES"]
 
 _REGISTRY: dict[str, Bound] = {}
 
@@ -41,6 +43,20 @@ def register(bound: Bound, *, replace: bool = False) -> Bound:
         raise UserInputError(f"a bound named {bound.name!r} is already registered")
     _REGISTRY[bound.name] = bound
     return bound
+
+
+@contextmanager
+def registered(bound: Bound) -> Iterator[Bound]:
+    """``with registered(b):`` ``b`` is registered inside the block and removed after it,
+    unless it was registered before (a different bound of the same name is refused)."""
+    _load_builtins()
+    before = _REGISTRY.get(bound.name)
+    register(bound)
+    try:
+        yield bound
+    finally:
+        if before is None:
+            _REGISTRY.pop(bound.name, None)
 
 
 def get(name: str) -> Bound:
