@@ -156,6 +156,13 @@ def test_max_H_result_names_the_binding_limit_and_its_step():
     # the conditions hold at H and fail at H + 1 at that step
     assert bool(b.conditions_hold(T=1e4, H=given.H[1], alpha=0.001, **base))
     assert not bool(b.conditions_hold(T=1e4, H=given.H[1] + 1, alpha=0.001, **base))
+    for bad, msg in (
+        (dict(factor=0.0), "factor"),
+        (dict(h_max=0.5), "h_max"),
+        (dict(step="x"), "step"),
+    ):
+        with pytest.raises(UserInputError, match=msg):
+            b.max_H(T=1e4, **bad, **base)
     # a step at which even H = 1 fails: NaN, with the failing limit named
     bad = b.max_H(T=1e4, step=10.0, **base)
     assert np.isnan(bad.H) and np.isnan(bad.alpha) and bad.binding in ("conditions", "both")

@@ -36,7 +36,7 @@ from theory.bound_search import (
     shape_of,
 )
 from theory.compiled_fn import CODE_TAG, MODULES, CompiledFn, resolve_globals
-from theory.validation import UserInputError, validate
+from theory.validation import UserInputError, check_choice, check_int, check_number, validate
 
 __all__ = [
     "CODE_TAG",
@@ -254,6 +254,8 @@ class CompiledBound:
         does not depend on ``H``). The result (:class:`~theory.bound_results.MaxH`) also
         holds the smaller of the two limits, which one binds, and the step used there.
         """
+        factor = check_number("factor", factor, 0.0, low_open=True)
+        h_max = check_int("h_max", h_max, 1, integral_floats=True)
         if step == "recommended" and self.recommended_step is None:
             step = "optimal"
         arr, shape = self._max_H_arrays(step, values)
@@ -290,9 +292,9 @@ class CompiledBound:
         if isinstance(step, int | float):
             arr[stepname] = np.asarray(validate({stepname: step})[stepname], dtype=float)
             shape = shape_of(arr)
-        elif step not in ("recommended", "optimal"):
-            raise UserInputError(
-                f"max_H: step must be 'recommended', 'optimal' or a number, not {step!r}"
+        else:
+            check_choice(
+                "max_H step", step, ("recommended", "optimal"), plural="steps (or a number)"
             )
         return arr, shape
 
@@ -345,6 +347,7 @@ class CompiledBound:
         ``alpha`` are ignored.
         """
         eps = float(validate(eps=eps)["eps"])
+        t_max = check_int("t_max", t_max, 1, integral_floats=True)
         arr, shape = self._arrays(values, drop=("T", self.step_name))
         hv = arr.get("H", np.ones(()))
         grid, step = ext(arr), self.step_name

@@ -10,7 +10,8 @@ The project uses the authors' notation (see README): ``alpha`` inner learning ra
 (``outer_lr``), ``mu`` outer momentum, ``T0`` warm-up steps (``local_sgd_start_iter``).
 
 This file holds the parameter table (:data:`PARAMS`, :data:`ALIASES`) and the value checks
-(:func:`validate`, :func:`check_int`, :func:`check_fraction`); the file readers, output-path
+(:func:`validate`, :func:`check_int`, :func:`check_number`, :func:`check_fraction`,
+:func:`check_choice`); the file readers, output-path
 and memory checks are :mod:`theory.validation_files` and the error class is
 :mod:`theory.errors`, both re-exported here.
 """
@@ -18,7 +19,7 @@ and memory checks are :mod:`theory.validation_files` and the error class is
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,8 @@ __all__ = [
     "validate_one",
     "check_int",
     "check_fraction",
+    "check_number",
+    "check_choice",
     "read_mapping_file",
     "check_output_dir",
     "check_output_file",
@@ -261,18 +264,53 @@ def check_int(
     return value
 
 
-def check_fraction(name: str, value: Any, *, allow_zero: bool, allow_one: bool) -> float:
-    """Validate a fraction in ``(0, 1)``, with ``0`` and/or ``1`` allowed on request."""
+def check_number(
+    name: str,
+    value: Any,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    allow_inf: bool = False,
+) -> float:
+    """Validate a real setting that is not one of :data:`PARAMS` (a factor, a level, ...).
+
+    ``value`` must be a number (not ``bool``, not text) in ``[low, high]``, the ends excluded with
+    ``low_open`` / ``high_open``; NaN is refused, and infinities unless ``allow_inf``. Returns
+    it as ``float``; otherwise raises :class:`ParameterError` naming ``name`` and the range.
+    """
+    allowed = ParamSpec(name, "", low, high, low_open, high_open).allowed
+    if isinstance(value, bool | str | bytes) or value is None:
+        raise ParameterError(name, value, allowed, "expected a number")
     try:
         v = float(value)
     except (TypeError, ValueError):
-        v = math.nan
+        raise ParameterError(name, value, allowed, "expected a number") from None
+    ok = not math.isnan(v) and (allow_inf or math.isfinite(v))
     ok = (
-        math.isfinite(v)
-        and (v > 0 or (allow_zero and v == 0))
-        and (v < 1 or (allow_one and v == 1))
+        ok
+        and (v > low or (not low_open and v == low))
+        and (v < high or (not high_open and v == high))
     )
     if not ok:
-        lo, hi = ("[" if allow_zero else "("), ("]" if allow_one else ")")
-        raise ParameterError(name, value, f"{lo}0, 1{hi}")
+        raise ParameterError(name, value, allowed)
     return v
+
+
+def check_fraction(name: str, value: Any, *, allow_zero: bool, allow_one: bool) -> float:
+    """Validate a fraction in ``(0, 1)``, with ``0`` and/or ``1`` allowed on request."""
+    return check_number(name, value, 0.0, 1.0, low_open=not allow_zero, high_open=not allow_one)
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[Any], *, plural: str = "") -> Any:
+    """``value`` if it is one of ``allowed``; otherwise :class:`UserInputError`
+    ``"unknown <name> 'value'; known <plural>: [...]"`` (``plural`` defaults to
+    ``name + "s"``)."""
+    options = list(allowed)
+    try:
+        if value in options:
+            return value
+    except TypeError:  # an unhashable or incomparable value is not a choice
+        pass
+    raise UserInputError(f"unknown {name} {value!r}; known {plural or name + 's'}: {options}")

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from theory.bound import Bound
-from theory.validation import UserInputError
+from theory.validation import UserInputError, check_choice
 
 __all__ = ["register", "registered", "get", "all_bounds", "names", "BUILTIN_MODULES"]
 
@@ -62,17 +62,16 @@ def registered(bound: Bound) -> Iterator[Bound]:
 def get(name: str) -> Bound:
     """The registered bound called ``name``; unknown names list the known ones."""
     _load_builtins()
-    try:
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        from theory.bounds.lower import lower_bounds
+    from theory.bounds.lower import lower_bounds
 
-        if name in {b.name for b in lower_bounds()}:
-            raise UserInputError(
-                f"{name!r} is a lower bound (kind = 'lower'), not an upper bound: use "
-                "theory.bounds.lower.get_lower"
-            ) from None
-        raise UserInputError(f"unknown bound {name!r}; known bounds: {names()}") from None
+    if name in {b.name for b in lower_bounds()}:
+        raise UserInputError(
+            f"{name!r} is a lower bound (kind = 'lower'), not an upper bound: use "
+            "theory.bounds.lower.get_lower"
+        )
+    return _REGISTRY[check_choice("bound", name, names())]
 
 
 def names() -> list[str]:

@@ -22,7 +22,7 @@ from theory.check.warnings import (
     usage_warnings,
 )
 from theory.presets import get_preset
-from theory.validation import UserInputError, canonicalize, validate
+from theory.validation import UserInputError, canonicalize, check_choice, validate
 
 __all__ = ["ALGORITHMS", "check", "infer_algorithm"]
 
@@ -72,9 +72,7 @@ def _resolve_bounds(bounds: Iterable[Any] | None) -> list[CompiledBound] | None:
             out.append(b.compiled)
         else:
             known = bound_cache.registered() if known is None else known
-            if str(b) not in known:
-                raise UserInputError(f"unknown bound {str(b)!r}; known bounds: {list(known)}")
-            out.append(known[str(b)])
+            out.append(known[check_choice("bound", str(b), known)])
     return out
 
 
@@ -220,9 +218,7 @@ def check(
     if algorithm is None:
         algorithm, why = infer_algorithm(v)
     else:
-        if algorithm not in ALGORITHMS:
-            raise UserInputError(f"unknown algorithm {algorithm!r}; known: {list(ALGORITHMS)}")
-        why = "given"
+        algorithm, why = check_choice("algorithm", algorithm, ALGORITHMS), "given"
     warnings = config_warnings(v, algorithm) + warnings
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
