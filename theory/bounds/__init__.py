@@ -11,11 +11,20 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from theory.bound import Bound
 from theory.validation import UserInputError, check_choice
 
-__all__ = ["register", "registered", "get", "all_bounds", "names", "BUILTIN_MODULES"]
+__all__ = [
+    "register",
+    "registered",
+    "theorem_bound",
+    "get",
+    "all_bounds",
+    "names",
+    "BUILTIN_MODULES",
+]
 
 _REGISTRY: dict[str, Bound] = {}
 
@@ -43,6 +52,19 @@ def register(bound: Bound, *, replace: bool = False) -> Bound:
         raise UserInputError(f"a bound named {bound.name!r} is already registered")
     _REGISTRY[bound.name] = bound
     return bound
+
+
+def theorem_bound(th: Any, *, provenance: str, **fields: Any) -> Bound:
+    """A bound derived here from a machine-checked theorem object ``th``: its ``expression``
+    and ``conditions`` are the theorem's, ``provenance`` names the proof; ``fields`` are the
+    other :class:`~theory.bound.Bound` fields (name, title, assumptions, ...)."""
+    return Bound(
+        expression=th.expression,
+        conditions=th.conditions,
+        provenance=provenance,
+        derived_here=True,
+        **fields,
+    )
 
 
 @contextmanager
