@@ -1,18 +1,24 @@
 """Convergence theory of PALSGD and its baselines.
 
-Symbolic bounds with their step-size conditions (:mod:`theory.bound`, numerics in
-:mod:`theory.bound_numeric`; the registry :mod:`theory.bounds`), machine-checked proof
-steps (:mod:`theory.proofs`), a hyperparameter checker (:mod:`theory.check`), synthetic
-problems with exact constants (:mod:`theory.problems`), a vectorised simulator
-(:mod:`theory.simulate`), exact quadratic moment recursions (:mod:`theory.quadratic`),
-Monte-Carlo and exact verification (:mod:`theory.verify`) and parameter checks
-(:mod:`theory.validation`).
+Files: ``bound.py`` (the symbolic :class:`~theory.bound.Bound`), ``bound_compile.py``
+(sympy to compiled formulas), ``bound_rates.py`` (rate in ``T``), ``bound_numeric.py``
+(:class:`~theory.bound_numeric.CompiledBound`, the sympy-free numerics), ``bound_search.py``
+(grid searches), ``bound_results.py`` (``MaxH``, ``OptimalStep``, ``ConditionResult``),
+``compiled_fn.py``, ``bound_cache.py`` (on-disk cache), ``bounds/`` (the registry),
+``proofs/`` (machine-checked lemma chains), ``check/`` and ``check_bounds_cmd.py``
+(``palsgd check`` / ``bounds``), ``presets.py``, ``validation.py`` with
+``validation_files.py`` and ``errors.py`` (every input check), ``problems.py`` (synthetic
+problems with exact constants), ``algorithm.py`` (the algorithm spec), ``simulate*.py``
+(vectorised simulators), ``quadratic.py`` and ``round_moments*.py`` (exact moment
+recursions), ``verify/`` (``palsgd verify``), ``shortcuts.py`` and ``nbtools.py`` (for
+notebooks), ``io.py``, ``exitcodes.py``, ``cli.py``; ``symbols.py``, ``assumptions.py``,
+``safe_parse.py``, ``coins.py``.
 
 For notebooks: ``theory.bounds``, ``theory.Bound`` (a bound is callable:
 ``b(L=1, sigma=1, ...)`` is its value), ``theory.at_optimal_step(b, ...)`` and
-``theory.verify_bound(b)`` (:mod:`theory.shortcuts`), ``theory.MaxH`` and
-``theory.OptimalStep`` (results of ``Bound.max_H`` and ``Bound.at_optimal_step``). They
-are imported on first use, so ``palsgd check`` does not import sympy.
+``theory.verify_bound(b)``, ``theory.MaxH`` and ``theory.OptimalStep`` (results of
+``Bound.max_H`` and ``Bound.at_optimal_step``). They are imported on first use, so
+``palsgd check`` does not import sympy.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "bounds": ("theory.bounds", None),
     "Bound": ("theory.bound", "Bound"),
-    "MaxH": ("theory.bound_numeric", "MaxH"),
-    "OptimalStep": ("theory.bound_numeric", "OptimalStep"),
+    "MaxH": ("theory.bound_results", "MaxH"),
+    "OptimalStep": ("theory.bound_results", "OptimalStep"),
     "at_optimal_step": ("theory.shortcuts", "at_optimal_step"),
     "verify_bound": ("theory.shortcuts", "verify_bound"),
 }
