@@ -23,7 +23,7 @@ from empirical import costmodel as cm
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.algorithms.base import Communicator, new_stats
 from empirical.algorithms.slowlink import SerialLinkClock, link_delay_fn
-from theory.cli import main as cli_main
+from palsgd.cli import main as cli_main
 from theory.validation import ParameterError, UserInputError
 
 LINK = cm.LinkProfile("test", latency_s=1e-5, bandwidth_Bps=1e9, algorithm="ring")

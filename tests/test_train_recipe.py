@@ -14,7 +14,7 @@ import torch
 from empirical import checkpoint as ck
 from empirical.metrics import read_jsonl
 from empirical.schedules import rate_at
-from theory.cli import main as cli_main
+from palsgd.cli import main as cli_main
 
 BASE = [
     "train",

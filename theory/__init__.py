@@ -7,12 +7,12 @@ Files: ``bound.py`` (the symbolic :class:`~theory.bound.Bound`), ``bound_compile
 ``compiled_fn.py``, ``bound_cache.py`` (on-disk cache), ``bounds/`` (the registry),
 ``proofs/`` (machine-checked lemma chains), ``check/`` and ``check_bounds_cmd.py``
 (``palsgd check`` / ``bounds``), ``presets.py``, ``validation.py`` with
-``validation_files.py`` and ``errors.py`` (every input check), ``problems.py`` (synthetic
-problems with exact constants), ``algorithm.py`` (the algorithm spec), ``simulate*.py``
-(vectorised simulators), ``quadratic.py`` and ``round_moments*.py`` (exact moment
-recursions), ``verify/`` (``palsgd verify``), ``shortcuts.py`` and ``nbtools.py`` (for
-notebooks), ``io.py``, ``exitcodes.py``, ``cli.py``; ``symbols.py``, ``assumptions.py``,
-``safe_parse.py``, ``coins.py``.
+``validation_files.py`` and ``errors.py`` (every input check), ``problems/`` (synthetic
+problems with exact constants), ``algorithm.py`` (the algorithm spec), ``simulate/``
+(vectorised simulators), ``moments/`` (exact moment recursions), ``verify/``
+(``palsgd verify``), ``shortcuts.py`` and ``nbtools.py`` (for notebooks), ``io.py``,
+``exitcodes.py``, ``guard.py`` and ``commands.py`` (exit codes, the subcommands of
+:mod:`palsgd.cli`); ``symbols.py``, ``assumptions.py``, ``safe_parse.py``, ``coins.py``.
 
 For notebooks: ``theory.bounds``, ``theory.Bound`` (a bound is callable:
 ``b(L=1, sigma=1, ...)`` is its value), ``theory.at_optimal_step(b, ...)`` and

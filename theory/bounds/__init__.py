@@ -29,7 +29,7 @@ __all__ = [
 _REGISTRY: dict[str, Bound] = {}
 
 #: modules whose bounds are registered on first use
-BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "lower")
+BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "slowmo", "lower")
 _loaded = False
 
 
