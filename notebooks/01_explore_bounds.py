@@ -6,6 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -53,8 +54,7 @@ import numpy as np
 import sympy as sp
 from IPython.display import Markdown, Math, display
 
-from theory.bound import Bound
-from theory.bounds import all_bounds, get
+import theory
 from theory.check import check
 from theory.nbtools import fmt, md_table, output_dir, write_csv
 from theory.validation import UserInputError
@@ -65,12 +65,13 @@ print("data files go to", OUT)
 # %% [markdown]
 # ## The registry
 #
-# `theory.bounds.all_bounds()` lists every registered bound. *Published* bounds are
+# After `import theory`, `theory.bounds.all_bounds()` lists every registered bound. *Published* bounds are
 # encoded from the cited paper; *derived here* marks the project's own theorems, whose
 # proofs are machine-checked lemma by lemma (`theory/proofs`, written out in `docs/`).
 
 # %%
-BOUNDS = all_bounds()
+BOUNDS = theory.bounds.all_bounds()
+get = theory.bounds.get
 md_table(
     [
         {
@@ -106,20 +107,16 @@ for b in BOUNDS:
 # The sweeps below change one hyperparameter at a time around this configuration. The
 # data are i.i.d. ($\zeta = 0$) so that every bound, including those assuming i.i.d. data,
 # applies; heterogeneity is swept separately at the end of this section. A parameter a
-# bound does not use is simply ignored by it.
+# bound does not use is simply ignored by it. A bound is callable: `b(**REF)` is its value
+# there (the same as `b.evaluate(**REF)`), and `theory.at_optimal_step(b, **values)` gives
+# the step minimising it under the conditions with the value there (`.alpha`, `.value`;
+# NaN where no step meets the conditions). Both are vectorised over array parameters.
 
 # %%
 REF = dict(L=1.0, sigma=1.0, zeta=0.0, F0=1.0, K=4, H=8, T=10_000, p=0.2, eta=0.5, alpha=0.01,
            gamma=1.0, mu=0.0)
 md_table([{k: v for k, v in REF.items()}], list(REF))
-
-
-def best(b, **values):
-    """Optimal step and the bound's value there (NaN where no step meets the conditions)."""
-    a = np.asarray(b.optimal_step(**values), dtype=float)
-    safe = np.where(np.isfinite(a), a, 1.0)
-    v = np.asarray(b.evaluate(**{**values, "alpha": safe}), dtype=float)
-    return a, np.where(np.isfinite(a), v, np.nan)
+print("palsgd at the reference configuration:", fmt(get("palsgd")(**REF)))
 
 
 # %% [markdown]
@@ -137,15 +134,15 @@ rows = []
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for i, b in enumerate(BOUNDS):
     vals = {**REF, "alpha": alphas}
-    v = b.evaluate(**vals)
+    v = b(**vals)
     ok = b.conditions_hold(**vals)
     color = f"C{i}"
     ax.loglog(alphas, np.where(ok, v, np.nan), color=color, label=b.name)
     ax.loglog(alphas, np.where(ok, np.nan, v), color=color, ls=":", alpha=0.6)
-    a_opt, v_opt = best(b, **REF)
+    opt = theory.at_optimal_step(b, **REF)
     a_max = float(b.max_step(**REF))
-    if np.isfinite(a_opt):
-        ax.plot(a_opt, v_opt, "o", color=color)
+    if np.isfinite(opt.alpha):
+        ax.plot(opt.alpha, opt.value, "o", color=color)
     if np.isfinite(a_max):
         ax.axvline(a_max, color=color, lw=0.8, ymax=0.08)
     rows += [
@@ -164,8 +161,8 @@ md_table(
     [
         {
             "bound": b.name,
-            "optimal alpha": fmt(best(b, **REF)[0]),
-            "bound at optimum": fmt(best(b, **REF)[1]),
+            "optimal alpha": fmt(theory.at_optimal_step(b, **REF).alpha),
+            "bound at optimum": fmt(theory.at_optimal_step(b, **REF).value),
             "largest feasible alpha": fmt(b.max_step(**REF)),
         }
         for b in BOUNDS
@@ -178,7 +175,7 @@ md_table(
 #
 # At every $H$ the step is re-optimised. Longer rounds save communication but let the
 # workers drift apart, which the drift terms ($\propto \alpha^2 L^2 (H-1)$) charge for.
-# The marker on each curve is `Bound.max_H(...)["speedup"]`: the largest $H$ at which the
+# The marker on each curve is `Bound.max_H(...).speedup`: the largest $H$ at which the
 # higher-order terms of the rate stay below the leading one, i.e. the largest $H$ that
 # keeps linear speed-up at the bound's recommended step. SGD does not depend on $H$ and
 # appears as a flat line (the synchronous reference).
@@ -188,12 +185,12 @@ Hs = np.unique(np.round(np.logspace(0, np.log10(512), 40))).astype(int)
 rows = []
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for i, b in enumerate(BOUNDS):
-    _, v = best(b, **{**REF, "H": Hs})
+    v = theory.at_optimal_step(b, **{**REF, "H": Hs}).value
     ax.loglog(Hs, v, color=f"C{i}", label=b.name)
     if "H" in b.parameters:
-        hmax = float(b.max_H(**REF)["speedup"])
+        hmax = float(b.max_H(**REF).speedup)
         if np.isfinite(hmax) and hmax <= Hs[-1]:
-            _, vh = best(b, **{**REF, "H": hmax})
+            vh = theory.at_optimal_step(b, **{**REF, "H": hmax}).value
             ax.plot(hmax, vh, "v", color=f"C{i}", ms=8)
     rows += [{"bound": b.name, "H": int(h), "optimal_value": x} for h, x in zip(Hs, v, strict=True)]
 ax.set_xlabel("sync interval $H$")
@@ -216,10 +213,10 @@ Ks = np.array([1, 2, 4, 8, 16, 32, 64, 128])
 rows = []
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for i, b in enumerate(BOUNDS):
-    _, v = best(b, **{**REF, "K": Ks})
+    v = theory.at_optimal_step(b, **{**REF, "K": Ks}).value
     ax.loglog(Ks, v, "o-", color=f"C{i}", label=b.name, ms=3)
     rows += [{"bound": b.name, "K": int(k), "optimal_value": x} for k, x in zip(Ks, v, strict=True)]
-_, v_sgd = best(get("sgd"), **{**REF, "K": 1})
+v_sgd = theory.at_optimal_step("sgd", **{**REF, "K": 1}).value
 ax.loglog(Ks, v_sgd / np.sqrt(Ks), color="grey", lw=3, alpha=0.3, label=r"$\propto K^{-1/2}$")
 ax.set_xlabel("workers $K$")
 ax.set_ylabel("bound at the optimal alpha")
@@ -249,18 +246,18 @@ if not p_bounds:
 for b in p_bounds:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for j, eta in enumerate([0.1, 0.5, 1.0, 2.0]):
-        a_opt, v = best(b, **{**REF, "p": ps, "eta": eta})
-        ax.semilogy(ps, v, color=f"C{j}", label=rf"$\eta = {eta}$")
+        opt = theory.at_optimal_step(b, **{**REF, "p": ps, "eta": eta})
+        ax.semilogy(ps, opt.value, color=f"C{j}", label=rf"$\eta = {eta}$")
         rows += [
             {"bound": b.name, "p": p, "eta": eta, "optimal_alpha": a, "optimal_value": x}
-            for p, a, x in zip(ps, a_opt, v, strict=True)
+            for p, a, x in zip(ps, opt.alpha, opt.value, strict=True)
         ]
     ref_name = next(
         (n.name for n in BOUNDS if "local_sgd" in n.algorithms and n.derived_here and
          "p" not in n.parameters),
         "local_sgd_iid",
     )
-    ax.axhline(best(get(ref_name), **REF)[1], color="k", ls="--", lw=1, label=f"{ref_name} (p = 0)")
+    ax.axhline(theory.at_optimal_step(ref_name, **REF).value, color="k", ls="--", lw=1, label=f"{ref_name} (p = 0)")
     ax.set_xlabel("pull probability $p$")
     ax.set_ylabel("bound at the optimal alpha")
     ax.set_title(f"{b.name}: bound vs p")
@@ -268,7 +265,7 @@ for b in p_bounds:
     plt.show()
 if rows:
     write_csv(OUT / "sweep_p.csv", rows)
-    ref_value = float(best(get(ref_name), **REF)[1])
+    ref_value = float(theory.at_optimal_step(ref_name, **REF).value)
     finite = [r["optimal_value"] for r in rows if np.isfinite(r["optimal_value"])]
     print(f"{ref_name} at p = 0: {ref_value:.4g}; p-dependent bounds over the sweep: "
           f"{min(finite):.4g} to {max(finite):.4g} "
@@ -286,7 +283,7 @@ zeta_bounds = [b for b in BOUNDS if "zeta" in b.parameters]
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for i, b in enumerate(zeta_bounds):
     for H, ls in ((2, ":"), (8, "-"), (32, "--")):
-        _, v = best(b, **{**REF, "zeta": zetas, "H": H})
+        v = theory.at_optimal_step(b, **{**REF, "zeta": zetas, "H": H}).value
         ax.loglog(zetas, v, color=f"C{i}", ls=ls, label=f"{b.name}, H = {H}")
 ax.set_xlabel(r"heterogeneity $\zeta$")
 ax.set_ylabel("bound at the optimal alpha")
@@ -317,21 +314,24 @@ for b in BOUNDS:
 
 # %% [markdown]
 # `Bound.max_H` and `Bound.rounds_to_eps` turn the rate into numbers for the reference
-# configuration: the largest $H$ with linear speed-up, the largest $H$ at which the
-# recommended step still meets the conditions, and the number of communication rounds
-# $R = T/H$ needed to guarantee a bound of $\varepsilon$ (at the optimal step).
+# configuration: the largest $H$ with linear speed-up (`.speedup`), the largest $H$ at
+# which the recommended step still meets the conditions (`.conditions`), which of the two
+# binds (`.binding`, the step there is `.alpha`), and the number of communication rounds
+# $R = T/H$ needed to guarantee a bound of $\varepsilon$ (at the optimal step). For a bound
+# without $H$ there is no limit below `h_max`: `binding` is `"none"`.
 
 # %%
 EPS = 0.05
 rows = []
 for b in BOUNDS:
-    mh = b.max_H(**REF) if "H" in b.parameters else {"speedup": np.nan, "conditions": np.nan}
+    mh = b.max_H(**REF)
     R = float(b.rounds_to_eps(EPS, **REF))
     rows.append(
         {
             "bound": b.name,
-            "max H (speed-up)": fmt(mh["speedup"], ".0f") if "H" in b.parameters else "no H",
-            "max H (conditions)": fmt(mh["conditions"], ".0f") if "H" in b.parameters else "no H",
+            "max H (speed-up)": fmt(mh.speedup, ".0f") if b.uses_H else "no H",
+            "max H (conditions)": fmt(mh.conditions, ".0f") if b.uses_H else "no H",
+            "binds": str(mh.binding),
             f"rounds to eps={EPS}": fmt(R, ".0f"),
             "steps T = R H": fmt(R * (REF["H"] if "H" in b.parameters else 1), ".0f"),
         }
@@ -364,7 +364,7 @@ def show_configuration(log10_alpha=-2.0, H=8, p=0.2, eta=0.5, K=4):
     names, values, colors = [], [], []
     for b in BOUNDS:
         names.append(b.name)
-        values.append(float(b.evaluate(**vals)))
+        values.append(float(b(**vals)))
         colors.append("tab:green" if bool(b.conditions_hold(**vals)) else "tab:red")
     fig, ax = plt.subplots(figsize=(7, 3))
     ax.scatter(values, names, c=colors, s=60, zorder=3)
@@ -405,7 +405,7 @@ else:
 # paper's own PALSGD bound.
 
 # %%
-mine = Bound.from_strings(
+mine = theory.Bound.from_strings(
     "my_local_sgd",
     "2*F0/(alpha*T) + alpha*L*sigma**2/K + alpha**2*L**2*sigma**2*(H - 1)",
     {"step": "alpha*L + alpha**2*L**2*H*(H - 1) <= 1"},
@@ -426,14 +426,16 @@ assert same and same_cond
 # configuration check of notebook 02 (`theory.check.check` accepts `Bound` objects).
 
 # %%
-print("bound at reference:", fmt(mine.evaluate(**REF)), "| conditions hold:",
+print("bound at reference:", fmt(mine(**REF)), "| conditions hold:",
       bool(mine.conditions_hold(**REF)))
 print("optimal alpha:", fmt(mine.optimal_step(**REF)), "| largest alpha:",
       fmt(mine.max_step(**REF)))
 print("rate:", " + ".join(str(r) for r in mine.rate()))
-print("max H:", {k: fmt(v, ".0f") for k, v in mine.max_H(**REF).items()})
+mh = mine.max_H(**REF)
+print("max H:", fmt(mh.H, ".0f"), "| binds:", mh.binding, "| speed-up:", fmt(mh.speedup, ".0f"),
+      "| conditions:", fmt(mh.conditions, ".0f"), "| step there:", fmt(mh.alpha))
 print(f"rounds to eps = {EPS}:", fmt(mine.rounds_to_eps(EPS, **REF), ".0f"))
-assert np.isclose(float(mine.evaluate(**REF)), float(encoded.evaluate(**REF)))
+assert np.isclose(float(mine(**REF)), float(encoded(**REF)))
 assert np.isclose(float(mine.optimal_step(**REF)), float(encoded.optimal_step(**REF)))
 report = check({k: v for k, v in REF.items() if k not in ("p", "eta")}, bounds=[mine])
 print()
@@ -448,14 +450,14 @@ for args in [
     ("not_a_condition", "2*F0/(alpha*T)", ["alpha*L + 1"]),
 ]:
     try:
-        Bound.from_strings(*args)
+        theory.Bound.from_strings(*args)
     except UserInputError as exc:
         print("UserInputError:", exc)
 
 # %% [markdown]
-# To Monte-Carlo-verify a bound you typed in, pass it to `theory.verify.verify_configs`
-# (notebook 03 shows how), or register it with `theory.bounds.register(mine)` so that
-# `theory.check.check` and `theory.verify.run_verification` find it by name.
+# To verify a bound you typed in, pass it to `theory.verify_bound(mine)` (notebook 03
+# shows it), or register it with `theory.bounds.register(mine)` so that
+# `theory.check.check` and `palsgd verify` find it by name.
 #
 # Data written by this notebook:
 

@@ -6,6 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -48,8 +49,8 @@ from scipy import stats
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
-from theory.bound import Bound, param_name
-from theory.bounds import all_bounds
+import theory
+from theory.assumptions import A3_IID
 from theory.moments import exact_moments
 from theory.nbtools import fmt, md_table, output_dir, write_csv
 from theory.problems import check_constants, make_problem
@@ -136,12 +137,11 @@ plt.show()
 # %%
 prob_iid = make_problem("quadratic", K=K, d=D, noise="gaussian", sigma=1.0, zeta=0.0, seed=0)
 problems = {"quadratic": prob, "quadratic_iid": prob_iid}
-targets = [b for b in all_bounds() if algorithm_for(b) in KINDS]
+targets = [b for b in theory.bounds.all_bounds() if algorithm_for(b) in KINDS]
 
 
 def problem_for(bound):
-    iid = any(a.key == "A3iid" for a in bound.assumptions)
-    return "quadratic_iid" if iid else "quadratic"
+    return "quadratic_iid" if A3_IID in bound.assumptions else "quadratic"
 
 
 md_table(
@@ -154,21 +154,14 @@ md_table(
 # ## Configurations and verdicts
 #
 # For every bound: $H = 4$ (local methods), $T = 400$, and four step sizes: the bound's
-# recommended step (clipped to the largest step meeting the conditions,
+# recommended step (`Bound.recommended_step_value`, its numeric optimum
+# `theory.at_optimal_step` when it has none; clipped to the largest step meeting the conditions,
 # $\alpha_{\max}$), $\alpha_{\max}/4$, $\alpha_{\max}$ itself, and $1.5\,\alpha_{\max}$
 # (outside the conditions, simulated but not tested). PALSGD bounds use $p = 0.2$,
 # $\eta = 0.5 L$. Each bound is one family of tests with Holm's correction at level 0.05.
 
 # %%
 H_V, T_V, R_V = 4, 400, 160
-
-
-def recommended_step(bound, vals):
-    """The bound's recommended step at ``vals`` (its numeric optimum if it has none)."""
-    if bound.recommended_step is None:
-        return float(bound.optimal_step(**vals))
-    expr = bound.recommended_step
-    return float(expr.subs({s: vals[param_name(s)] for s in expr.free_symbols}))
 
 
 def configs_for(bound, seed):
@@ -181,7 +174,8 @@ def configs_for(bound, seed):
                                    "alpha": 1.0})
     amax = float(bound.max_step(**vals))
     top = amax if np.isfinite(amax) else 1.0 / c["L"]
-    rec = min(top, recommended_step(bound, vals))
+    rec = bound.recommended_step_value(**vals)
+    rec = min(top, float(theory.at_optimal_step(bound, **vals).alpha if rec is None else rec))
     steps = [("recommended", rec), ("alpha_max/4", top / 4), ("alpha_max", top),
              ("1.5 alpha_max", 1.5 * top)]
     return [
@@ -254,7 +248,7 @@ plt.show()
 # bound ignores, so the measured mean exceeds it; the verification rejects it.
 
 # %%
-wrong = Bound.from_strings("sgd_without_noise", "2*F0/(alpha*T)", ["alpha*L <= 1"],
+wrong = theory.Bound.from_strings("sgd_without_noise", "2*F0/(alpha*T)", ["alpha*L <= 1"],
                            algorithms=("sgd",), provenance="a deliberately wrong bound")
 wrong_cfgs = [Config(bound=wrong.name, problem="quadratic", algorithm="sgd", K=K, T=T_,
                      alpha=0.5, seed=500 + i) for i, T_ in enumerate((100, 2000))]
@@ -267,6 +261,23 @@ md_table(
 )
 assert wrong_rows[-1]["verdict"] == "violated", "the verification should reject this bound"
 write_csv(OUT / "wrong_bound.csv", wrong_rows)
+
+# %% [markdown]
+# The same bound through `palsgd verify`'s own pipeline, in one call: `theory.verify_bound`
+# runs the exact verification (designs and an adversarial search on quadratics, where the
+# left-hand side is computed exactly) and the Monte-Carlo tests for one bound, with the
+# settings of `palsgd verify --quick` unless told otherwise. The encoded `sgd` bound passes
+# the same run.
+
+# %%
+fast = dict(problems=("quadratic",), rates=False, speedup=False, consensus=False,
+            controls=False, exact=False)
+for b in (wrong, theory.bounds.get("sgd")):
+    summary = theory.verify_bound(b, **fast)["summary"]
+    print(f"{b.name}: exact verdict {'violated' if summary['exact_violated'] else 'holds'} "
+          f"(worst measured/bound {fmt(summary['exact_worst'].get(b.name), '.3g')}), "
+          f"Monte-Carlo verdicts {summary['counts']}, exit code {summary['exit_code']}")
+    assert (summary["exit_code"] == 1) == (b is wrong)
 
 # %% [markdown]
 # ## Exact expected curves on the quadratic
@@ -352,7 +363,7 @@ for b in [x for x in targets if algorithm_for(x) in ("local_sgd", "palsgd")]:
         kind = algo if algo == "palsgd" or H > 1 else "local_sgd"
         spec = AlgorithmSpec(kind=kind, alpha=a, H=H, p=p, eta=eta, coins=coins_for(b))
         lhs = exact_moments(pr, spec, T=256).mean_grad_norm_sq()
-        bv = float(b.evaluate(**{**vals, "alpha": a}))
+        bv = float(b(**{**vals, "alpha": a}))
         rows_h.append({"bound": b.name, "H": H, "alpha": a, "exact_lhs": lhs, "bound_value": bv,
                        "ratio": lhs / bv})
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
@@ -372,7 +383,7 @@ assert all(r["ratio"] <= 1 for r in rows_h), [r for r in rows_h if r["ratio"] > 
 # Every ratio is below 1: with the exact expectation there is no statistical question,
 # and a ratio above 1 inside the conditions would be a counterexample to the bound.
 # The full verification over many random configurations, nonconvex problems, rates in $T$
-# and speed-up in $K$ is `palsgd verify` (`theory.verify.run_verification`), which writes
+# and speed-up in $K$ is `palsgd verify` (`theory.verify_bound` for one bound), which writes
 # the same kind of CSV/JSON report.
 
 # %%

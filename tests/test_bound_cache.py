@@ -30,7 +30,7 @@ def _results(b):
         "value": b.evaluate(alpha=0.01, **VALS),
         "opt": b.optimal_step(**VALS),
         "max": b.max_step(**VALS),
-        "maxH": b.max_H(**{k: v for k, v in VALS.items() if k != "H"}),
+        "maxH": b.max_H(**{k: v for k, v in VALS.items() if k != "H"}).as_dict(),
         "rounds": b.rounds_to_eps(0.5, **{k: v for k, v in VALS.items() if k != "T"}),
     }
 

@@ -120,7 +120,7 @@ def test_max_H_matches_closed_form_for_local_sgd():
     b = get("local_sgd_iid")
     L, F0, sigma, K = 1.5, 2.0, 0.7, np.array([1, 4, 16])
     T = 10**9
-    got = b.max_H(L=L, F0=F0, sigma=sigma, K=K, T=T, factor=0.5)["speedup"]
+    got = b.max_H(L=L, F0=F0, sigma=sigma, K=K, T=T, factor=0.5).speedup
     exact = 1 + 0.5 * (2 * L * F0 + sigma**2) * np.sqrt(T) / (sigma**2 * K**1.5)
     np.testing.assert_array_equal(got, np.floor(exact))
 
@@ -128,7 +128,7 @@ def test_max_H_matches_closed_form_for_local_sgd():
 def test_max_H_conditions_at_recommended_step():
     b = get("local_sgd_iid")
     K, T, L = 4, 10**6, 1.0
-    got = b.max_H(L=L, F0=1.0, sigma=1.0, K=K, T=T)["conditions"]
+    got = b.max_H(L=L, F0=1.0, sigma=1.0, K=K, T=T).conditions
     a = np.sqrt(K / T) / L
     H = np.arange(1, 5000)
     ok = a * L + (a * L) ** 2 * H * (H - 1) <= 1
@@ -137,7 +137,35 @@ def test_max_H_conditions_at_recommended_step():
 
 def test_max_H_without_H_dependence_returns_h_max():
     out = get("sgd").max_H(L=1, F0=1, sigma=1, K=2, T=100, h_max=1234)
-    assert out["speedup"] == 1234 and out["conditions"] == 1234
+    assert out.speedup == 1234 and out.conditions == 1234 and out.H == 1234
+    assert out.binding == "none" and out["speedup"] == out.speedup
+
+
+def test_max_H_result_names_the_binding_limit_and_its_step():
+    b = get("palsgd")
+    base = dict(L=1.0, sigma=1.0, zeta=0.0, F0=1.0, K=4, p=0.2, eta=0.5)
+    rec = b.max_H(T=1e4, **base)
+    assert rec.step == "recommended" and rec.speedup < rec.conditions
+    assert rec.H == rec.speedup and rec.binding == "speedup"
+    assert rec.alpha == pytest.approx(float(b.recommended_step_value(T=1e4, H=rec.H, **base)))
+    given = b.max_H(T=np.array([1e3, 1e4]), step=0.001, **base)
+    assert given.step == 0.001 and given.H.shape == (2,)
+    assert list(given.binding) == ["conditions", "conditions"]
+    np.testing.assert_array_equal(given.H, given.conditions)
+    np.testing.assert_array_equal(given.alpha, [0.001, 0.001])
+    # the conditions hold at H and fail at H + 1 at that step
+    assert bool(b.conditions_hold(T=1e4, H=given.H[1], alpha=0.001, **base))
+    assert not bool(b.conditions_hold(T=1e4, H=given.H[1] + 1, alpha=0.001, **base))
+    for bad, msg in (
+        (dict(factor=0.0), "factor"),
+        (dict(h_max=0.5), "h_max"),
+        (dict(step="x"), "step"),
+    ):
+        with pytest.raises(UserInputError, match=msg):
+            b.max_H(T=1e4, **bad, **base)
+    # a step at which even H = 1 fails: NaN, with the failing limit named
+    bad = b.max_H(T=1e4, step=10.0, **base)
+    assert np.isnan(bad.H) and np.isnan(bad.alpha) and bad.binding in ("conditions", "both")
 
 
 def test_rounds_to_eps_for_sgd_matches_closed_form():
@@ -258,5 +286,5 @@ def test_max_H_speedup_agrees_with_the_simplified_rate(name):
     f_lead = sp.lambdify(S.H, lead.expression.subs(subs), "numpy")
     f_rest = sp.lambdify(S.H, sp.Add(*(r.expression for r in rest)).subs(subs), "numpy")
     ok = f_rest(H) <= 0.5 * f_lead(H)
-    got = b.max_H(factor=0.5, h_max=20000, **vals)["speedup"]
+    got = b.max_H(factor=0.5, h_max=20000, **vals).speedup
     assert got == H[ok].max() and H[ok].max() < 20000

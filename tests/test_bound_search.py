@@ -52,14 +52,14 @@ def test_max_H_matches_a_scan_over_H(name, vals):
     holds = b.conditions_hold(H=hs, alpha=a, **base)
     first_fail = np.flatnonzero(~holds)
     assert first_fail.size and np.all(holds[: first_fail[0]])
-    assert got["conditions"] == hs[first_fail[0]] - 1
+    assert got.conditions == hs[first_fail[0]] - 1
     opt = b.max_H(step="optimal", h_max=3000, **base)
     a_opt = np.array([float(b.optimal_step(H=h, **base)) for h in range(1, 200)])
     holds_opt = b.conditions_hold(H=np.arange(1, 200), alpha=a_opt, **base)
     assert np.all(holds_opt)  # the optimal step keeps the conditions
     v = b.evaluate(H=np.arange(1, 200), alpha=a_opt, **base)
     within = np.flatnonzero(v <= 2 * v[0])
-    assert opt["speedup"] == within[-1] + 1 or opt["speedup"] >= 199
+    assert opt.speedup == within[-1] + 1 or opt.speedup >= 199
 
 
 def test_rounds_to_eps_matches_a_scan():

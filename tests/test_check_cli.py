@@ -378,9 +378,9 @@ def test_verdict_first_and_max_H_at_both_alphas(capsys):
     # at the given alpha the conditions hold up to H = 36 (the API's max_H at that step)
     assert b.max_H_conditions_given == 36
     direct = get("palsgd").max_H(step=0.001, **rep.inputs)
-    assert b.max_H_conditions_given == float(direct["conditions"])
+    assert b.max_H_conditions_given == float(direct.conditions)
     assert b.max_H_conditions_recommended == float(
-        get("palsgd").max_H(step=b.optimal_alpha, **rep.inputs)["conditions"]
+        get("palsgd").max_H(step=b.optimal_alpha, **rep.inputs).conditions
     )
     assert "36 at the given alpha = 0.001" in out
     assert f"at the recommended alpha = {b.optimal_alpha:.4g}" in out

@@ -111,3 +111,38 @@ def test_read_mapping_file(tmp_path):
             (tmp_path / name).write_text(text)
         with pytest.raises(UserInputError, match=msg):
             read_mapping_file(tmp_path / name, "config file")
+
+
+def test_check_number_ranges_and_non_numbers():
+    from theory.validation import check_number
+
+    assert check_number("x", 2, 0, 3) == 2.0
+    assert check_number("x", 0, 0, 3) == 0.0 and check_number("x", 3, 0, 3) == 3.0
+    assert check_number("x", np.float32(0.5), 0, 1, low_open=True) == 0.5
+    assert check_number("x", math.inf, 0, allow_inf=True) == math.inf
+    cases = [
+        (dict(low=0, high=3, low_open=True), 0, r"\(0, 3\]"),
+        (dict(low=0, high=3, high_open=True), 3, r"\[0, 3\)"),
+        (dict(low=0), math.inf, r"\[0, inf\)"),
+        (dict(low=0), math.nan, r"\[0, inf\)"),
+        (dict(low=0), True, "expected a number"),
+        (dict(low=0), "1", "expected a number"),
+        (dict(low=0), None, "expected a number"),
+    ]
+    for kw, bad, msg in cases:
+        with pytest.raises(ParameterError, match=r"'x'.*" + msg):
+            check_number("x", bad, **kw)
+    with pytest.raises(ParameterError, match="expected a number"):
+        check_number("x", "abc", 0)
+
+
+def test_check_choice_names_the_options():
+    from theory.validation import check_choice
+
+    assert check_choice("coins", "shared", ("independent", "shared")) == "shared"
+    with pytest.raises(UserInputError, match=r"unknown coin rule 'x'; known coin rules: \["):
+        check_choice("coin rule", "x", ("independent", "shared"))
+    with pytest.raises(UserInputError, match=r"unknown bound 'x'; known bounds: \['a', 'b'\]"):
+        check_choice("bound", "x", {"a": 1, "b": 2})
+    with pytest.raises(UserInputError, match=r"known kinds of thing: \[1\]"):
+        check_choice("kind", [1], (1,), plural="kinds of thing")

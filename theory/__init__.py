@@ -1,10 +1,51 @@
 """Convergence theory of PALSGD and its baselines.
 
-Symbolic bounds with their step-size conditions (:mod:`theory.bound`, :mod:`theory.bounds`),
-machine-checked proof steps (:mod:`theory.proofs`), a hyperparameter checker
-(:mod:`theory.check`), synthetic problems with exact constants (:mod:`theory.problems`),
-a vectorised simulator (:mod:`theory.simulate`), exact quadratic moment recursions
-(:mod:`theory.moments`) and Monte-Carlo verification (:mod:`theory.verify`).
+Files: ``bound.py`` (the symbolic :class:`~theory.bound.Bound`), ``bound_compile.py``
+(sympy to compiled formulas), ``bound_rates.py`` (rate in ``T``), ``bound_numeric.py``
+(:class:`~theory.bound_numeric.CompiledBound`, the sympy-free numerics), ``bound_search.py``
+(grid searches), ``bound_results.py`` (``MaxH``, ``OptimalStep``, ``ConditionResult``),
+``compiled_fn.py``, ``bound_cache.py`` (on-disk cache), ``bounds/`` (the registry),
+``proofs/`` (machine-checked lemma chains), ``check/`` and ``check_bounds_cmd.py``
+(``palsgd check`` / ``bounds``), ``presets.py``, ``validation.py`` with
+``validation_files.py`` and ``errors.py`` (every input check), ``problems/`` (synthetic
+problems with exact constants), ``algorithm.py`` (the algorithm spec), ``simulate/``
+(vectorised simulators), ``moments/`` (exact moment recursions), ``verify/``
+(``palsgd verify``), ``shortcuts.py`` and ``nbtools.py`` (for notebooks), ``io.py``,
+``exitcodes.py``, ``guard.py`` and ``commands.py`` (exit codes, the subcommands of
+:mod:`palsgd.cli`); ``symbols.py``, ``assumptions.py``, ``safe_parse.py``, ``coins.py``.
+
+For notebooks: ``theory.bounds``, ``theory.Bound`` (a bound is callable:
+``b(L=1, sigma=1, ...)`` is its value), ``theory.at_optimal_step(b, ...)`` and
+``theory.verify_bound(b)``, ``theory.MaxH`` and ``theory.OptimalStep`` (results of
+``Bound.max_H`` and ``Bound.at_optimal_step``). They are imported on first use, so
+``palsgd check`` does not import sympy.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+#: attribute -> (module, name in it; None: the module itself), imported on first access
+_LAZY = {
+    "bounds": ("theory.bounds", None),
+    "Bound": ("theory.bound", "Bound"),
+    "MaxH": ("theory.bound_results", "MaxH"),
+    "OptimalStep": ("theory.bound_results", "OptimalStep"),
+    "at_optimal_step": ("theory.shortcuts", "at_optimal_step"),
+    "verify_bound": ("theory.shortcuts", "verify_bound"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'theory' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value

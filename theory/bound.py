@@ -12,9 +12,11 @@ squared gradient norm; ``F0`` is in units of loss, ``L`` of loss/length^2, ``sig
 
 Everything numeric is vectorised: any parameter may be a numpy array, and results have the
 broadcast shape of *all* supplied parameters (including ones the bound does not use).
-Sympy expressions are compiled once per bound with :func:`sympy.lambdify` into a
-sympy-free :class:`~theory.bound_numeric.CompiledBound` (:attr:`Bound.compiled`), kept in
-the on-disk cache of :mod:`theory.bound_cache`; the numeric methods delegate to it.
+Sympy expressions are compiled once per bound with :func:`sympy.lambdify`
+(:mod:`theory.bound_compile`) into a sympy-free :class:`~theory.bound_numeric.CompiledBound`
+(:attr:`Bound.compiled`), kept in the on-disk cache of :mod:`theory.bound_cache`; the
+numeric methods are that object's methods of the same name, documented there. The rate
+in ``T`` is :mod:`theory.bound_rates`.
 Public methods validate their inputs once through :func:`theory.validation.validate`;
 the searches work on the validated arrays without validating again.
 
@@ -28,29 +30,33 @@ condition is monotone in ``alpha`` (holds on an interval ``(0, alpha_max]``, use
 from __future__ import annotations
 
 import inspect
-import json
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 import sympy as sp
 
 from theory import bound_cache
 from theory import symbols as S
 from theory.assumptions import Assumption
-from theory.bound_numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, resolve_globals
+from theory.bound_compile import cache_text, compile_entry, param_name
+from theory.bound_numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, MaxH, OptimalStep
+from theory.bound_rates import RateTerm, rate_groups, rate_terms
 from theory.safe_parse import parse_condition, parse_formula
 from theory.validation import UserInputError
 
-__all__ = ["Condition", "ConditionResult", "Bound", "RateTerm", "param_name", "RTOL"]
-
-
-def param_name(sym: sp.Symbol) -> str:
-    """Parameter name of a symbol (``epsilon`` is the parameter ``eps``)."""
-    return "eps" if sym.name == "epsilon" else sym.name
+__all__ = [
+    "Condition",
+    "ConditionResult",
+    "Bound",
+    "CompiledFn",
+    "MaxH",
+    "OptimalStep",
+    "RateTerm",
+    "param_name",
+    "RTOL",
+]
 
 
 @dataclass(frozen=True)
@@ -87,40 +93,18 @@ class Condition:
         return sp.latex(self.relation)
 
 
-@dataclass(frozen=True)
-class RateTerm:
-    """One group of the rate: ``coefficient * T**t_exponent`` (coefficient free of T)."""
+def _numeric(name: str) -> Any:
+    """The method ``name`` of :class:`~theory.bound_numeric.CompiledBound`, run on
+    :attr:`Bound.compiled` (same signature and docstring)."""
+    target = getattr(CompiledBound, name)
 
-    coefficient: sp.Expr
-    t_exponent: sp.Rational
+    def method(self: Bound, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.compiled, name)(*args, **kwargs)
 
-    @property
-    def expression(self) -> sp.Expr:
-        return self.coefficient * S.T**self.t_exponent
-
-    def __str__(self) -> str:
-        return f"({self.coefficient}) * T^({self.t_exponent})"
-
-
-def _compile(exprs: sp.Expr | Sequence[sp.Expr], owner: str) -> CompiledFn:
-    """Lambdify ``exprs`` (one expression or a list) into a :class:`CompiledFn` (source kept)."""
-    multi = isinstance(exprs, list | tuple)
-    items = list(exprs) if multi else [exprs]
-    syms = sorted(set().union(*(sp.sympify(e).free_symbols for e in items)), key=lambda s: s.name)
-    fn = sp.lambdify(syms, items if multi else items[0], "numpy")
-    source = inspect.getsource(fn)
-    free = set()
-    stack = [fn.__code__]
-    while stack:
-        code = stack.pop()
-        free |= set(code.co_names)
-        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    globals_ = resolve_globals(fn.__globals__, sorted(free))
-    if globals_ is None:
-        raise UserInputError(
-            f"bound {owner!r}: a formula compiles to names outside numpy/functools/math"
-        )
-    return CompiledFn([param_name(x) for x in syms], source, globals_, owner, multi)
+    method.__name__, method.__qualname__ = name, f"Bound.{name}"
+    method.__doc__ = target.__doc__
+    method.__signature__ = inspect.signature(target)  # type: ignore[attr-defined]
+    return method
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,41 +270,14 @@ class Bound:
         return bound_cache.compiled(self)
 
     def compile_entry(self) -> dict[str, Any]:
-        """The input-independent symbolic work, as the JSON-ready cache entry.
-
-        Compiled expression, terms, condition sides, recommended step, and the expanded
-        speed-up split of :meth:`max_H` at the recommended step (the costly part: sympy
-        expansion of the bound at that step).
-        """
-        speedup = None
-        if self.recommended_step is not None and self.uses_H:
-            lead, rest = self._speedup_exprs(self.recommended_step)
-            speedup = [_compile(lead, self.name).to_dict(), _compile(rest, self.name).to_dict()]
-        sides = [e for c in self.conditions for e in c.sides]
-        return {
-            "parameters": list(self.parameters),
-            "uses_H": self.uses_H,
-            "terms": [str(t) for t in self.terms],
-            "conditions": [[c.name, str(c.relation), c.strict] for c in self.conditions],
-            "f_expression": _compile(self.expression, self.name).to_dict(),
-            "f_terms": _compile(list(self.terms), self.name).to_dict(),
-            "f_conditions": _compile(sides, self.name).to_dict() if sides else None,
-            "f_recommended": None
-            if self.recommended_step is None
-            else _compile(self.recommended_step, self.name).to_dict(),
-            "speedup": speedup,
-        }
+        """The input-independent symbolic work, as the JSON-ready cache entry
+        (:func:`theory.bound_compile.compile_entry`)."""
+        return compile_entry(self)
 
     def cache_text(self) -> str:
-        """The statement as text (sympy ``srepr`` of the expression, the conditions, the
-        recommended step and the step symbol): what the compiled forms depend on."""
-        parts = [
-            sp.srepr(self.expression),
-            [[c.name, sp.srepr(c.relation)] for c in self.conditions],
-            None if self.recommended_step is None else sp.srepr(self.recommended_step),
-            sp.srepr(self.step_symbol),
-        ]
-        return json.dumps(parts)
+        """The statement as text: what the compiled forms depend on
+        (:func:`theory.bound_compile.cache_text`)."""
+        return cache_text(self)
 
     @cached_property
     def uses_H(self) -> bool:
@@ -338,51 +295,18 @@ class Bound:
         return {}
 
     # ----------------------------------------------------------------- public numerics
-    def evaluate(self, **values: Any) -> np.ndarray:
-        """Value of the bound (vectorised; parameters may be arrays, aliases accepted)."""
-        return self.compiled.evaluate(**values)
-
-    def term_values(self, **values: Any) -> list[tuple[str, np.ndarray]]:
-        """Each additive term's value, labelled by its sympy string (order of :attr:`terms`)."""
-        return self.compiled.term_values(**values)
-
-    def condition_report(self, **values: Any) -> list[ConditionResult]:
-        """Each condition's verdict and margin (``big - small``; >= 0 means it holds)."""
-        return self.compiled.condition_report(**values)
-
-    def conditions_hold(self, **values: Any) -> np.ndarray:
-        """True where every condition holds (vectorised)."""
-        return self.compiled.conditions_hold(**values)
-
-    def recommended_step_value(self, **values: Any) -> np.ndarray | None:
-        """:attr:`recommended_step` at ``values`` (vectorised, aliases accepted).
-
-        ``None`` if the bound has no recommended step or ``values`` lack one of its
-        parameters.
-        """
-        return self.compiled.recommended_step_value(**values)
-
-    def max_step(self, *, iters: int | None = None, **values: Any) -> np.ndarray:
-        """Largest step ``alpha`` for which every condition holds (margins >= 0 in floating point).
-
-        ``inf`` if the conditions hold up to ``alpha = 1e12``; NaN if they fail already at
-        ``alpha = 1e-14``. Vectorised search in ``log(alpha)`` (decades, then grids of
-        candidates down to a relative width of about 1e-14); assumes the feasible set is
-        ``(0, alpha_max]``. A given ``alpha`` is ignored; ``iters`` is accepted for
-        compatibility and not used.
-        """
-        return self.compiled.max_step(**values)
-
-    def optimal_step(self, *, iters: int | None = None, **values: Any) -> np.ndarray:
-        """Step ``alpha`` minimising the bound subject to the conditions.
-
-        Vectorised grid search in ``log(alpha)`` over ``[alpha_max * 1e-20, alpha_max]``
-        (``[1e-20, 1e20]`` when no condition limits ``alpha``), each round keeping the two
-        grid cells around the best point, to a relative width of about 1e-15; assumes the
-        bound is unimodal in ``log(alpha)``. NaN where no step is feasible. A given
-        ``alpha`` is ignored; ``iters`` is accepted for compatibility and not used.
-        """
-        return self.compiled.optimal_step(**values)
+    # documented on theory.bound_numeric.CompiledBound, which computes them
+    __call__ = _numeric("__call__")
+    evaluate = _numeric("evaluate")
+    at_optimal_step = _numeric("at_optimal_step")
+    term_values = _numeric("term_values")
+    condition_report = _numeric("condition_report")
+    conditions_hold = _numeric("conditions_hold")
+    recommended_step_value = _numeric("recommended_step_value")
+    max_step = _numeric("max_step")
+    optimal_step = _numeric("optimal_step")
+    max_H = _numeric("max_H")
+    rounds_to_eps = _numeric("rounds_to_eps")
 
     def optimal_step_symbolic(self) -> list[sp.Expr]:
         """Positive stationary points of the bound in ``alpha`` (empty if sympy finds none).
@@ -405,66 +329,10 @@ class Bound:
         step = self.recommended_step if step is None else sp.sympify(step)
         if step is None:
             raise UserInputError(f"bound {self.name!r} has no recommended step; pass one")
-        if step in self._rate_cache:
-            return list(self._rate_cache[step])
-        groups = self._rate_groups(step)
-        out = [RateTerm(sp.factor(sp.simplify(c)), e) for e, c in groups.items() if c != 0]
-        out.sort(key=lambda r: -float(r.t_exponent))
-        self._rate_cache[step] = out
-        return list(out)
+        if step not in self._rate_cache:
+            self._rate_cache[step] = rate_terms(self, step)
+        return list(self._rate_cache[step])
 
     def _rate_groups(self, step: sp.Expr) -> dict[sp.Expr, sp.Expr]:
         """The bound at ``step`` as ``{exponent of T: T-free coefficient}``, expanded only."""
-        expr = sp.expand(sp.powsimp(self.expression.subs(self.step_symbol, step), force=True))
-        groups: dict[sp.Expr, sp.Expr] = {}
-        for term in sp.Add.make_args(expr):
-            coeff, expo = sp.powsimp(term, force=True).as_coeff_exponent(S.T)
-            if S.T in coeff.free_symbols:
-                raise UserInputError(
-                    f"bound {self.name!r}: term {term} is not a power of T times a T-free factor"
-                )
-            groups[expo] = groups.get(expo, 0) + coeff
-        return groups
-
-    def _speedup_exprs(self, step: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
-        """(leading, rest) of the rate at ``step``, from the expanded groups of
-        :meth:`_rate_groups` (the simplification :meth:`rate` does for display costs seconds
-        for the PALSGD bounds and does not change the values)."""
-        groups = {e: c for e, c in self._rate_groups(step).items() if c != 0}
-        e0 = max(groups, key=float)
-        lead = groups[e0] * S.T**e0
-        rest = sp.Add(*(c * S.T**e for e, c in groups.items() if e != e0))
-        return lead, rest
-
-    def max_H(
-        self,
-        *,
-        factor: float = 1.0,
-        step: str | float = "recommended",
-        h_max: int = 10**9,
-        **values: Any,
-    ) -> dict[str, np.ndarray]:
-        """Largest sync interval ``H`` that keeps linear speed-up, and that keeps the conditions.
-
-        ``speedup``: with ``step="recommended"``, the largest ``H`` such that the bound's
-        higher-order terms (those that decay faster in ``T`` than the leading term of
-        :meth:`rate`) are at most ``factor`` times the leading term; otherwise the largest
-        ``H`` with ``bound(H) <= (1 + factor) * bound(1)`` at that step.
-        ``conditions``: largest ``H`` for which the conditions hold at that step.
-        ``step`` is ``"recommended"`` (the bound's schedule; falls back to ``"optimal"`` if
-        it has none), ``"optimal"`` (numeric optimum at each H) or a number. A given ``H``
-        (and, unless ``step`` is a number, ``alpha``) is ignored. Returns NaN where ``H = 1``
-        already fails, and ``h_max`` where no limit was found below it (always, if the bound
-        does not depend on ``H``).
-        """
-        return self.compiled.max_H(factor=factor, step=step, h_max=h_max, **values)
-
-    def rounds_to_eps(self, eps: float, *, t_max: int = 10**15, **values: Any) -> np.ndarray:
-        """Communication rounds ``R = T/H`` needed to guarantee bound <= ``eps``.
-
-        ``T = R * H`` (``H = 1`` if the bound has no ``H``: every step is a round). Uses the
-        optimal step at each ``T``; the search over ``R`` assumes the optimised bound decreases
-        in ``T``. Returns ``inf`` where even ``T = t_max`` is not enough. A given ``T`` and
-        ``alpha`` are ignored.
-        """
-        return self.compiled.rounds_to_eps(eps, t_max=t_max, **values)
+        return rate_groups(self, step)

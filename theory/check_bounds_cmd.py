@@ -12,6 +12,7 @@ import argparse
 import json
 
 from theory import bound_cache
+from theory.errors import UserInputError
 
 __all__ = ["add_arguments", "run", "render"]
 
@@ -49,9 +50,6 @@ def render(desc: dict) -> str:
 
 def _get(known: dict[str, dict], name: str) -> dict:
     if name not in known:
-        # numpy comes with theory.validation: imported on this error path only
-        from theory.validation import UserInputError
-
         raise UserInputError(f"unknown bound {name!r}; known bounds: {sorted(known)}")
     return known[name]
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from theory.validation import UserInputError, validate
+from theory.validation import check_choice, validate
 
 __all__ = ["Preset", "PRESETS", "get_preset", "preset_names"]
 
@@ -161,7 +161,4 @@ def preset_names() -> list[str]:
 
 def get_preset(name: str) -> Preset:
     """The preset called ``name``; unknown names list the known ones."""
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise UserInputError(f"unknown preset {name!r}; known presets: {preset_names()}") from None
+    return PRESETS[check_choice("preset", name, preset_names())]

@@ -9,11 +9,22 @@ Users add their own with :func:`register` (e.g. a bound built with
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from theory.bound import Bound
-from theory.validation import UserInputError
+from theory.validation import UserInputError, check_choice
 
-__all__ = ["register", "get", "all_bounds", "names", "BUILTIN_MODULES"]
+__all__ = [
+    "register",
+    "registered",
+    "theorem_bound",
+    "get",
+    "all_bounds",
+    "names",
+    "BUILTIN_MODULES",
+]
 
 _REGISTRY: dict[str, Bound] = {}
 
@@ -43,20 +54,46 @@ def register(bound: Bound, *, replace: bool = False) -> Bound:
     return bound
 
 
+def theorem_bound(th: Any, *, provenance: str, **fields: Any) -> Bound:
+    """A bound derived here from a machine-checked theorem object ``th``: its ``expression``
+    and ``conditions`` are the theorem's, ``provenance`` names the proof; ``fields`` are the
+    other :class:`~theory.bound.Bound` fields (name, title, assumptions, ...)."""
+    return Bound(
+        expression=th.expression,
+        conditions=th.conditions,
+        provenance=provenance,
+        derived_here=True,
+        **fields,
+    )
+
+
+@contextmanager
+def registered(bound: Bound) -> Iterator[Bound]:
+    """``with registered(b):`` ``b`` is registered inside the block and removed after it,
+    unless it was registered before (a different bound of the same name is refused)."""
+    _load_builtins()
+    before = _REGISTRY.get(bound.name)
+    register(bound)
+    try:
+        yield bound
+    finally:
+        if before is None:
+            _REGISTRY.pop(bound.name, None)
+
+
 def get(name: str) -> Bound:
     """The registered bound called ``name``; unknown names list the known ones."""
     _load_builtins()
-    try:
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        from theory.bounds.lower import lower_bounds
+    from theory.bounds.lower import lower_bounds
 
-        if name in {b.name for b in lower_bounds()}:
-            raise UserInputError(
-                f"{name!r} is a lower bound (kind = 'lower'), not an upper bound: use "
-                "theory.bounds.lower.get_lower"
-            ) from None
-        raise UserInputError(f"unknown bound {name!r}; known bounds: {names()}") from None
+    if name in {b.name for b in lower_bounds()}:
+        raise UserInputError(
+            f"{name!r} is a lower bound (kind = 'lower'), not an upper bound: use "
+            "theory.bounds.lower.get_lower"
+        )
+    return _REGISTRY[check_choice("bound", name, names())]
 
 
 def names() -> list[str]:

@@ -30,7 +30,7 @@ import sympy as sp
 from theory import symbols as S
 from theory.assumptions import A1_SMOOTH, A2_NOISE, A3_IID, A4_LOWER_BOUND, INNER_SGD
 from theory.bound import Bound, Condition
-from theory.validation import UserInputError
+from theory.validation import UserInputError, check_choice
 
 __all__ = [
     "LowerBound",
@@ -70,10 +70,7 @@ def register_lower(bound: LowerBound) -> LowerBound:
 
 def get_lower(name: str) -> LowerBound:
     """The registered lower bound called ``name``."""
-    try:
-        return _LOWER[name]
-    except KeyError:
-        raise UserInputError(f"unknown lower bound {name!r}; known: {sorted(_LOWER)}") from None
+    return _LOWER[check_choice("lower bound", name, sorted(_LOWER))]
 
 
 def lower_bounds() -> list[LowerBound]:

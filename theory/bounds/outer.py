@@ -30,7 +30,7 @@ from theory.assumptions import (
     Assumption,
 )
 from theory.bound import Bound
-from theory.bounds import register
+from theory.bounds import register, theorem_bound
 from theory.proofs.anchor import theorem
 
 __all__ = ["OUTER_OPTIMIZER", "PALSGD_OUTER", "PALSGD_PULL_AWARE", "LOCAL_SGD_OUTER"]
@@ -55,16 +55,13 @@ _BASE = (A1_SMOOTH, A2_NOISE, A3_HETEROGENEITY, A4_LOWER_BOUND, INNER_SGD, OUTER
 
 
 def _bound(kind: str, name: str, title: str, algorithms: tuple[str, ...], notes: str) -> Bound:
-    th = theorem(kind)
-    assumptions = _BASE + ((INDEPENDENT_COINS,) if kind != "local_sgd" else ())
-    return Bound(
+    coins = (INDEPENDENT_COINS,) if kind != "local_sgd" else ()
+    return theorem_bound(
+        theorem(kind),
+        provenance=_PROVENANCE,
         name=name,
         title=title,
-        expression=th.expression,
-        conditions=th.conditions,
-        assumptions=assumptions,
-        provenance=_PROVENANCE,
-        derived_here=True,
+        assumptions=_BASE + coins,
         algorithms=algorithms,
         notes=_MEASURED + notes,
         measured="anchors",

@@ -27,9 +27,11 @@ gradient-accumulation quirks of the authors' code.
 
 from __future__ import annotations
 
+from typing import Any
+
 from theory.assumptions import INDEPENDENT_COINS, Assumption
 from theory.bound import Bound
-from theory.bounds import register
+from theory.bounds import register, theorem_bound
 from theory.bounds.local_sgd import HETEROGENEOUS_LOCAL_SGD
 from theory.proofs.palsgd import PALSGDTheorem, local_sgd_theorem, theorem
 
@@ -52,60 +54,44 @@ _NOT_COVERED = (
 )
 
 
-def bound_from_theorem(
-    th: PALSGDTheorem,
-    *,
-    name: str,
-    title: str,
-    assumptions: tuple[Assumption, ...],
-    algorithms: tuple[str, ...],
-    notes: str,
-) -> Bound:
-    """A :class:`Bound` whose expression, conditions and step come from the theorem object."""
-    return Bound(
-        name=name,
-        title=title,
-        expression=th.expression,
-        conditions=th.conditions,
-        assumptions=assumptions,
-        provenance=_PROVENANCE,
-        derived_here=True,
-        algorithms=algorithms,
-        recommended_step=th.recommended_step,
-        notes=notes,
+def bound_from_theorem(th: PALSGDTheorem, **fields: Any) -> Bound:
+    """A :class:`Bound` whose expression, conditions and step come from the theorem object;
+    ``fields``: ``name``, ``title``, ``assumptions``, ``algorithms``, ``notes``."""
+    return theorem_bound(th, provenance=_PROVENANCE, recommended_step=th.recommended_step, **fields)
+
+
+def _palsgd(coins: str, coin: Assumption, name: str, title: str, notes: str) -> Bound:
+    """The registered PALSGD bound of Theorem 1 with the coin rule ``coins``."""
+    return register(
+        bound_from_theorem(
+            theorem(coins),
+            name=name,
+            title=title,
+            assumptions=(*HETEROGENEOUS_LOCAL_SGD, coin),
+            algorithms=("palsgd",),
+            notes=notes + _NOT_COVERED,
+        )
     )
 
 
-PALSGD = register(
-    bound_from_theorem(
-        theorem("independent"),
-        name="palsgd",
-        title="PALSGD, inner SGD, outer averaging, independent coins (derived here)",
-        assumptions=(*HETEROGENEOUS_LOCAL_SGD, INDEPENDENT_COINS),
-        algorithms=("palsgd",),
-        notes=(
-            "Valid for 0 < p < 1 (at p = 0 use local_sgd_ours: the terms eta^2 (1-p)/p are "
-            "undefined there and the conditions report failure). The pull enters as L -> L + eta "
-            "in the drift terms and through eta^2 (1-p)/p in C3/C4; the coin adds a factor "
-            "1/(1-p) to the noise and a heterogeneity term 8 alpha L p zeta^2/(K(1-p)). "
-            + _NOT_COVERED
-        ),
-    )
+PALSGD = _palsgd(
+    "independent",
+    INDEPENDENT_COINS,
+    "palsgd",
+    "PALSGD, inner SGD, outer averaging, independent coins (derived here)",
+    "Valid for 0 < p < 1 (at p = 0 use local_sgd_ours: the terms eta^2 (1-p)/p are "
+    "undefined there and the conditions report failure). The pull enters as L -> L + eta "
+    "in the drift terms and through eta^2 (1-p)/p in C3/C4; the coin adds a factor "
+    "1/(1-p) to the noise and a heterogeneity term 8 alpha L p zeta^2/(K(1-p)). ",
 )
 
-PALSGD_SHARED = register(
-    bound_from_theorem(
-        theorem("shared"),
-        name="palsgd_shared_coins",
-        title="PALSGD, inner SGD, outer averaging, shared coins (derived here)",
-        assumptions=(*HETEROGENEOUS_LOCAL_SGD, SHARED_COINS),
-        algorithms=("palsgd",),
-        notes=(
-            "Shared coins: the coin variance is not averaged over the K workers (no 1/K on the "
-            "pull-variance terms) but does not see the heterogeneity. Valid for 0 < p < 1. "
-            + _NOT_COVERED
-        ),
-    )
+PALSGD_SHARED = _palsgd(
+    "shared",
+    SHARED_COINS,
+    "palsgd_shared_coins",
+    "PALSGD, inner SGD, outer averaging, shared coins (derived here)",
+    "Shared coins: the coin variance is not averaged over the K workers (no 1/K on the "
+    "pull-variance terms) but does not see the heterogeneity. Valid for 0 < p < 1. ",
 )
 
 LOCAL_SGD_OURS = register(

@@ -1,0 +1,193 @@
+"""The command line of ``palsgd check``: its flags, the ``--config`` file reader and
+:func:`run`.
+
+:func:`run` calls the checker as ``theory.check.check`` (looked up on the package when it
+runs), so that a substitute set on the package is the one the command uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import theory.check as package
+from theory.check.evaluate import ALGORITHMS
+from theory.check.render import fmt as _fmt
+from theory.presets import PRESETS, preset_names
+from theory.validation import (
+    ALIASES,
+    PARAMS,
+    UserInputError,
+    canonicalize,
+    read_mapping_file,
+    validate,
+)
+
+__all__ = ["add_arguments", "load_config", "run"]
+
+
+#: (project name, extra option strings) for every parameter flag of ``palsgd check``
+_FLAGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("L", ()),
+    ("sigma", ()),
+    ("zeta", ()),
+    ("F0", ()),
+    ("K", ("--world_size", "--num_gpus")),
+    ("H", ("--sync_interval",)),
+    ("T", ("--steps",)),
+    ("T0", ("--local_sgd_start_iter",)),
+    ("p", ("--prob_no_grad",)),
+    ("alpha", ("--lr",)),
+    ("eta", ()),
+    ("gamma", ("--outer_lr",)),
+    ("mu", ("--outer_momentum",)),
+    ("A", ("--grad_accu_step",)),
+    ("eps", ()),
+)
+_CONFIG_EXTRA_KEYS = ("algorithm", "bound", "bounds", "preset")
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML or JSON mapping of parameters (project or authors' names) and options.
+
+    Allowed keys: every parameter, its aliases, and ``algorithm``, ``bound``/``bounds``,
+    ``preset``. A malformed file or an unknown key raises :class:`UserInputError` naming
+    the file (and the key).
+    """
+    path = Path(path)
+    data = read_mapping_file(path, "config file")
+    out: dict[str, Any] = {}
+    for key, val in data.items():
+        key = str(key)
+        if key in _CONFIG_EXTRA_KEYS:
+            out[key] = val
+            continue
+        if key not in PARAMS and key not in ALIASES:
+            raise UserInputError(
+                f"config file '{path}': unknown key '{key}'; allowed keys are the parameters "
+                f"{sorted(PARAMS)}, their aliases {sorted(ALIASES)}, and {list(_CONFIG_EXTRA_KEYS)}"
+            )
+        if isinstance(val, str):
+            try:
+                val = float(val)
+            except ValueError:
+                raise UserInputError(
+                    f"config file '{path}': key '{key}' has the non-numeric value {val!r}"
+                ) from None
+        out[key] = val
+    return out
+
+
+# --------------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``palsgd check``."""
+    g = parser.add_argument_group(
+        "parameters", "problem constants and hyperparameters (authors' flag names accepted)"
+    )
+    for name, extra in _FLAGS:
+        spec = PARAMS[name]
+        g.add_argument(
+            f"--{name}",
+            *extra,
+            dest=name,
+            type=float,
+            default=None,
+            metavar="X",
+            help=f"{spec.meaning}; allowed {spec.allowed}",
+        )
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML or JSON file of parameters (flags override it)"
+    )
+    parser.add_argument(
+        "--preset",
+        metavar="NAME",
+        help=f"named hyperparameter setting, overridden by the file and flags: {preset_names()}",
+    )
+    parser.add_argument(
+        "--bound",
+        action="append",
+        metavar="NAME",
+        help="check this bound (repeatable); default: every bound covering the "
+        "configuration's algorithm",
+    )
+    parser.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        help="the algorithm the configuration runs (default: inferred from p and H)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``palsgd check``: 0 when some bound was evaluated (whatever the report says),
+    2 when every bound was skipped (the report is printed, then the reason)."""
+    if args.list_presets:
+        _print_presets(args.json)
+        return 0
+    values, preset, bounds, algorithm = (
+        _from_config(args.config) if args.config else ({}, None, None, None)
+    )
+    for name, _ in _FLAGS:
+        val = getattr(args, name)
+        if val is not None:
+            values[name] = val
+    preset = args.preset or preset
+    bounds = args.bound or bounds
+    algorithm = args.algorithm or algorithm
+    report = package.check(values, bounds, algorithm=algorithm, preset=preset)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.to_text())
+    if report.verdict_code == "nothing_evaluated":
+        missing = sorted(
+            {m for b in report.bounds for m in _missing_names(b.reason)},
+        )
+        hint = f": give {', '.join('--' + m for m in missing)}" if missing else ""
+        raise UserInputError(f"{report.verdict}{hint}")
+    return 0
+
+
+def _print_presets(as_json: bool) -> None:
+    """``palsgd check --list-presets``."""
+    if as_json:
+        print(json.dumps([p.to_dict() for p in PRESETS.values()], indent=2))
+        return
+    for p in PRESETS.values():
+        vals = " ".join(f"{k}={_fmt(float(x))}" for k, x in p.values.items())
+        print(f"{p.name}: {p.title}\n  {vals}\n  source: {p.source}")
+
+
+def _from_config(
+    path: str,
+) -> tuple[dict[str, Any], str | None, list[str] | None, str | None]:
+    """``--config FILE``: (parameters, preset, bounds, algorithm) of the file."""
+    cfg = load_config(path)
+    preset = cfg.pop("preset", None)
+    algorithm = cfg.pop("algorithm", None)
+    b = cfg.pop("bounds", None)
+    b1 = cfg.pop("bound", None)
+    if b is not None and b1 is not None:
+        raise UserInputError(f"config file '{path}': give 'bound' or 'bounds', not both")
+    b = b if b is not None else b1
+    bounds = None if b is None else [b] if isinstance(b, str) else [str(x) for x in b]
+    try:
+        values = canonicalize(cfg)
+        validate(values)
+    except UserInputError as exc:
+        raise UserInputError(f"config file '{path}': {exc}") from None
+    return values, preset, bounds, algorithm
+
+
+def _missing_names(reason: str) -> list[str]:
+    """The names in a ``"missing parameter(s) ['zeta']"`` reason."""
+    if not reason.startswith("missing parameter(s) "):
+        return []
+    return [
+        x.strip(" '[]")
+        for x in reason[len("missing parameter(s) ") :].split(",")
+        if x.strip(" '[]")
+    ]
