@@ -5,6 +5,8 @@ string would hide the dependency from the import graph).
 """
 
 import ast
+import importlib
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +76,25 @@ def test_the_scan_sees_imports_and_module_strings(tmp_path):
     )
     assert _names(f) >= {"empirical", "paper_figures", "palsgd"}
     assert "a sentence" not in _names(f)
+
+
+def _modules(package: str) -> list[str]:
+    out = []
+    for p in sorted((ROOT / package).rglob("*.py")):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+@pytest.mark.parametrize("package", [*sorted(ABOVE), "palsgd"])
+def test_every_module_imports_and_names_only_modules_that_exist(package):
+    """A stale import (a module moved or removed) fails here, also in ``__main__`` files,
+    which are parsed rather than run."""
+    for name in _modules(package):
+        if name.endswith("__main__"):
+            tree = ast.parse((ROOT / (name.replace(".", "/") + ".py")).read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    assert importlib.util.find_spec(node.module) is not None, (name, node.module)
+        else:
+            importlib.import_module(name)

@@ -1,7 +1,12 @@
 """``python -m empirical.probe [options]``: the same as ``palsgd probe [options]``."""
 
+import argparse
 import sys
 
-from theory.cli import main
+from empirical.probe.cli import add_arguments, run
+from theory.guard import guarded
 
-sys.exit(main(["probe", *sys.argv[1:]]))
+parser = argparse.ArgumentParser(prog="python -m empirical.probe", description=__doc__)
+add_arguments(parser)
+args = parser.parse_args()
+sys.exit(guarded("palsgd probe", lambda: run(args)))
