@@ -151,7 +151,7 @@ class TrainConfig:
     tensorboard: bool = False
     wandb_project: str | None = None
     progress: bool = True
-    nproc: int = 1
+    nproc: int = 2
     max_restarts: int = 0
 
     def checkpoint_path(self) -> Path:

@@ -2,18 +2,19 @@
 
 Launch:
 
-* ``palsgd train [options]``: one process (world size 1) unless ``--nproc N`` (N > 1), in
-  which case it validates the options, writes the resolved configuration to
+* ``palsgd train [options]``: ``--nproc N`` ranks on this node (default 2); with N > 1 it
+  validates the options, writes the resolved configuration to
   ``OUTPUT_DIR/launch_config.json`` and runs ``python -m torch.distributed.run --standalone
-  --nproc-per-node N -m empirical.train --config OUTPUT_DIR/launch_config.json``.
+  --nproc-per-node N -m empirical.train --config OUTPUT_DIR/launch_config.json``;
+  ``--nproc 1`` trains in this process (world size 1).
 * ``torchrun --nproc-per-node N -m empirical.train [options]`` (any torchrun setup,
   multi-node included): every rank reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
   ``MASTER_ADDR``/``MASTER_PORT``; NCCL when the device is CUDA, gloo on CPU.
 * Without ``WORLD_SIZE`` in the environment the trainer runs as a single process (for
   debugging), through the same code path.
 
-With no options it trains a tiny GPT-Neo on the embedded text with PALSGD on the CPU
-(preset ``tiny``; well under a minute). ``--preset`` picks another preset
+With no options it trains a tiny GPT-Neo on the embedded text with PALSGD on two CPU
+ranks over gloo (preset ``tiny``, ``--nproc 2``; well under a minute). ``--preset`` picks another preset
 (:data:`empirical.config.PRESETS`), ``--config FILE`` reads YAML/JSON, flags override both;
 the authors' flag names (``--lr``, ``--prob_no_grad``, ``--sync_interval``, ``--outer_lr``,
 ``--local_sgd_start_iter``, ``--grad_accu_step``) are accepted as aliases.
@@ -64,6 +65,7 @@ import errno
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -216,7 +218,8 @@ _HELP: dict[str, str] = {
     "log_interval": "steps between train records",
     "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
     "progress": "progress bar on rank 0",
-    "nproc": "processes on this node; > 1 launches torchrun (palsgd train only)",
+    "nproc": "processes (workers K) on this node (default 2: torchrun launches 2 ranks, "
+    "gloo on the CPU); 1 trains in this process (palsgd train only)",
     "max_restarts": "torchrun restarts after a failure (each resumes from the latest checkpoint)",
 }
 
@@ -816,6 +819,15 @@ def train(cfg: TrainConfig) -> int:
     ctx = init_distributed(backend, device=prep.device)
     try:
         return _Trainer(prep, ctx).fit()
+    except RuntimeError as exc:
+        if ctx.world_size == 1 or not _from_collective(exc):
+            raise
+        print(
+            f"{_PROG}: error{_rank_tag()}: a peer rank died or the collective failed "
+            f"({_first_words(exc)})",
+            file=sys.stderr,
+        )
+        return exitcodes.FAILED
     finally:
         cleanup(ctx)
         if own_group:
@@ -823,6 +835,30 @@ def train(cfg: TrainConfig) -> int:
 
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def _from_collective(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of a ``torch.distributed`` call (a collective whose peer
+    died or whose connection broke), judged by the frame that raised it."""
+    import torch.distributed as dist
+
+    if isinstance(exc, dist.DistError):
+        return True
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    package = os.path.dirname(dist.__file__)
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(package + os.sep)
+
+
+def _first_words(exc: BaseException, limit: int = 160) -> str:
+    """The first sentence of ``exc`` without a ``[source.cc:line]`` prefix, at most
+    ``limit`` characters."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text).split(". ")[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _init_group_after_restart(backend: str, device: str = "cpu") -> bool:

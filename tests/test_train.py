@@ -253,7 +253,7 @@ def test_bad_input_exit_2_subprocess():
     ],
 )
 def test_bad_input_exit_2(argv, needle, tmp_path, capsys):
-    code = cli_main(["train", "--output-dir", str(tmp_path), "--no-progress", *argv])
+    code = cli_main(["train", "--nproc", "1", "--output-dir", str(tmp_path), "--no-progress", *argv])
     err = capsys.readouterr().err
     assert code == 2, err
     assert needle in err
@@ -264,6 +264,8 @@ def test_overshooting_pull_warns(tmp_path, capsys):
     code = cli_main(
         [
             "train",
+            "--nproc",
+            "1",
             "--output-dir",
             str(tmp_path),
             "--no-progress",
@@ -279,6 +281,20 @@ def test_overshooting_pull_warns(tmp_path, capsys):
     )
     assert code == 0
     assert "warning: pull coefficient alpha*eta/p = 1.5 > 1" in capsys.readouterr().err
+
+
+def test_the_default_launches_two_ranks(tmp_path, monkeypatch):
+    """No --nproc: the options go to a torchrun launch of 2 ranks; --nproc 1 trains here."""
+    import empirical.train as tr
+
+    launched, trained = [], []
+    monkeypatch.setattr(tr, "launch_torchrun", lambda cfg: launched.append(cfg.nproc) or 0)
+    monkeypatch.setattr(tr, "train", lambda cfg: trained.append(cfg.nproc) or 0)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert TrainConfig().nproc == 2 and resolve_config().nproc == 2
+    assert cli_main(["train", "--no-progress", "--output-dir", str(tmp_path)]) == 0
+    assert cli_main(["train", "--nproc", "1", "--output-dir", str(tmp_path)]) == 0
+    assert (launched, trained) == ([2], [1])
 
 
 def test_help_lists_every_option(capsys):
@@ -307,15 +323,17 @@ def test_config_file_and_flags(tmp_path, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert (shown["H"], shown["alpha"], shown["batch_size"], shown["p"]) == (5, 0.004, 3, 0.1)
     conf.write_text("sync_intervall: 5\n")
-    assert cli_main(["train", "--config", str(conf)]) == 2
+    assert cli_main(["train", "--nproc", "1", "--config", str(conf)]) == 2
     assert "unknown training option 'sync_intervall'" in capsys.readouterr().err
-    assert cli_main(["train", "--config", str(tmp_path / "none.yaml")]) == 2
+    assert cli_main(["train", "--nproc", "1", "--config", str(tmp_path / "none.yaml")]) == 2
 
 
 def test_checkpoint_mismatch_and_corruption_exit_2(tmp_path, capsys):
     out = tmp_path / "run"
     args = [
         "train",
+        "--nproc",
+        "1",
         "--output-dir",
         str(out),
         "--no-progress",

@@ -17,29 +17,10 @@ from empirical.distributed import spawn_workers
 from empirical.metrics import read_jsonl
 from theory import exitcodes
 from theory.cli import main as cli_main
-
-BASE = [
-    "train",
-    "--no-progress",
-    "--T",
-    "6",
-    "--checkpoint-interval",
-    "2",
-    "--eval-interval",
-    "0",
-    "--seq-len",
-    "16",
-    "--batch-size",
-    "2",
-    "--H",
-    "2",
-    "--log-interval",
-    "2",
-]
-
+from train_cli_args import train_args
 
 def _args(out: Path, *extra: str) -> list[str]:
-    return [*BASE, "--output-dir", str(out), *extra]
+    return train_args(out, *extra)
 
 
 def _stopped_run(out: Path) -> None:
