@@ -253,7 +253,9 @@ def test_bad_input_exit_2_subprocess():
     ],
 )
 def test_bad_input_exit_2(argv, needle, tmp_path, capsys):
-    code = cli_main(["train", "--nproc", "1", "--output-dir", str(tmp_path), "--no-progress", *argv])
+    code = cli_main(
+        ["train", "--nproc", "1", "--output-dir", str(tmp_path), "--no-progress", *argv]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert needle in err

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_cli_args import train_args
 
 from empirical import checkpoint as ck
 from empirical.metrics import read_jsonl
 from empirical.schedules import rate_at
 from theory.cli import main as cli_main
-from train_cli_args import train_args
+
 
 def _args(out: Path, *extra: str) -> list[str]:
     return train_args(out, *extra, log_interval=1, checkpoint_interval=6)

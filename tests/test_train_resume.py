@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_cli_args import train_args
 
 from empirical import checkpoint as ck
 from empirical.config import resolve_config
@@ -17,7 +18,7 @@ from empirical.distributed import spawn_workers
 from empirical.metrics import read_jsonl
 from theory import exitcodes
 from theory.cli import main as cli_main
-from train_cli_args import train_args
+
 
 def _args(out: Path, *extra: str) -> list[str]:
     return train_args(out, *extra)
