@@ -201,7 +201,7 @@ def test_disk_full_while_writing_metrics_exits_71_without_traceback(tmp_path, mo
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(path, obj)
 
-    monkeypatch.setattr("empirical.train.atomic_write_json", full)
+    monkeypatch.setattr("empirical.train.records.atomic_write_json", full)
     assert cli_main(_args(tmp_path / "run")) == exitcodes.OUT_OF_RESOURCES
     err = capsys.readouterr().err
     assert "no space left" in err and "config.json" in err and "Traceback" not in err
