@@ -44,26 +44,27 @@ def test_memory_error_is_71(monkeypatch, capsys):
     assert "out of memory" in err and "Traceback" not in err
 
 
-def test_disk_full_is_71_naming_the_file(monkeypatch, tmp_path, capsys):
+def _predict_with_failing_write(monkeypatch, capsys, target: Path, exc: OSError):
+    """``palsgd cost predict --output target`` whose JSON write raises ``exc``."""
     import empirical.metrics
 
+    monkeypatch.setattr(empirical.metrics, "atomic_write_json", _raise(exc))
+    code = main(["cost", "predict", "--setting", "resnet50-imagenet", "--output", str(target)])
+    return code, capsys.readouterr().err
+
+
+def test_disk_full_is_71_naming_the_file(monkeypatch, tmp_path, capsys):
     target = tmp_path / "pred.json"
     full = OSError(errno.ENOSPC, "No space left on device", str(target))
-    monkeypatch.setattr(empirical.metrics, "atomic_write_json", _raise(full))
-    code = main(["cost", "predict", "--setting", "resnet50-imagenet", "--output", str(target)])
-    err = capsys.readouterr().err
+    code, err = _predict_with_failing_write(monkeypatch, capsys, target, full)
     assert code == exitcodes.OUT_OF_RESOURCES
     assert "out of disk space" in err and str(target) in err and "Traceback" not in err
 
 
 def test_permission_denied_mid_write_is_2_naming_the_file(monkeypatch, tmp_path, capsys):
-    import empirical.metrics
-
     target = tmp_path / "pred.json"
     denied = PermissionError(errno.EACCES, "Permission denied", str(target))
-    monkeypatch.setattr(empirical.metrics, "atomic_write_json", _raise(denied))
-    code = main(["cost", "predict", "--setting", "resnet50-imagenet", "--output", str(target)])
-    err = capsys.readouterr().err
+    code, err = _predict_with_failing_write(monkeypatch, capsys, target, denied)
     assert code == exitcodes.BAD_INPUT and str(target) in err and "Traceback" not in err
 
 

@@ -25,6 +25,16 @@ from theory.cli import main as cli_main
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
+#: a torchrun launch of 2 ranks on this node
+TORCHRUN_2 = [
+    sys.executable,
+    "-m",
+    "torch.distributed.run",
+    "--standalone",
+    "--nproc-per-node",
+    "2",
+]
+
 #: small, fast settings shared by the tests (each test overrides what it checks)
 BASE = dict(
     T=20,
@@ -419,12 +429,7 @@ def test_two_process_resume_is_bitwise_identical(tmp_path):
 def test_torchrun_smoke(tmp_path):
     out = tmp_path / "tr"
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
+        *TORCHRUN_2,
         "-m",
         "empirical.train",
         "--output-dir",
@@ -455,12 +460,7 @@ def test_torchrun_smoke(tmp_path):
 @pytest.mark.distributed
 def test_torchrun_bad_input_exits_cleanly_on_every_rank(tmp_path):
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
+        *TORCHRUN_2,
         "-m",
         "empirical.train",
         "--output-dir",
@@ -498,7 +498,7 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
         "5",
         "--no-progress",
     ]
-    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    base = TORCHRUN_2
     full, crash = tmp_path / "full", tmp_path / "crash"
     proc = subprocess.run(
         [*base, "-m", "empirical.train", "--output-dir", str(full), *args],

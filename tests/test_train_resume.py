@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli_args import train_args
+from train_cli_args import TINY_OVERRIDES, train_args
 
 from empirical import checkpoint as ck
 from empirical.config import resolve_config
@@ -143,11 +143,7 @@ def _rank_sees_own_dir(rank: int, world: int, base: str) -> str:
 
     cfg = resolve_config(
         overrides=dict(
-            T=6,
-            seq_len=16,
-            batch_size=2,
-            H=2,
-            eval_interval=0,
+            **TINY_OVERRIDES,
             checkpoint_interval=2,
             progress=False,
             resume="auto",

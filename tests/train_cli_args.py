@@ -6,21 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TINY_RUN = [
-    "train",
-    "--nproc",
-    "1",
-    "--no-progress",
-    "--T",
-    "6",
-    "--eval-interval",
-    "0",
-    "--seq-len",
-    "16",
-    "--batch-size",
-    "2",
-    "--H",
-    "2",
+#: the tiny run's options (``palsgd train`` flags or ``resolve_config`` overrides)
+TINY_OVERRIDES = {"T": 6, "eval_interval": 0, "seq_len": 16, "batch_size": 2, "H": 2}
+
+TINY_RUN = ["train", "--nproc", "1", "--no-progress"] + [
+    item for k, v in TINY_OVERRIDES.items() for item in (f"--{k.replace('_', '-')}", str(v))
 ]
 
 

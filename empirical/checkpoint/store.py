@@ -18,21 +18,6 @@ import torch
 from theory.io import atomic_write_bytes
 from theory.validation import UserInputError
 
-__all__ = [
-    "CHECKPOINT_FORMAT",
-    "MANIFEST",
-    "step_dir",
-    "rank_file",
-    "atomic_write_bytes",
-    "save_rank_state",
-    "write_manifest",
-    "read_manifest",
-    "list_checkpoints",
-    "latest_complete",
-    "prune",
-    "remove_after",
-]
-
 CHECKPOINT_FORMAT = 1
 MANIFEST = "manifest.json"
 _STEP_RE = re.compile(r"^step_(\d{8,})$")

@@ -22,15 +22,6 @@ from empirical.checkpoint.store import (
 )
 from theory.validation import UserInputError
 
-__all__ = [
-    "verify_checkpoint",
-    "intact_checkpoints",
-    "resolve_resume",
-    "check_compatible",
-    "check_rank_files",
-    "load_rank_state",
-]
-
 
 def verify_checkpoint(
     directory: str | os.PathLike,
