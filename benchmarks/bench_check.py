@@ -1,6 +1,6 @@
 """Latency of ``palsgd check``, ``palsgd bounds`` and ``palsgd --help``, whole processes.
 
-Each command runs as a fresh ``python -m theory.cli ...`` process (what a user waits for),
+Each command runs as a fresh ``python -m palsgd ...`` process (what a user waits for),
 interleaved with ``python -c pass`` (the interpreter's own start-up) in the same run, so
 the ratios hold on a loaded machine. ``check`` is timed cold (empty cache directory: the
 symbolic work is done and written) and warm (second and later runs read the cache); the
@@ -34,10 +34,10 @@ CHECK = ["check", "--L", "1", "--sigma", "1", "--F0", "1", "--K", "4", "--H", "3
          "--T", "100000", "--lr", "0.01", "--p", "0.2", "--eta", "1", "--zeta", "1"]  # fmt: skip
 COMMANDS = {
     "python -c pass": ["-c", "pass"],
-    "palsgd --help": ["-m", "theory.cli", "--help"],
-    "palsgd bounds": ["-m", "theory.cli", "bounds"],
-    "palsgd check (warm)": ["-m", "theory.cli", *CHECK],
-    "palsgd check --eps (warm)": ["-m", "theory.cli", *CHECK, "--eps", "0.05"],
+    "palsgd --help": ["-m", "palsgd", "--help"],
+    "palsgd bounds": ["-m", "palsgd", "bounds"],
+    "palsgd check (warm)": ["-m", "palsgd", *CHECK],
+    "palsgd check --eps (warm)": ["-m", "palsgd", *CHECK, "--eps", "0.05"],
 }
 TARGETS = {"palsgd check (warm)": 0.3, "palsgd bounds": 0.2}
 
@@ -71,8 +71,8 @@ def main() -> int:
             settings[0]: {**base_env, "PYTHONPYCACHEPREFIX": pyc},
             settings[1]: {**base_env, "PYTHONDONTWRITEBYTECODE": "1"},
         }
-        cold = _time(["-m", "theory.cli", *CHECK], envs[settings[1]])  # empty cache
-        _time(["-m", "theory.cli", *CHECK], envs[settings[0]])  # writes the bytecode
+        cold = _time(["-m", "palsgd", *CHECK], envs[settings[1]])  # empty cache
+        _time(["-m", "palsgd", *CHECK], envs[settings[0]])  # writes the bytecode
         times = {(s, k): [] for s in settings for k in COMMANDS}
         cpus = {(s, k): [] for s in settings for k in COMMANDS}
         for _ in range(args.repeat):  # interleaved: every command sees the same load

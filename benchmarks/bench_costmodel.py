@@ -1,9 +1,9 @@
 """Benchmark: accuracy of the cost model on this machine, and its evaluation speed.
 
-Accuracy: :func:`empirical.costmodel.emulated_link_check` ``--repeats`` times (2 gloo
+Accuracy: :func:`empirical.cost.emulated_link_check` ``--repeats`` times (2 gloo
 processes, emulated slow link, link and compute calibrated in the same processes) and the
 distribution of the prediction error ``predicted / measured - 1`` per algorithm (mean,
-smallest, largest, largest absolute). Speed: :func:`empirical.costmodel.modelled_time` on
+smallest, largest, largest absolute). Speed: :func:`empirical.cost.modelled_time` on
 an exact step trace of ``--trace-steps`` PALSGD steps (16 workers), best of 3.
 
 Run: ``python benchmarks/bench_costmodel.py [--repeats 3] [--steps-scale 1] [--batch 32]
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from empirical import costmodel as cm
+from empirical import cost as cm
 from empirical.algorithms import AlgorithmConfig
 
 __all__ = ["accuracy", "speed", "main"]

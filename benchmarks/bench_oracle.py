@@ -3,10 +3,10 @@
 For PALSGD (independent coins) on a heterogeneous quadratic (d = 8, T = 4 H) at
 H in {64, 256, 1024} and K in {4, 16, 64}, one run measures, per configuration:
 
-* ``step``: :func:`theory.quadratic.exact_moments` (the (K+3)^2 moment matrix, step by step);
-* ``round``: :func:`theory.round_moments.exact_oracle` (one worker's coin-path moments and
+* ``step``: :func:`theory.moments.exact_moments` (the (K+3)^2 moment matrix, step by step);
+* ``round``: :func:`theory.moments.exact_oracle` (one worker's coin-path moments and
   the round map by matrix powers);
-* ``batch``: :func:`theory.round_moments_batch.oracle_batch` on 256 designs at once, per
+* ``batch``: :func:`theory.moments.oracle_batch` on 256 designs at once, per
   design (how the verifier calls it).
 
 It prints the ratios and the largest relative difference of the three results. Targets:
@@ -23,9 +23,9 @@ from functools import partial
 
 import numpy as np
 
-from theory import problems, quadratic, simulate
-from theory import round_moments as rm
-from theory.round_moments_batch import oracle_batch
+from theory import problems, simulate
+from theory.moments import exact_moments, oracle_batch
+from theory.moments import oracle as rm
 
 
 def _best(fn, repeat: int) -> float:
@@ -51,14 +51,14 @@ def main() -> None:
         for H in (64, 256, 1024):
             T = 4 * H
             spec = simulate.AlgorithmSpec(kind="palsgd", alpha=0.05 / L, H=H, p=0.3, eta=0.5 * L)
-            t_step = _best(partial(quadratic.exact_moments, prob, spec, T=T), 1)
+            t_step = _best(partial(exact_moments, prob, spec, T=T), 1)
             t_round = _best(partial(rm.exact_oracle, prob, spec, T=T), args.repeat)
             n = 256
             tile = [np.tile(getattr(dirs, f), (n, 1)) for f in ("lam", "y0", "s2", "Q")]
             kw = dict(K=np.full(n, K), alpha=np.full(n, spec.alpha), T=np.full(n, T),
                       H=np.full(n, H), p=np.full(n, 0.3), eta=np.full(n, spec.eta))  # fmt: skip
             t_batch = _best(partial(oracle_batch, *tile, **kw), args.repeat) / n
-            a = quadratic.exact_moments(prob, spec, T=T).mean_grad_norm_sq()
+            a = exact_moments(prob, spec, T=T).mean_grad_norm_sq()
             b = rm.exact_oracle(prob, spec, T=T).mean_grad_norm_sq
             c = float(oracle_batch(*tile, **kw).mean_grad_norm_sq[0])
             diff = max(abs(b / a - 1), abs(c / a - 1))

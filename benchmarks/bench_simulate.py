@@ -50,7 +50,7 @@ import time
 import numpy as np
 import torch
 
-import theory.simulate_torch as simulate_torch
+import theory.simulate.torch_run as simulate_torch
 from theory.coins import pull_coins
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, simulate

@@ -12,11 +12,11 @@ Outputs in ``--out``:
 
 * ``gpu-measurements.json``: every figure, plus the utilisation implied by the measured
   gradient step against the cost model's FLOP count
-  (:data:`empirical.costmodel.SETTINGS`, :func:`empirical.costmodel.gpu_compute_profile`);
+  (:data:`empirical.cost.SETTINGS`, :func:`empirical.cost.gpu_compute_profile`);
 * ``gpu-profile.json``: a cluster profile in the format ``palsgd cost predict
   --profiles-file`` reads (``{name: {K, link, gpu, source}}``). One device has no
   interconnect to measure, so the link is the all-reduce of ``--link-workers`` gloo
-  processes on this machine fitted by :func:`empirical.costmodel.calibrate_link` (host
+  processes on this machine fitted by :func:`empirical.cost.calibrate_link` (host
   staged; a lower bound on what NVLink gives), and ``gpu`` names the device when the cost
   model knows it, otherwise the known device of the same compute peak (H200 -> H100 SXM5,
   both 989 dense BF16 TFLOP/s; the name measured is kept in ``source``).
@@ -37,8 +37,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from empirical import cost
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.algorithms.local import sq_norm
+from empirical.cost.paper import paper_setting
 from empirical.distributed import cleanup, init_distributed
 from empirical.models import build_model
 
@@ -127,17 +129,15 @@ def profile_model(name: str, args: argparse.Namespace, device: torch.device) -> 
 def implied_utilisation(name: str, fb: dict[str, Any], gpu: str) -> float | None:
     """Utilisation at which the cost model's FLOP estimate of one micro-batch takes the
     measured forward+backward time (pass it as ``palsgd cost predict --utilisation``)."""
-    from empirical import costmodel
-
     setting = {"gptneo-8m": "gptneo-8m-tinystories", "gptneo-125m": "gptneo-125m-tinystories"}
     key = setting.get(name)
-    if key is None or gpu not in costmodel.GPUS:
+    if key is None or gpu not in cost.GPUS:
         return None
-    s = costmodel._setting(key)  # FLOPs per sample from params, layers, context 300
+    s = paper_setting(key)  # FLOPs per sample from params, layers, context 300
     if fb["micro_batch"][1] != s["ctx"]:
         return None
     flops = s["flops_per_sample"] * fb["micro_batch"][0]  # one micro-batch
-    return float(flops) / (costmodel.GPUS[gpu].peak_flops * fb["fwd_bwd_s"])
+    return float(flops) / (cost.GPUS[gpu].peak_flops * fb["fwd_bwd_s"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,8 +173,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m}: {json.dumps(result['models'][m])}", flush=True)
     finally:
         cleanup(ctx)
-    from empirical import costmodel
-
     gpu = next((v for k, v in SAME_PEAK.items() if k in name), name)
     if args.dry_run:
         gpu = "H100-SXM5-80GB"  # any known GPU: the dry run checks the file, not a device
@@ -183,12 +181,12 @@ def main(argv: list[str] | None = None) -> int:
         fb["implied_utilisation"] = implied_utilisation(m, fb, gpu)
         fb["grad_step_s"] = args.A * fb["fwd_bwd_s"] + fb["inner_step_s"]
     sizes = [4096, 65536, 1 << 20] if args.dry_run else [4096, 65536, 1 << 20, 16 << 20]
-    meas = costmodel.measure_allreduce(sizes, world_size=args.link_workers, repeats=3, trials=1)
-    link = costmodel.calibrate_link(meas, "ring", name="gloo-host-local")
+    meas = cost.measure_allreduce(sizes, world_size=args.link_workers, repeats=3, trials=1)
+    link = cost.calibrate_link(meas, "ring", name="gloo-host-local")
     link_d = link.to_dict()
     link_d["source"] = (
         f"gloo all-reduce of {args.link_workers} processes on this machine (host staged), "
-        f"fitted by empirical.costmodel.calibrate_link: {link.source}"
+        f"fitted by empirical.cost.calibrate_link: {link.source}"
     )
     profile = {
         "measured-local": {

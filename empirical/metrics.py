@@ -24,17 +24,21 @@ appends, so the files equal those of an uninterrupted run except for the timing 
 from __future__ import annotations
 
 import csv
-import importlib.metadata
 import io
 import json
 import os
-import platform
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from theory.io import atomic_write_bytes, atomic_write_json, from_json_safe, json_safe
+from theory.io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    from_json_safe,
+    json_safe,
+    package_versions,
+)
 
 __all__ = [
     "TRAIN_FIELDS",
@@ -83,18 +87,6 @@ TIMING_FIELDS: frozenset[str] = frozenset(
 )
 
 _CSV_FIELDS = {"train": TRAIN_FIELDS, "eval": EVAL_FIELDS}
-
-
-def package_versions(names: Sequence[str]) -> dict[str, str]:
-    """``{"python": ..., name: installed version or "not installed"}`` for the
-    distributions ``names`` (provenance for summaries and manifests)."""
-    out = {"python": platform.python_version()}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def read_jsonl(path: str | os.PathLike, kind: str | None = None) -> list[dict[str, Any]]:

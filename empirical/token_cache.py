@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from theory.validation import UserInputError
 
@@ -88,8 +89,6 @@ def token_cache(source: Any, path: str | os.PathLike, tokenizer: Any, add_eos: b
     :mod:`empirical.data`). Raises :class:`UserInputError` when the directory of ``path``
     cannot hold the cache.
     """
-    from tqdm.auto import tqdm
-
     key = cache_key(path, tokenizer, add_eos)
     base = Path(path)
     bin_path = base.with_name(f"{base.name}.tokens-{key}.bin")

@@ -133,16 +133,7 @@ def load_tokenizer(spec: Any = None) -> Tokenizer:
                 f"tokenizer path '{path}' is not a directory: expected 'byte' or a local "
                 "directory saved with a Hugging Face tokenizer's save_pretrained()"
             )
-        from transformers import AutoTokenizer
-
-        try:
-            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise UserInputError(
-                f"could not load a Hugging Face tokenizer from '{path}' (expected the files "
-                f"written by save_pretrained(), e.g. tokenizer.json): {exc}"
-            ) from None
-        return HFTokenizer(tok, name=path)
+        return HFTokenizer(_load_hf_tokenizer(path), name=path)
     if isinstance(spec, ByteTokenizer | HFTokenizer):
         return spec
     if (
@@ -157,3 +148,17 @@ def load_tokenizer(spec: Any = None) -> Tokenizer:
         f"tokenizer {spec!r} is not usable: expected None, 'byte', a local tokenizer directory, "
         "or an object with encode(), decode(), vocab_size, eos_token_id and pad_token_id"
     )
+
+
+def _load_hf_tokenizer(path: str) -> Any:
+    """A Hugging Face tokenizer saved in the directory ``path`` (``transformers`` is imported
+    here: it takes seconds, and only this kind of tokenizer needs it)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UserInputError(
+            f"could not load a Hugging Face tokenizer from '{path}' (expected the files "
+            f"written by save_pretrained(), e.g. tokenizer.json): {exc}"
+        ) from None

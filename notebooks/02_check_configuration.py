@@ -358,7 +358,7 @@ for bad in ({**MINE, "p": 1.0}, {**MINE, "lr": -0.1, "alpha": None}, {**MINE, "H
 # one line on bad input. Its JSON equals the API's report:
 
 # %%
-cmd = [sys.executable, "-m", "theory.cli", "check", "--preset", "gptneo-8m-readme",
+cmd = [sys.executable, "-m", "palsgd", "check", "--preset", "gptneo-8m-readme",
        "--L", "20", "--sigma", "2", "--zeta", "0", "--F0", str(USER_CONSTANTS["F0"]),
        "--T", "10000", "--json"]
 print("$ palsgd " + " ".join(cmd[3:]))

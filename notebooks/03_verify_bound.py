@@ -29,7 +29,7 @@
 #    **holds** when the upper confidence bound is below the bound, **violated** when the
 #    lower confidence bound is above it, else **inconclusive**; configurations outside the
 #    bound's step-size conditions are simulated but not tested;
-# 4. on quadratics, `theory.quadratic` computes the *exact* expected curves, which the
+# 4. on quadratics, `theory.moments` computes the *exact* expected curves, which the
 #    simulator must reproduce within its Monte-Carlo error.
 #
 # Notation (the PALSGD authors'): $K$ workers, $H$ local steps between syncs (pull steps
@@ -50,9 +50,9 @@ warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without
 
 from theory.bound import Bound, param_name
 from theory.bounds import all_bounds
+from theory.moments import exact_moments
 from theory.nbtools import fmt, md_table, output_dir, write_csv
 from theory.problems import check_constants, make_problem
-from theory.quadratic import exact_moments
 from theory.simulate import KINDS, AlgorithmSpec, simulate
 from theory.verify import (
     Config,
@@ -272,7 +272,7 @@ write_csv(OUT / "wrong_bound.csv", wrong_rows)
 # ## Exact expected curves on the quadratic
 #
 # On quadratics every algorithm here is an affine map with random coefficients, so the
-# first and second moments follow exact linear recursions (`theory.quadratic.exact_moments`,
+# first and second moments follow exact linear recursions (`theory.moments.exact_moments`,
 # coins included). Below, the exact $\mathbb{E}\|\nabla f(\bar x_t)\|^2$ and the exact
 # consensus error $\mathbb{E}\frac1K\sum_k\|x_k - \bar x\|^2$ (lines) against the simulator's
 # mean with a band of two standard errors ($R = 2000$ replicas).

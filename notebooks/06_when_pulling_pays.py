@@ -28,7 +28,7 @@
 #    $\varepsilon$: the pull-aware bound `palsgd_pull_aware` (best outer rate of a small
 #    grid) against the best Local SGD bound (`local_sgd_ours`, `local_sgd_noniid`,
 #    `local_sgd_outer`), at the same $H$ and at equal gradient evaluations per round;
-# 2. the exact dynamics on the same grid (`theory.quadratic`, per-eigendirection moment
+# 2. the exact dynamics on the same grid (`theory.moments`, per-eigendirection moment
 #    recursions): end-of-round consensus error and anchor gradient norm;
 # 3. exact consensus and gradient-norm curves for one $H$.
 #
@@ -48,8 +48,8 @@ import numpy as np
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
 from theory.bounds.maps import exact_map, heterogeneous_quadratic, rounds_map
+from theory.moments import exact_moments
 from theory.nbtools import fmt, md_table, output_dir, write_csv
-from theory.quadratic import exact_moments
 
 OUT = output_dir("06_when_pulling_pays")
 print("data files go to", OUT)

@@ -74,6 +74,15 @@ class CostSetup:
     source: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The setup as recorded in the figures' JSON and the manifest."""
+        return {
+            "source": self.source,
+            "link": self.link.to_dict() if self.link is not None else None,
+            "compute": {k: v.to_dict() for k, v in self.compute.items()},
+            "details": dict(self.details),
+        }
+
 
 @dataclass
 class Curve:

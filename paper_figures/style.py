@@ -40,7 +40,8 @@ __all__ = [
     "footnote",
 ]
 
-#: one colour per method; ``sgd`` (the simulator's name of minibatch SGD) is DDP's
+#: one colour and one label per name of :data:`theory.algorithm.NAMES`; ``sgd`` (the
+#: simulator's name of minibatch SGD) is drawn as DDP
 COLORS: dict[str, str] = {
     "ddp": "#222222",
     "sgd": "#222222",

@@ -57,19 +57,19 @@ step "1. tests marked gpu"
 done_step
 
 step "2. two processes sharing the device over gloo"
-"$PY" -m theory.cli train "${COMMON[@]}" --nproc 2 --device "$DEV" --backend "$BACKEND2" \
+"$PY" -m palsgd train "${COMMON[@]}" --nproc 2 --device "$DEV" --backend "$BACKEND2" \
   --output-dir "$OUT/run-gloo-2proc" --overwrite 2>&1 | tail -2 | tee -a "$LOG"
 done_step
 
 step "3. one process, backend $BACKEND1"
-"$PY" -m theory.cli train "${COMMON[@]}" --nproc 1 --device "$DEV" --backend "$BACKEND1" \
+"$PY" -m palsgd train "${COMMON[@]}" --nproc 1 --device "$DEV" --backend "$BACKEND1" \
   --precision "$([ "$DRY" = 1 ] && echo fp32 || echo bf16)" \
   --output-dir "$OUT/run-1proc" --overwrite 2>&1 | tail -2 | tee -a "$LOG"
 done_step
 
 step "4. step costs of GPT-Neo -> profile JSON -> palsgd cost predict"
 "$PY" benchmarks/gpu_profile.py --out "$OUT" "${PROFILE_ARGS[@]}" 2>&1 | tail -4 | tee -a "$LOG"
-"$PY" -m theory.cli cost predict --setting gptneo-8m-tinystories --profile measured-local \
+"$PY" -m palsgd cost predict --setting gptneo-8m-tinystories --profile measured-local \
   --profiles-file "$OUT/gpu-profile.json" --output "$OUT/cost-predict-8m.json" > /dev/null
 echo "   cost predict read the profile: $OUT/cost-predict-8m.json" | tee -a "$LOG"
 done_step

@@ -7,8 +7,8 @@ import torch
 import empirical.algorithms.config as dist_config
 import theory.simulate as sim
 from theory import algorithm as spec
+from theory.moments import exact_moments
 from theory.problems import QuadraticProblem
-from theory.quadratic import exact_moments
 from theory.validation import UserInputError
 
 

@@ -1,6 +1,6 @@
 """Theorem 2 (theory.proofs.anchor, theory.bounds.outer): chain, composition, exact dynamics.
 
-The exact oracle is theory.quadratic.exact_moments (per-eigendirection moment recursions);
+The exact oracle is theory.moments.exact_moments (per-eigendirection moment recursions);
 the measured quantity is the anchors' mean E||grad f(z_r)||^2 over the rounds.
 """
 
@@ -15,8 +15,8 @@ import sympy as sp
 from theory import bounds as registry
 from theory import symbols as S
 from theory.check import check
+from theory.moments import MatrixQuadratic, exact_moments
 from theory.proofs import anchor as A
-from theory.quadratic import QuadraticProblem, exact_moments
 
 NAMES = {
     "palsgd": "palsgd_outer",
@@ -41,24 +41,53 @@ def test_registered_bound_is_read_off_the_chain(kind):
     assert rhs.free_symbols & {sp.Symbol("X_G", nonnegative=True)}  # generic form specialised
 
 
-def test_mutating_a_borrowed_lemma_breaks_its_users():
-    """O7 borrows O6 and Theorem 1's L4; O10 borrows O9: scale each one's rhs and re-borrow."""
-    o6 = A._pull_contraction_lemma()
-    assert all(lem.check().ok for lem in A._pull_drift_lemmas(o6))
-    for factor in (sp.Rational(1, 2), 2):
-        weak = dataclasses.replace(o6, rhs=sp.sympify(o6.rhs) * factor)
-        assert not A._pull_drift_lemmas(weak)[0].check().ok
-    o9 = A._round_lemmas()[1]
-    assert A.final_lemma(o9).check().ok
-    for mutated in (
-        dataclasses.replace(o9, rhs=sp.sympify(o9.rhs) * sp.Rational(1, 2)),
-        dataclasses.replace(o9, rhs=sp.sympify(o9.rhs) + S.zeta**2),
-    ):
-        assert not A.final_lemma(mutated).check().ok
+def _users(lemmas) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for lem in lemmas:
+        for part in (lem, getattr(lem, "base", None), getattr(lem, "step", None)):
+            for h in getattr(part, "hypotheses", ()) if part is not None else ():
+                if h.source.startswith("lemma "):
+                    out.setdefault(h.source.removeprefix("lemma "), set()).add(lem.key)
+    return out
+
+
+def test_links_are_built_from_lemma_objects():
+    users = _users(A.build_chain("pull_aware"))
+    assert users == {
+        "O3": {"O9"},
+        "O4": {"O9"},
+        "O5": {"O9"},
+        "O6": {"O7"},
+        "L4": {"O7"},
+        "L10a": {"O7"},
+        "O7": {"O8a", "O8b"},
+        "O9": {"O10"},
+    }
+
+
+@pytest.mark.parametrize("used", ["O3", "O4", "O5", "O6", "L4", "L10a", "O7", "O9"])
+def test_mutating_a_lemma_breaks_every_lemma_built_from_it(used):
+    """Halve one lemma's rhs, or add zeta^2 to it: every user must then fail, or (O8a, O8b,
+    whose claims are read off O7's rho and B) state a different claim."""
+    plain = {lem.key: lem for lem in A.build_chain("pull_aware")}
+    users = _users(plain.values())[used]
+    for change in (lambda r: r / 2, lambda r: r + S.zeta**2):
+
+        def mutate(lem, change=change):
+            if lem.key != used:
+                return lem
+            return dataclasses.replace(lem, rhs=change(sp.sympify(lem.rhs)))
+
+        chain = {lem.key: lem for lem in A.build_chain("pull_aware", mutate)}
+        for user in users:
+            moved = sp.simplify(sp.sympify(chain[user].rhs) - sp.sympify(plain[user].rhs)) != 0
+            assert not chain[user].check().ok or (used == "O7" and moved), (
+                f"{user} still checks with {used} mutated"
+            )
 
 
 def test_borrow_rejects_a_lemma_with_cross_terms():
-    o4 = A._anchor_step_lemma()  # rhs depends on the vectors through norms: fine
+    o4 = A.o4_anchor_step()  # rhs depends on the vectors through norms: fine
     A.borrow(o4, "x", sp.Symbol("y"), {"a": sp.Symbol("a2"), "dl": sp.Symbol("d2")})
     cross = dataclasses.replace(o4, rhs=sp.sympify(o4.lhs))  # <a, a + delta>: a cross term
     with pytest.raises(ValueError):
@@ -94,7 +123,7 @@ def _measure(kind, *, H, R, alpha, p, eta, gamma, mu, outer, het, s2, x0):
     rng = np.random.default_rng(0)
     b = rng.normal(size=(4, 2)) * het
     b -= b.mean(axis=0)
-    prob = QuadraticProblem(A=np.diag(lam), b=b, noise=s2, x0=np.asarray(x0, float))
+    prob = MatrixQuadratic(A=np.diag(lam), b=b, noise=s2, x0=np.asarray(x0, float))
     spec = dict(
         kind="local_sgd" if kind == "local_sgd" else "palsgd",
         alpha=alpha,

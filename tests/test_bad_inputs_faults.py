@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import theory.check
+from palsgd.cli import main
 from theory import exitcodes
-from theory.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = "check --L 1 --sigma 1 --zeta 0.5 --F0 1 --K 4 --H 8 --T 1000 --lr 0.01".split()
@@ -90,7 +90,7 @@ def _env() -> dict[str, str]:
 
 def _palsgd(*argv: str, **kw) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "theory.cli", *argv],
+        [sys.executable, "-m", "palsgd", *argv],
         env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -104,7 +104,7 @@ def test_broken_pipe_is_141_and_quiet():
     os.close(read_end)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "theory.cli", "cost", "predict"],
+            [sys.executable, "-m", "palsgd", "cost", "predict"],
             env=_env(),
             stdout=write_end,
             stderr=subprocess.PIPE,
@@ -198,7 +198,7 @@ def checkpointed(tmp_path_factory):
     """A short single-process run with checkpoints at steps 2 and 4."""
     out = tmp_path_factory.mktemp("ckpt") / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "theory.cli", "train", "--nproc", "1", "--T", "4",
+        [sys.executable, "-m", "palsgd", "train", "--nproc", "1", "--T", "4",
          "--checkpoint-interval", "2",
          "--eval-interval", "0", "--no-progress", "--output-dir", str(out)],
         env=_env(), capture_output=True, text=True, timeout=600,

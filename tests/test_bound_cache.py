@@ -184,7 +184,7 @@ def test_warm_cli_imports_neither_sympy_nor_numpy_where_it_can(tmp_path):
     env = {**os.environ, bound_cache.ENV_DIR: str(tmp_path / "c")}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(theory.__file__))
     probe = (
-        "import sys, io, contextlib\nfrom theory.cli import main\n"
+        "import sys, io, contextlib\nfrom palsgd.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    rc = main({argv})\n"
         "assert rc == 0, rc\n"

@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
+from palsgd.cli import main
 from theory.bounds import get
 from theory.check import CheckReport, check, infer_algorithm, load_config
-from theory.cli import main
 from theory.presets import PRESETS, get_preset
 from theory.validation import ParameterError, UserInputError
 
@@ -449,7 +449,7 @@ def test_broken_pipe_is_quiet(cmd):
     os.close(read_end)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "theory.cli", *cmd],
+            [sys.executable, "-m", "palsgd", *cmd],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,

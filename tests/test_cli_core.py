@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from theory.cli import main
+from palsgd.cli import main
 
 
 def test_no_subcommand_prints_usage(capsys):
@@ -15,9 +15,7 @@ def test_unknown_subcommand_exit_2(capsys):
 
 
 def test_console_script_help_runs():
-    out = subprocess.run(
-        [sys.executable, "-m", "theory.cli", "--help"], capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, "-m", "palsgd", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "verify" in out.stdout
 
 
@@ -40,7 +38,7 @@ def test_guarded_maps_each_failure_to_its_code(capsys):
     import errno
 
     from theory import exitcodes
-    from theory.cli import guarded
+    from theory.guard import guarded
     from theory.validation import UserInputError
 
     def raising(exc):

@@ -1,4 +1,4 @@
-"""Tests of empirical.costmodel: formulas, calibration, attribution, paper-scale predictions,
+"""Tests of empirical.cost: formulas, calibration, attribution, paper-scale predictions,
 bad input, and the acceptance check (issue 5): on 2 gloo processes with an emulated slow
 link, the calibrated model predicts the measured wall-clock of DDP, Local SGD and PALSGD.
 
@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,11 +23,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from empirical import costmodel as cm
+from empirical import cost as cm
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.algorithms.base import Communicator, new_stats
 from empirical.algorithms.slowlink import SerialLinkClock, link_delay_fn
-from theory.cli import main as cli_main
+from empirical.models import count_parameters, gptneo_parameter_count, model_spec
+from palsgd.cli import main as cli_main
 from theory.validation import ParameterError, UserInputError
 
 LINK = cm.LinkProfile("test", latency_s=1e-5, bandwidth_Bps=1e9, algorithm="ring")
@@ -421,8 +426,6 @@ def test_attribution_on_measured_traces_reports_model_error():
 
 
 def test_settings_parameter_counts_match_the_models():
-    from empirical.models import count_parameters, gptneo_parameter_count, model_spec
-
     assert cm.SETTINGS["gptneo-8m-tinystories"]["params"] == gptneo_parameter_count(
         **model_spec("gptneo-8m")
     )
@@ -482,59 +485,51 @@ def test_paper_scale_bad_input():
         cm.paper_scale_prediction("gptneo-8m-tinystories", "8xGPU-NVLink", gpu="TPUv4")
 
 
+# ----------------------------------------------------------------------------- package
+
+
+def test_torch_loads_only_with_the_measuring_names():
+    """``import empirical.cost`` and a prediction need no torch; a measuring name loads it
+    (its module), and the former path ``empirical.costmodel`` gives the same objects."""
+    code = (
+        "import sys\n"
+        "import empirical.cost as c, empirical.costmodel as old\n"
+        "c.paper_scale_prediction('gptneo-8m-tinystories', '8xGPU-NVLink')\n"
+        "before = 'torch' in sys.modules\n"
+        "f = c.measure_compute\n"
+        "assert old.measure_compute is f and old.LinkProfile is c.LinkProfile\n"
+        "print(before, 'torch' in sys.modules, f.__module__)\n"
+    )
+    root = Path(cm.__file__).resolve().parents[2]  # empirical/cost/__init__.py
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "True", "empirical.cost.compute_timing"]
+    with pytest.raises(AttributeError, match="no_such_name"):
+        cm.no_such_name  # noqa: B018
+
+
 # ----------------------------------------------------------------------------- CLI
+
+
+def _predict_8m(*flags: str) -> int:
+    """``palsgd cost predict --setting gptneo-8m-tinystories FLAGS``: its exit code."""
+    return cli_main(["cost", "predict", "--setting", "gptneo-8m-tinystories", *flags])
 
 
 def test_cli_predict_and_errors(capsys, tmp_path):
     out_file = tmp_path / "pred.json"
-    assert (
-        cli_main(
-            [
-                "cost",
-                "predict",
-                "--setting",
-                "gptneo-8m-tinystories",
-                "--profile",
-                "32nodes-10Gbps",
-                "--output",
-                str(out_file),
-            ]
-        )
-        == 0
-    )
+    assert _predict_8m("--profile", "32nodes-10Gbps", "--output", str(out_file)) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["profile"] == "32nodes-10Gbps" and json.loads(out_file.read_text())
     assert cli_main(["cost", "predict", "--setting", "nope", "--profile", "8xGPU-NVLink"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'setting'" in err[0]
     prof = tmp_path / "p.json"
-    prof.write_text(
-        json.dumps(
-            {
-                "lab": {
-                    "K": 4,
-                    "gpu": "A100-SXM4-80GB",
-                    "source": "s",
-                    "link": {"bandwidth_Bps": 1e9},
-                }
-            }
-        )
-    )
-    assert (
-        cli_main(
-            [
-                "cost",
-                "predict",
-                "--setting",
-                "gptneo-8m-tinystories",
-                "--profile",
-                "lab",
-                "--profiles-file",
-                str(prof),
-            ]
-        )
-        == 2
-    )
+    lab = {"K": 4, "gpu": "A100-SXM4-80GB", "source": "s", "link": {"bandwidth_Bps": 1e9}}
+    prof.write_text(json.dumps({"lab": lab}))
+    assert _predict_8m("--profile", "lab", "--profiles-file", str(prof)) == 2
     assert "'latency_s'" in capsys.readouterr().err
     assert cli_main(["cost", "profiles"]) == 0
     assert "64xGPU-100Gbps" in json.loads(capsys.readouterr().out)

@@ -17,10 +17,13 @@ import pytest
 
 costmodel = pytest.importorskip("empirical.costmodel")
 
+from palsgd.cli import main  # noqa: E402
 from paper_figures import analysis as A  # noqa: E402
 from paper_figures import figures as F  # noqa: E402
 from paper_figures import runs as R  # noqa: E402
-from theory.cli import main  # noqa: E402
+from paper_figures import style  # noqa: E402
+from theory import verify as V  # noqa: E402
+from theory.algorithm import DISTRIBUTED_NAMES, NAMES, AlgorithmSpec  # noqa: E402
 from theory.validation import UserInputError  # noqa: E402
 
 K = 2
@@ -464,8 +467,6 @@ def test_ablation_data(tmp_path, cost):
 
 
 def _fake_report(d: Path) -> Path:
-    from theory import verify as V
-
     d.mkdir()
     (d / "results.json").write_text("{}")
 
@@ -561,6 +562,14 @@ def test_theory_from_a_report(tmp_path):
     assert all(r["metric"] == "loss_gap" for r in data["exact_vs_mc"])
     assert len(data["exact_vs_mc"]) == 5
     assert res.notes == ["1 configuration(s) violate their bound"]
+    # the verifier's own plots, one PNG + PDF each, under OUT/theory/
+    panels = ("tightness", "measured_vs_bound", "rates", "consensus_vs_H", "exact_vs_mc")
+    assert res.files == [f"theory/{n}.{e}" for n in panels for e in ("png", "pdf")]
+    for f in res.files:
+        assert (tmp_path / "out" / f).stat().st_size > 1000
+    # the CSV cells are read back as numbers (names stay strings)
+    assert [r["T"] for r in data["rates"] if r["bound"] == "sgd"] == [16, 32, 64]
+    assert {r["verdict"] for r in data["measured_vs_bound"]} == set(data["verdict_counts"])
     with pytest.raises(UserInputError, match="not a palsgd verify report"):
         F.theory(tmp_path, tmp_path / "out2")
 
@@ -636,7 +645,7 @@ def test_execute_trains_once_then_reuses_the_cache(tmp_path):
     t = tasks["gptneo"]
     ov = dict(
         t.base,
-        **R._method_overrides(t, "palsgd"),
+        **R.method_overrides(t, "palsgd"),
         T=4,
         eval_interval=2,
         log_interval=2,
@@ -721,7 +730,7 @@ def test_end_to_end_cheap_figure_subprocess(tmp_path):
         [
             sys.executable,
             "-m",
-            "theory.cli",
+            "palsgd",
             "figures",
             "--scale",
             "quick",
@@ -782,7 +791,7 @@ def test_quick_scale_all_figures_within_ten_minutes(tmp_path):
     out = tmp_path / "figs"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "theory.cli", "figures", "--out", str(out), "--no-progress"],
+        [sys.executable, "-m", "palsgd", "figures", "--out", str(out), "--no-progress"],
         capture_output=True,
         text=True,
         env=env,
@@ -795,12 +804,37 @@ def test_quick_scale_all_figures_within_ten_minutes(tmp_path):
     assert all(r["status"] == "finished" for r in m["runs"].values())
 
 
-def test_every_simulated_method_has_its_own_colour():
-    """theory.png draws the simulator's methods: each gets a colour of its own (sgd is DDP)."""
-    from paper_figures import style
-    from theory.simulate import KINDS
-
-    cols = {k: style.color(k) for k in KINDS}
+def test_every_algorithm_name_has_its_own_colour_and_a_label():
+    """Every name of theory.algorithm.NAMES is drawn in a colour of its own (sgd is DDP: the
+    same method under its simulator name) and has a label; the run plan's labels are the
+    style's."""
+    assert set(style.COLORS) == set(NAMES) and set(style.LABELS) == set(NAMES)
+    cols = {k: style.color(k) for k in NAMES}
     assert "#888888" not in cols.values()  # no method falls back to the unknown grey
-    assert len(set(cols.values())) == len(KINDS)
     assert style.color("sgd") == style.color("ddp")
+    assert len(set(cols.values())) == len(NAMES) - 1
+    assert all(style.label(k) != k for k in NAMES)
+    assert R.ALGORITHM_LABELS == {a: style.label(a) for a in R.ALGORITHMS}
+
+
+@pytest.mark.parametrize("scale", R.SCALES)
+def test_planned_methods_are_valid_algorithm_specs(scale):
+    """Each planned method's algorithm name and hyperparameters make a valid
+    theory.algorithm.AlgorithmSpec (Local SGD with a warm-up is post_local_sgd), and the
+    figures draw it as the compared method it stands for."""
+    names = set()
+    for task in R.tasks_for(scale).values():
+        for alg in R.ALGORITHMS:
+            ov = R.method_overrides(task, alg)
+            name = ov["algorithm"]
+            assert name in DISTRIBUTED_NAMES
+            assert R.figure_method(name) == alg
+            kw = {k: ov[k] for k in ("H", "p", "eta", "outer", "gamma", "mu", "T0")}
+            AlgorithmSpec(
+                kind="sgd" if name == "ddp" else name,
+                alpha=0.1,
+                **{k: v for k, v in kw.items() if v is not None},
+            )
+            names.add(name)
+    expected = {"ddp", "diloco", "palsgd"} | {"local_sgd" if scale == "quick" else "post_local_sgd"}
+    assert names == expected

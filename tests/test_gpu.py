@@ -17,7 +17,7 @@ from torch import nn
 from empirical import checkpoint as ck
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.distributed import spawn_workers
-from theory.cli import main as cli_main
+from palsgd.cli import main as cli_main
 
 pytestmark = [
     pytest.mark.gpu,

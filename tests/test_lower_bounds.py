@@ -8,7 +8,7 @@ import pytest
 
 from theory import bounds as registry
 from theory.bounds.lower import get_lower, lower_bounds
-from theory.quadratic import QuadraticProblem, exact_moments
+from theory.moments import MatrixQuadratic, exact_moments
 from theory.validation import UserInputError
 
 LB = "local_sgd_quadratic_lower"
@@ -30,7 +30,7 @@ def test_lower_bounds_are_not_upper_bounds():
 def test_lower_bound_is_exact_on_its_instance(H, alpha):
     L, K, T, s2 = 2.0, 4, 96, 0.7
     x0 = np.array([1.5])
-    prob = QuadraticProblem(A=np.array([[L]]), b=np.zeros((K, 1)), noise=s2, x0=x0)
+    prob = MatrixQuadratic(A=np.array([[L]]), b=np.zeros((K, 1)), noise=s2, x0=x0)
     kind = "sgd" if H == 1 else "local_sgd"
     curves = exact_moments(prob, dict(kind=kind, alpha=alpha, H=H), T=T)
     value = get_lower(LB).evaluate(

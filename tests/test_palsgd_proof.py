@@ -5,6 +5,7 @@ Run: ``OMP_NUM_THREADS=1 python -m pytest -q tests/test_palsgd_proof.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -53,7 +54,14 @@ def test_every_lemma_checks(chain, key):
     lem = {x.key: x for x in th.lemmas + th.extra_checks}[key]
     res = lem.check()
     assert res.ok, f"{chain} {key}: {res.detail}"
-    assert res.method in {"identity", "certificate", "sampling", "cited", "certificate+identity"}
+    assert res.method in {
+        "identity",
+        "certificate",
+        "induction",
+        "sampling",
+        "cited",
+        "certificate+identity",
+    }
 
 
 def test_chain_is_numbered_documented_and_states_its_method():
@@ -100,7 +108,7 @@ def test_identity_check_fails_on_a_wrong_identity():
 
 
 def test_oracle_variance_with_a_wrong_constant_fails():
-    lem = P._oracle_lemmas()[2]  # L3
+    lem = P.Chain("independent")["L3"]
     assert lem.check().ok
     broken = replace(
         lem, rhs=lem.rhs * (1 + S.p) / (1 + S.p) + S.p * S.eta**2 * sqnorm(vector("e"))
@@ -113,7 +121,7 @@ def test_shared_and_independent_coins_differ():
     e1, e2, g1, g2 = vector("e1"), vector("e2"), vector("g1"), vector("g2")
     n1, _ = mean_zero_two_point("xi1")
     n2, _ = mean_zero_two_point("xi2")
-    indep = P._averaging_lemma("independent")
+    indep = P.Chain("independent")["L5"]
 
     def sq(b, x1, x2):
         return sqnorm((P._oracle(b, e1, g1, x1) + P._oracle(b, e2, g2, x2)) / 2)
@@ -255,34 +263,55 @@ def test_local_sgd_chain_is_the_specialised_chain():
                 assert not ({S.p, S.eta} & sp.sympify(val).free_symbols), lem.key
 
 
-@pytest.mark.parametrize(
-    "user,used,subs_scale",
-    [("L18", "L17", None), ("L18b", "L18", None), ("L20", "L18b", "rounds")],
-)
-def test_borrowed_hypotheses_come_from_the_lemma_objects_and_mutations_fail(user, used, subs_scale):
-    """The hypothesis a lemma takes from another equals that lemma's slack; scaling the
-    other lemma's rhs (or adding a term) makes the user's certificate fail."""
-    import dataclasses
+def _users(lemmas) -> dict[str, set[str]]:
+    """Which lemmas take a hypothesis built from which lemma object (``source = lemma K``)."""
+    out: dict[str, set[str]] = {}
+    for lem in lemmas:
+        parts = [lem, getattr(lem, "base", None), getattr(lem, "step", None)]
+        parts += [*getattr(lem, "extra", ()), *getattr(lem, "parts", ())]
+        for part in parts:
+            for h in getattr(part, "hypotheses", ()) if part is not None else ():
+                if h.source.startswith("lemma "):
+                    out.setdefault(h.source.removeprefix("lemma "), set()).add(lem.key)
+    return out
 
-    from theory.proofs.lemmas import from_lemma
 
-    th = P.theorem("independent")
-    u, v = th.lemma(user), th.lemma(used)
-    if subs_scale == "rounds":
-        SPhi_all, SDelta = sp.symbols("SPhi_all SDelta", real=True)
-        kw = dict(subs={P.Delta: SDelta / P.R, P.SPhi: SPhi_all / P.R}, scale=P.R)
-    else:
-        kw = {}
-    hyp = {h.name: h for h in u.hypotheses}[used]
-    assert sp.simplify(hyp.slack - from_lemma(v, used, **kw).slack) == 0
-    assert u.check().ok
-    for mutated in (
-        dataclasses.replace(v, rhs=sp.sympify(v.rhs) * sp.Rational(1, 2)),
-        dataclasses.replace(v, rhs=sp.sympify(v.rhs) - S.sigma**2),
-    ):
-        new = from_lemma(mutated, used, **kw)
-        hyps = tuple(new if h.name == used else h for h in u.hypotheses)
-        assert not dataclasses.replace(u, hypotheses=hyps).check().ok
+USED = sorted(_users(P.Chain("shared").lemmas()) | _users(P.Chain("independent").lemmas()))
+
+
+def _mutations(key):
+    """Two mutations of lemma ``key``'s constants: its rhs halved, its rhs plus sigma^2."""
+    return (
+        lambda lem: (
+            dataclasses.replace(lem, rhs=sp.sympify(lem.rhs) / 2) if lem.key == key else lem
+        ),
+        lambda lem: (
+            dataclasses.replace(lem, rhs=sp.sympify(lem.rhs) + S.sigma**2)
+            if lem.key == key
+            else lem
+        ),
+    )
+
+
+def test_every_link_is_built_from_a_lemma_object():
+    """The links of the chain (hypotheses built from lemma objects), as the docs list them."""
+    users = _users(P.Chain("independent").lemmas())
+    assert users["L4"] == {"L5c", "L15"}
+    assert users["L15"] == {"L16"} and users["L16"] == {"L17"}
+    assert users["L10"] == {"L17", "L18"} and users["L11"] == {"L18"}
+    assert {"L10a", "L14", "L5c", "L9", "L17", "L18", "L18b"} <= set(users)
+
+
+@pytest.mark.parametrize("used", USED)
+def test_mutating_a_lemma_breaks_every_lemma_built_from_it(used):
+    """Change one lemma's constants: every lemma that builds a hypothesis from it must fail."""
+    for coins in ("independent", "shared"):
+        users = _users(P.Chain(coins).lemmas()).get(used, set())
+        for mutate in _mutations(used):
+            chain = P.Chain(coins, mutate)
+            for user in users:
+                res = chain[user].check()
+                assert not res.ok, f"{coins}: {user} still checks with {used} mutated"
 
 
 def test_x1_is_a_certificate_and_x2_makes_c2_redundant_for_h_ge_2():
@@ -290,3 +319,63 @@ def test_x1_is_a_certificate_and_x2_makes_c2_redundant_for_h_ge_2():
     keys = {x.key: x for x in th.extra_checks}
     assert keys["X1"].method == "certificate" and keys["X1"].check().ok
     assert keys["X2"].check().ok
+
+
+def test_final_partial_round_is_certified_and_needs_a_shorter_round():
+    """L21 (T = R H + H') checks; L21b is false without H' <= H, and the checker says so."""
+    from theory.proofs.palsgd import partial
+
+    chain = P.Chain("independent")
+    for key in ("L21a", "L21b", "L21"):
+        assert chain[key].check().ok, key
+    l21b = chain["L21b"]
+    longer = Domain({S.p: partial._u / (1 + partial._u), S.H: 1 + partial._hp}, "H' free")
+    longer = Domain({**longer.substitutions, partial.Hp: 1 + partial._hp + partial._j})
+    assert not replace(l21b, domain=longer).check().ok  # H' = H + j: Q(H') > H' Q/H
+    # a partial round with the full-round constant Q(H) in place of H' Q/H is not the claim
+    l21 = chain["L21"]
+    wrong = replace(l21.parts[0], rhs=l21.parts[0].rhs + 4 * P.coefficients()["Q"] / S.alpha)
+    res = wrong.check()
+    assert not res.ok and "certificate identity fails" in res.detail, res.detail
+
+
+def test_induction_checks_its_structure():
+    """An Induction fails if its base or step proves another claim or assumes more."""
+    l14 = P.Chain("independent")["L14"]
+    assert l14.check().ok and l14.method == "induction"
+    assert not replace(l14, rhs=2 * l14.rhs).check().ok  # base/step no longer the claim
+    assert not replace(l14, start=0).check().ok
+    step = l14.step
+    no_ih = replace(step, hypotheses=tuple(h for h in step.hypotheses if h.name != "IH"))
+    assert "IH" in replace(l14, step=no_ih).check().detail
+    strong = tuple(
+        replace(h, slack=h.slack + S.sigma**2) if h.name == "IH" else h for h in step.hypotheses
+    )
+    assert not replace(l14, step=replace(step, hypotheses=strong)).check().ok
+    later = replace(step, domain=Domain({l14.var: 2 + sp.Symbol("j", nonnegative=True)}))
+    assert "cover" in replace(l14, step=later).check().detail  # steps from t >= 2 only
+    adv = {k: v for k, v in l14.advance.items() if k != l14.var}
+    assert not replace(l14, advance={**adv, l14.var: l14.var + 2}).check().ok
+
+
+def test_round_drift_induction_rejects_a_smaller_weight():
+    """L16 for every H with P = H (the coin part 4p/(1-p) of the Lam weight dropped), or
+    with the noise weight H (H-1) replaced by (H-1)^2, must not certify."""
+    from theory.proofs.palsgd import drift
+
+    chain = P.Chain("independent")
+    co, l15 = chain.co, chain["L15"]
+    assert drift.l16_round_drift(co, l15).check().ok
+    res = drift.l16_round_drift({**co, "P": S.H}, l15).check()
+    assert not res.ok and "certificate identity fails" in res.detail, res.detail
+    weak = drift.l16_round_drift(co, l15)
+    noise = S.alpha**2 * S.sigma**2 / (1 - S.p)
+    smaller = sp.sympify(weak.rhs) - noise * S.H * (S.H - 1) + noise * (S.H - 1) ** 2
+    step = replace(weak.step, rhs=smaller.xreplace(dict(weak.advance)))
+    ih = tuple(
+        replace(h, slack=smaller - P.SD) if h.name == "IH" else h for h in weak.step.hypotheses
+    )
+    base = replace(weak.base, rhs=smaller.xreplace({S.H: 1}).xreplace(dict(weak.base_subs)))
+    wrong = replace(weak, rhs=smaller, step=replace(step, hypotheses=ih), base=base)
+    res = wrong.check()
+    assert not res.ok and "certificate identity fails" in res.detail, res.detail

@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from empirical import probe as P
-from theory.cli import main as cli_main
+from palsgd.cli import main as cli_main
 
 K, NK, D = 3, 40, 4  # shards, samples per shard, features
 

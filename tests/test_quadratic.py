@@ -1,4 +1,4 @@
-"""Exact moment recursions on quadratics (theory.quadratic).
+"""Exact moment recursions on quadratics (theory.moments: exact.py, branches.py).
 
 Checks, each able to fail independently of the code under test:
 * a reference table of E z^2 per round computed independently of this engine and
@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from theory.quadratic import (
+from theory.moments import (
     ExactCurves,
-    QuadraticProblem,
+    MatrixQuadratic,
     exact_moments,
     local_sgd_round_mean_factor,
     local_step_branches,
@@ -41,10 +41,10 @@ def _random_problem(rng: np.random.Generator, K: int, d: int, s2: float, het: fl
     A = M @ M.T / d + 0.2 * np.eye(d)
     b = het * rng.normal(size=(K, d))
     x0 = rng.normal(size=d) * 2.0
-    return QuadraticProblem(A=A, b=b, noise=s2, x0=x0)
+    return MatrixQuadratic(A=A, b=b, noise=s2, x0=x0)
 
 
-def _brute_force(problem: QuadraticProblem, spec: dict, T: int) -> dict[str, np.ndarray]:
+def _brute_force(problem: MatrixQuadratic, spec: dict, T: int) -> dict[str, np.ndarray]:
     """Independent implementation: full (K+3)x(K+3) augmented matrices per eigendirection,
     all 2^K coin patterns enumerated, sync written as explicit updates."""
     lam, U = np.linalg.eigh(problem.A)
@@ -147,7 +147,7 @@ REF = dict(lam=1.0, alpha=0.05, eta=2.0, p=0.3, s2=1.0, H=8, K=4, z0=3.0)
     ],
 )
 def test_reference_table(outer, gamma, mu, expected):
-    prob = QuadraticProblem(
+    prob = MatrixQuadratic(
         A=[[REF["lam"]]], b=np.zeros((REF["K"], 1)), noise=REF["s2"], x0=[REF["z0"]]
     )
     spec = dict(
@@ -241,7 +241,7 @@ def test_engine_local_sgd_round_factor():
 def test_engine_one_round_noise_is_C_H_over_K(gamma):
     # from z0 = x* the first round's E z^2 is gamma^2 C_H / K per direction (section 4.1)
     lam, alpha, eta, p, s2, H, K = 0.7, 0.08, 1.2, 0.25, 0.9, 7, 5
-    prob = QuadraticProblem(A=[[lam]], b=np.zeros((K, 1)), noise=s2, x0=[0.0])
+    prob = MatrixQuadratic(A=[[lam]], b=np.zeros((K, 1)), noise=s2, x0=[0.0])
     spec = dict(kind="palsgd", alpha=alpha, eta=eta, p=p, H=H, outer="sgd", gamma=gamma)
     c = exact_moments(prob, spec, T=H)
     _, C_H, _ = within_round_closed_form(lam, alpha, eta, p, s2, H)
@@ -253,8 +253,8 @@ def test_noise_given_as_covariance_matrix_or_eigen_vector_agrees():
     base = _random_problem(rng, K=2, d=3, s2=0.0)
     Sigma = np.diag([0.5, 1.0, 2.0])
     s_eig = np.einsum("ij,ik,kj->j", base.eigenvectors, Sigma, base.eigenvectors)
-    p1 = QuadraticProblem(A=base.A, b=base.b, noise=Sigma, x0=base.x0)
-    p2 = QuadraticProblem(A=base.A, b=base.b, noise=s_eig, x0=base.x0)
+    p1 = MatrixQuadratic(A=base.A, b=base.b, noise=Sigma, x0=base.x0)
+    p2 = MatrixQuadratic(A=base.A, b=base.b, noise=s_eig, x0=base.x0)
     spec = dict(kind="palsgd", alpha=0.1, eta=1.0, p=0.2, H=4, outer="avg")
     c1, c2 = exact_moments(p1, spec, T=12), exact_moments(p2, spec, T=12)
     np.testing.assert_allclose(c1.loss_gap, c2.loss_gap, rtol=1e-12)
@@ -271,7 +271,7 @@ def test_local_sgd_averaged_iterate_equals_minibatch_sgd(H, het):
     d, K = 4, 3
     base = _random_problem(rng, K=K, d=d, s2=0.3)
     b = np.tile(rng.normal(size=d), (K, 1)) + het * rng.normal(size=(K, d))  # x* != 0
-    prob = QuadraticProblem(A=base.A, b=b, noise=0.3, x0=base.x0)
+    prob = MatrixQuadratic(A=base.A, b=b, noise=0.3, x0=base.x0)
     T = 40
     loc = exact_moments(prob, dict(kind="local_sgd", alpha=0.15, H=H, outer="avg"), T=T)
     mb = exact_moments(prob, dict(kind="minibatch", alpha=0.15), T=T)
@@ -403,7 +403,7 @@ def test_deterministic_local_sgd_matches_direct_run():
 
 
 def test_curves_api_and_serialisation():
-    prob = QuadraticProblem(A=np.diag([1.0, 0.5]), b=np.zeros((2, 2)), noise=0.1, x0=[1.0, 1.0])
+    prob = MatrixQuadratic(A=np.diag([1.0, 0.5]), b=np.zeros((2, 2)), noise=0.1, x0=[1.0, 1.0])
     c = exact_moments(prob, dict(kind="palsgd", alpha=0.1, eta=1.0, p=0.2, H=3), T=10)
     assert isinstance(c, ExactCurves)
     assert c.steps.shape == c.loss_gap.shape == c.grad_norm_sq.shape == c.consensus.shape == (10,)
@@ -423,7 +423,7 @@ def test_accepts_duck_typed_problem_with_sigma2():
         noise_model = "gaussian"
         x0 = np.array([0.5, -0.5])
 
-    ref = QuadraticProblem(A=Quad.A, b=Quad.b, noise=0.3, x0=Quad.x0)
+    ref = MatrixQuadratic(A=Quad.A, b=Quad.b, noise=0.3, x0=Quad.x0)
     spec = dict(kind="palsgd", alpha=0.1, eta=1.0, p=0.2, H=3)
     np.testing.assert_allclose(
         exact_moments(Quad(), spec, T=9).loss_gap, exact_moments(ref, spec, T=9).loss_gap
@@ -445,14 +445,14 @@ def test_accepts_duck_typed_problem_with_sigma2():
     ],
 )
 def test_bad_parameters_are_named(bad, name):
-    prob = QuadraticProblem(A=[[1.0]], b=np.zeros((2, 1)))
+    prob = MatrixQuadratic(A=[[1.0]], b=np.zeros((2, 1)))
     spec = {**dict(kind="palsgd", alpha=0.1, eta=1.0, p=0.2, H=3), **bad}
     with pytest.raises(ParameterError, match=f"'{name}'"):
         exact_moments(prob, spec, T=5)
 
 
 def test_unsupported_options_rejected():
-    prob = QuadraticProblem(A=[[1.0]], b=np.zeros((2, 1)))
+    prob = MatrixQuadratic(A=[[1.0]], b=np.zeros((2, 1)))
     base = dict(kind="palsgd", alpha=0.1, eta=1.0, p=0.2, H=3)
     with pytest.raises(UserInputError, match="pull_fraction"):
         exact_moments(prob, {**base, "pull_fraction": 0.5}, T=5)
@@ -461,9 +461,9 @@ def test_unsupported_options_rejected():
     with pytest.raises(UserInputError, match="coins"):
         exact_moments(prob, {**base, "coins": "sometimes"}, T=5)
     with pytest.raises(UserInputError, match="symmetric"):
-        QuadraticProblem(A=[[1.0, 1.0], [0.0, 1.0]], b=np.zeros((2, 2)))
+        MatrixQuadratic(A=[[1.0, 1.0], [0.0, 1.0]], b=np.zeros((2, 2)))
     with pytest.raises(UserInputError, match="semi-definite"):
-        QuadraticProblem(A=[[-1.0]], b=np.zeros((2, 1)))
+        MatrixQuadratic(A=[[-1.0]], b=np.zeros((2, 1)))
     with pytest.raises(ParameterError, match="'T'"):
         exact_moments(prob, base, T=0)
 
@@ -490,7 +490,7 @@ def _bonferroni_check(samples: dict[str, np.ndarray], curves: ExactCurves, fwer:
     return worst
 
 
-def _mini_mc(problem: QuadraticProblem, spec: dict, T: int, R: int, seed: int):
+def _mini_mc(problem: MatrixQuadratic, spec: dict, T: int, R: int, seed: int):
     """Test-local vectorised Monte Carlo (R replicas x K workers x d) with coins common to all
     coordinates of a worker, as in the algorithm; returns per-replica curves."""
     rng = np.random.default_rng(seed)
@@ -661,7 +661,7 @@ def test_simulator_agrees_outer_steps_per_sync():
 
 def test_unstable_pull_diverges_and_is_flagged():
     # alpha*eta/p = 5 > 2: the pull branch overshoots (q = -4), rho2 >= p q^2 = 8 per step
-    prob = QuadraticProblem(A=[[1.0]], b=np.zeros((2, 1)), noise=0.1, x0=[1.0])
+    prob = MatrixQuadratic(A=[[1.0]], b=np.zeros((2, 1)), noise=0.1, x0=[1.0])
     spec = dict(kind="palsgd", alpha=0.5, eta=5.0, p=0.5, H=1000, outer="avg")
     c = exact_moments(prob, spec, T=400)
     assert c.meta["diverged"] is True
@@ -673,7 +673,7 @@ def test_x0_override_and_problems_quadratic_directly():
     problems = pytest.importorskip("theory.problems")
     prob = problems.make_problem("quadratic", K=3, d=4, noise="gaussian", sigma=0.8, zeta=1.0,
                                  seed=5, rotate=True)  # fmt: skip
-    mine = QuadraticProblem(A=prob.A, b=prob.b, noise=0.8**2 / 4, x0=prob.x0())
+    mine = MatrixQuadratic(A=prob.A, b=prob.b, noise=0.8**2 / 4, x0=prob.x0())
     spec = dict(kind="palsgd", alpha=0.2, eta=1.0, p=0.25, H=5, outer="nesterov", gamma=0.7,
                 mu=0.9)  # fmt: skip
     x0 = np.array([1.0, -2.0, 0.5, 3.0])
@@ -687,7 +687,6 @@ def test_x0_override_and_problems_quadratic_directly():
 
 def test_kinds_without_an_exact_recursion_are_rejected():
     from theory.problems import make_problem
-    from theory.quadratic import exact_moments
     from theory.simulate import AlgorithmSpec
     from theory.validation import UserInputError
 

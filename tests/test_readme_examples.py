@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from theory.cli import main
+from palsgd.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -34,7 +34,7 @@ def readme_examples() -> list[str]:
     return [ln for ln in lines if ln]
 
 
-#: README line -> (kind, extra flags added by the test). kind: "inproc" runs theory.cli.main
+#: README line -> (kind, extra flags added by the test). kind: "inproc" runs palsgd.cli.main
 #: in this process, "proc" a subprocess, "placeholder" a line with DIR/TOKDIR placeholders
 #: (run with a missing DIR: a clean exit 2 naming the data path, and --print-config with a
 #: real folder), "verify" the separate verify test below.
@@ -95,7 +95,7 @@ def _env() -> dict[str, str]:
 def _run_proc(argv: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     assert argv[0] == "palsgd"
     return subprocess.run(
-        [sys.executable, "-m", "theory.cli", *argv[1:]],
+        [sys.executable, "-m", "palsgd", *argv[1:]],
         cwd=cwd,
         env=_env(),
         capture_output=True,

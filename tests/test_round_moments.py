@@ -1,4 +1,4 @@
-"""The fast exact oracle (theory.round_moments, theory.round_moments_batch) against the
+"""The fast exact oracle (theory.moments.oracle, theory.moments.batch) against the
 step-by-step recursion, brute-force enumeration of the coins, and Monte Carlo."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from theory import problems, quadratic, simulate
-from theory import round_moments as rm
-from theory.round_moments_batch import oracle_batch, oracle_batch_easgd
+from theory import problems, simulate
+from theory.moments import exact_moments, oracle_batch, oracle_batch_easgd
+from theory.moments import oracle as rm
 
 PROB = problems.make_problem("quadratic", K=3, d=4, noise="gaussian", sigma=1.0, zeta=1.0, seed=5)
 LP = float(PROB.L)
@@ -35,7 +35,7 @@ SPECS = [
 @pytest.mark.parametrize("T", [1, 2, 17, 40])
 def test_equals_step_by_step_recursion(kw, T):
     spec = simulate.AlgorithmSpec(**kw)
-    ref = quadratic.exact_moments(PROB, spec, T=T)
+    ref = exact_moments(PROB, spec, T=T)
     fast = rm.exact_oracle(PROB, spec, T=T)
     curves = rm.exact_oracle(PROB, spec, T=T, curves=True)
     assert fast.mean_grad_norm_sq == pytest.approx(ref.mean_grad_norm_sq(), rel=1e-11)
@@ -119,10 +119,13 @@ def test_batch_equals_single_on_random_designs():
     p = np.where(rng.random(N) < 0.3, 0.0, rng.uniform(0.02, 0.95, N))
     eta = np.exp(rng.uniform(-2, 1, N)) * (p > 0)
     gamma, mu = rng.uniform(0.3, 1.5, N), rng.uniform(0, 0.95, N)
-    for minibatch, shared, nest in [(True, False, False), (False, False, False),
-                                    (False, True, False), (False, False, True)]:  # fmt: skip
+    mu[:5] = 0.0  # momentum 0 inside a batch with momentum
+    for minibatch, shared, nest, hb in [(True, False, False, False), (False, False, False, False),
+                                        (False, True, False, False), (False, False, True, False),
+                                        (False, False, False, True)]:  # fmt: skip
         b = oracle_batch(lam, y0, s2, Q, K=K, alpha=alpha, T=T, H=H, p=p, eta=eta, gamma=gamma,
-                         mu=mu, minibatch=minibatch, shared=shared, nesterov=nest)  # fmt: skip
+                         mu=mu, minibatch=minibatch, shared=shared, nesterov=nest,
+                         heavy_ball=hb)  # fmt: skip
         for n in range(N):
             d = rm.Directions(lam[n], y0[n], s2[n], Q[n], int(K[n]))
             if minibatch:
@@ -130,7 +133,7 @@ def test_batch_equals_single_on_random_designs():
             else:
                 spec = dict(kind="palsgd", alpha=alpha[n], H=int(H[n]), p=p[n], eta=eta[n],
                             outer="nesterov" if nest else "sgd", gamma=gamma[n],
-                            mu=mu[n] if nest else 0.0,
+                            mu=mu[n] if nest or hb else 0.0,
                             coins="shared" if shared else "independent")  # fmt: skip
             o = rm.oracle_on(d, spec, T=int(T[n]))
             if math.isfinite(o.mean_grad_norm_sq) and o.mean_grad_norm_sq < 1e100:

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+import theory.coins as coins
+import theory.simulate.numpy_run as numpy_run
 from theory.coins import pull_coins
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, Trace, simulate
@@ -101,11 +103,9 @@ def test_vectorised_equals_naive_loops(cfg, pname, noise):
 
 
 def test_coin_chunks_do_not_change_the_trajectory(monkeypatch):
-    import theory.simulate as sim
-
     prob = make_problem("cosine", K=3, d=4, noise="gaussian", zeta=0.5)
     spec = AlgorithmSpec("palsgd", 0.1, H=4, p=0.4, eta=1.0, T0=3)
-    monkeypatch.setattr(sim, "COIN_CHUNK_ELEMS", 5 * 2 * 3)  # chunks of 5 steps
+    monkeypatch.setattr(coins, "COIN_CHUNK_ELEMS", 5 * 2 * 3)  # chunks of 5 steps
     tr = simulate(prob, spec, T=23, R=2, seed=4)
     X, Z, gn = reference_run(prob, spec, 23, 2, 4)
     np.testing.assert_allclose(tr.final_x, X, rtol=1e-12, atol=1e-13)
@@ -291,24 +291,29 @@ def test_local_sgd_average_follows_minibatch_sgd_on_quadratics():
     assert np.max(a.consensus) > 1e-3  # the workers really drift apart
 
 
+def simulate_recording_draws(prob, spec, seed, T, R=2):
+    """``simulate(prob, spec, ...)`` and a copy of every noise draw it made."""
+    draws = []
+    orig = prob.draw_randomness
+
+    def recording(rng, prefix, out=None):
+        dr = orig(rng, prefix, out)
+        draws.append(dr.copy())
+        return dr
+
+    prob.draw_randomness = recording
+    try:
+        return simulate(prob, spec, T=T, R=R, seed=seed), draws
+    finally:
+        del prob.draw_randomness
+
+
 def test_common_random_numbers_across_algorithms():
     prob = make_problem("cosine", K=3, d=4, noise="gaussian")
     logs: dict[str, list] = {}
-    orig = prob.draw_randomness
 
     def run(label, spec, seed):
-        logs[label] = []
-
-        def recording(rng, prefix, out=None):
-            dr = orig(rng, prefix, out)
-            logs[label].append(dr.copy())
-            return dr
-
-        prob.draw_randomness = recording
-        try:
-            simulate(prob, spec, T=30, R=2, seed=seed)
-        finally:
-            del prob.draw_randomness
+        logs[label] = simulate_recording_draws(prob, spec, seed, 30)[1]
 
     run("sgd", AlgorithmSpec("sgd", 0.1), 7)
     run("pal", AlgorithmSpec("palsgd", 0.1, H=4, p=0.5, eta=1.0, coins="shared"), 7)
@@ -358,10 +363,8 @@ def test_eta_zero_makes_pulls_no_ops_but_skips_gradients():
 @pytest.mark.parametrize("noise", ["gaussian", "finite_sum", "none"])
 @pytest.mark.parametrize("elems,blocks", [(1000, (1, 333)), (5000, (2, 700))])
 def test_blocked_path_is_bitwise_identical(pname, noise, elems, blocks, monkeypatch):
-    import theory.simulate as sim
-
-    monkeypatch.setattr(sim, "BLOCK_ELEMS", elems)  # several blocks of replicas / coordinates
-    assert sim._blocks(5, 3, 700) == blocks
+    monkeypatch.setattr(numpy_run, "BLOCK_ELEMS", elems)  # several blocks of replicas / coords
+    assert numpy_run.blocks_for(5, 3, 700) == blocks
     kw = {"n_samples": 4} if noise == "finite_sum" else {}
     prob = make_problem(pname, K=3, d=700, noise=noise, zeta=0.5, **kw)
     # pull_fraction 0.6: the pulled coordinates end inside the second coordinate block

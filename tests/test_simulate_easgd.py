@@ -9,8 +9,9 @@ gradient norm is taken at ``u = (sum_k x_k + z)/(K + 1)``.
 
 import numpy as np
 import pytest
+from test_simulate import simulate_recording_draws
 
-import theory.simulate as sim
+import theory.simulate.numpy_run as numpy_run
 from theory import verify as V
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, simulate
@@ -182,21 +183,10 @@ def test_zero_elastic_coefficient_is_independent_sgd_with_frozen_centre():
 def test_common_random_numbers_with_other_kinds():
     prob = make_problem("cosine", K=3, d=4, noise="gaussian", zeta=0.5)
     logs: dict[str, list] = {}
-    orig = prob.draw_randomness
 
     def run(label, spec, seed, T=12):
-        logs[label] = []
-
-        def recording(rng, prefix, out=None):
-            dr = orig(rng, prefix, out)
-            logs[label].append(dr.copy())
-            return dr
-
-        prob.draw_randomness = recording
-        try:
-            return simulate(prob, spec, T=T, R=2, seed=seed)
-        finally:
-            del prob.draw_randomness
+        tr, logs[label] = simulate_recording_draws(prob, spec, seed, T)
+        return tr
 
     e = run("easgd", AlgorithmSpec("easgd", 0.1, H=3), 7)
     run("local", AlgorithmSpec("local_sgd", 0.1, H=3), 7)
@@ -227,7 +217,7 @@ def test_warmup_then_easgd():
 
 
 def test_blocked_path_is_bitwise_identical(monkeypatch):
-    monkeypatch.setattr(sim, "BLOCK_ELEMS", 1000)
+    monkeypatch.setattr(numpy_run, "BLOCK_ELEMS", 1000)
     prob = make_problem("cosine", K=3, d=700, noise="gaussian", zeta=0.5)
     spec = AlgorithmSpec("easgd", 0.05, H=2)
     a = simulate(prob, spec, T=5, R=3, seed=1, blocked=True)

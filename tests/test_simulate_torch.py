@@ -1,4 +1,4 @@
-"""Tests of the torch backend of theory.simulate (theory.simulate_torch)."""
+"""Tests of the torch backend of theory.simulate (theory.simulate.torch_run)."""
 
 import numpy as np
 import pytest
@@ -133,7 +133,7 @@ def test_cuda_float32_torch_noise_runs_and_is_seeded(noise):
 
 
 def _rademacher_balance(device):
-    from theory.simulate_torch import DTYPES, _Noise
+    from theory.simulate.torch_run import DTYPES, _Noise
 
     prob = make_problem("quadratic", K=2, d=4096, noise="rademacher", zeta=0.0)
     nz = _Noise(prob, 16, 0, "torch", torch.device(device), DTYPES["float32"])

@@ -20,7 +20,7 @@ import torch
 from empirical import checkpoint as ck
 from empirical.config import TrainConfig, resolve_config
 from empirical.metrics import EVAL_FIELDS, TIMING_FIELDS, TRAIN_FIELDS, read_jsonl
-from theory.cli import main as cli_main
+from palsgd.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -233,7 +233,7 @@ def test_nonfinite_parameters_are_never_checkpointed(tmp_path, monkeypatch, caps
 
 def test_bad_input_exit_2_subprocess():
     """The console script: one line naming the parameter, exit 2, no traceback."""
-    cmd = [sys.executable, "-m", "theory.cli", "train", "--prob_no_grad", "1.5"]
+    cmd = [sys.executable, "-m", "palsgd", "train", "--prob_no_grad", "1.5"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
     assert proc.returncode == 2
     assert "prob_no_grad" in proc.stderr and "1.5" in proc.stderr
@@ -542,7 +542,7 @@ def test_palsgd_train_nproc_launches_torchrun(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "theory.cli",
+        "palsgd",
         "train",
         "--nproc",
         "2",

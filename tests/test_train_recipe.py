@@ -15,7 +15,7 @@ from train_cli_args import train_args
 from empirical import checkpoint as ck
 from empirical.metrics import read_jsonl
 from empirical.schedules import rate_at
-from theory.cli import main as cli_main
+from palsgd.cli import main as cli_main
 
 
 def _args(out: Path, *extra: str) -> list[str]:

@@ -16,8 +16,8 @@ from empirical import checkpoint as ck
 from empirical.config import resolve_config
 from empirical.distributed import spawn_workers
 from empirical.metrics import read_jsonl
+from palsgd.cli import main as cli_main
 from theory import exitcodes
-from theory.cli import main as cli_main
 
 
 def _args(out: Path, *extra: str) -> list[str]:

@@ -399,7 +399,7 @@ def test_exact_vs_monte_carlo_agree():
 
 def test_exact_vs_monte_carlo_detects_a_wrong_curve(monkeypatch):
     """A 5% error in the exact curve must be flagged (the comparison can fail)."""
-    quad = pytest.importorskip("theory.quadratic")
+    quad = pytest.importorskip("theory.moments")
     real = quad.exact_moments
 
     def skewed(*a, **k):

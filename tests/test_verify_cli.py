@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("theory.simulate")
 
+from palsgd.cli import main  # noqa: E402
 from theory import bounds as registry  # noqa: E402
 from theory import verify as V  # noqa: E402
 from theory.bound import Bound  # noqa: E402
-from theory.cli import main  # noqa: E402
 from theory.validation import UserInputError  # noqa: E402
 
 REPORT_FILES = [
@@ -286,3 +286,12 @@ def test_torch_backend_for_the_monte_carlo_part(tmp_path):
 def test_device_needs_the_torch_backend(tmp_path, capsys):
     assert main(_quick(tmp_path / "d", "--device", "cuda")) == 2
     assert "'device' needs backend 'torch'" in capsys.readouterr().err
+
+
+def test_sizes_too_large_for_memory_are_refused_before_any_work(tmp_path, capsys):
+    """--d 1e11 is refused up front with the flags to lower, nothing is written."""
+    out = tmp_path / "v"
+    assert main(["verify", "--d", "100000000000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--d" in err and "memory" in err and "Traceback" not in err
+    assert not out.exists()

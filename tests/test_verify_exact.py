@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from palsgd.cli import main
 from theory import bounds as registry
-from theory.cli import main
 from theory.safe_parse import parse_formula
 from theory.verify.controls import controls_of, power, run_controls
 from theory.verify.designs import decode, random_points, space_of

@@ -1,9 +1,9 @@
 """The algorithm spec: names, hyperparameters, the sync schedule and the outer update, once.
 
 Every layer takes its description of an algorithm from here: the simulator
-(:mod:`theory.simulate`), the exact moment recursions (:mod:`theory.quadratic`,
-:mod:`theory.round_moments`), the verifier, the distributed configuration
-(:mod:`empirical.algorithms.config`) and the cost model.
+(:mod:`theory.simulate`), the exact moment recursions (:mod:`theory.moments`), the
+verifier, the distributed configuration (:mod:`empirical.algorithms.config`) and the cost
+model.
 
 Notation (Naganuma et al., TMLR 2025, Algorithm 1; README): ``K`` workers, ``H`` local steps
 between syncs (pull steps count), ``p`` pull probability, ``alpha`` inner learning rate,
@@ -103,13 +103,15 @@ def outer_step(
     gradient follow (the authors' ``is_intended_impl=False`` with ``A`` micro-batches takes
     ``A - 1``): ``buf <- mu buf`` and ``z <- z - gamma buf`` (SGD with momentum) or
     ``z <- z - gamma mu buf`` (Nesterov); without momentum they do nothing.
-    ``"average"`` ignores ``gamma``, ``mu`` and ``buf``.
+    ``"average"`` ignores ``gamma``, ``mu`` and ``buf``. ``gamma`` and ``mu`` may be arrays
+    (one value per design, broadcast against the values); an array ``mu`` takes the momentum
+    form everywhere, which at ``mu = 0`` gives the same ``z'``.
     """
     if outer == "average":
         return z - delta, buf
     if outer not in ("sgd", "nesterov"):
         raise UserInputError(f"unknown outer optimiser {outer!r}: choose one of {list(OUTERS)}")
-    if mu == 0:
+    if isinstance(mu, int | float) and mu == 0:
         return z - gamma * delta, buf
     buf = mu * buf + delta
     z = z - gamma * (delta + mu * buf) if outer == "nesterov" else z - gamma * buf

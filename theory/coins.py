@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["uniforms", "pull_coins", "normals", "STREAM_COINS", "STREAM_NOISE"]
+__all__ = ["uniforms", "pull_coins", "normals", "CoinChunks", "STREAM_COINS", "STREAM_NOISE"]
 
 STREAM_COINS = 0
 STREAM_NOISE = 1
+#: the simulators draw the coins of up to 256 steps at once, at most this many
+#: (step, replica, worker) coins
+COIN_CHUNK_ELEMS = 1 << 18
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -85,3 +88,36 @@ def normals(seed: int, step, worker, replica=0, index=0, stream: int = STREAM_NO
     with np.errstate(over="ignore"):
         u2 = uniforms(seed, key + np.uint64(1), worker, replica, stream)
     return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+
+
+class CoinChunks:
+    """The pull coins of an ``R`` replicas x ``K`` workers run, drawn a chunk of steps at once.
+
+    The coins are pure functions of ``(seed, t, k, r)`` (:func:`pull_coins`), so drawing
+    them in chunks gives the same values as drawing them step by step. :meth:`at` returns
+    step ``t``'s index into the current chunk (drawing the next chunk when ``t`` leaves
+    it; ``fresh`` says whether it did): ``coins[i]`` (R, K) the pull indicators,
+    ``n_pull[i]`` their count, ``grad_evals[i]`` (R,) the gradient evaluations per worker of
+    the step. ``pull_steps`` (R, K) counts the pulls of every chunk drawn so far.
+    """
+
+    def __init__(self, seed: int, p: float, R: int, K: int, T: int, *, shared: bool) -> None:
+        self.seed, self.p, self.R, self.K, self.T, self.shared = seed, p, R, K, T, shared
+        self.size = max(1, min(256, COIN_CHUNK_ELEMS // (R * K)))
+        self.start = self.end = 0
+        self.fresh = False
+        self.pull_steps = np.zeros((R, K), dtype=np.int64)
+        self._r, self._k = np.arange(R)[:, None], np.arange(K)[None, :]
+
+    def at(self, t: int) -> int:
+        """The index of step ``t`` in the current chunk (the chunks must be visited in order)."""
+        self.fresh = t >= self.end
+        if self.fresh:
+            self.start, self.end = t, min(self.T, t + self.size)
+            steps = np.arange(self.start, self.end)[:, None, None]
+            bc = pull_coins(self.seed, self.p, steps, self._k, self._r, shared=self.shared)
+            self.coins = np.broadcast_to(bc, (self.end - self.start, self.R, self.K))
+            self.n_pull = np.count_nonzero(self.coins, axis=(1, 2))
+            self.grad_evals = 1.0 - np.count_nonzero(self.coins, axis=2) / self.K
+            self.pull_steps += np.count_nonzero(self.coins, axis=0)
+        return t - self.start

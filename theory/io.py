@@ -8,16 +8,19 @@
   (or none), never a partial one, and no temp file behind.
 * :func:`write_csv`: rows of mappings as CSV (cleaned as for JSON, ``None`` as an empty
   cell), written atomically.
+* :func:`package_versions`: installed versions, the provenance every report records.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.metadata
 import io
 import json
 import math
 import os
+import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ __all__ = [
     "atomic_write_text",
     "atomic_write_json",
     "write_csv",
+    "package_versions",
 ]
 
 
@@ -117,3 +121,15 @@ def write_csv(
         clean = {k: json_safe(r.get(k)) for k in cols}
         w.writerow({k: "" if v is None else v for k, v in clean.items()})
     return atomic_write_text(path, buf.getvalue())
+
+
+def package_versions(names: Sequence[str]) -> dict[str, str]:
+    """``{"python": ..., name: installed version or "not installed"}`` for the
+    distributions ``names`` (provenance for summaries and manifests)."""
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out

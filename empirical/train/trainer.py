@@ -18,7 +18,7 @@ import torch.distributed as dist
 from empirical import data as data_mod
 from empirical import models
 from empirical.algorithms import build_algorithm
-from empirical.data import _seed_of
+from empirical.data import seed_of
 from empirical.schedules import rate_at
 from empirical.timing import DeviceClock, Totals
 from empirical.train.checkpoints import CheckpointSteps
@@ -32,7 +32,7 @@ __all__ = ["Trainer"]
 
 def _per_rank_seed(seed: int, rank: int) -> int:
     """Seed of torch's default generator on ``rank`` (seeds are validated non-negative)."""
-    return _seed_of(seed, rank, 0x7A1)
+    return seed_of(seed, rank, 0x7A1)
 
 
 class Trainer(CheckpointSteps, Monitoring, RunRecords):

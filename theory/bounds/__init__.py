@@ -18,7 +18,7 @@ __all__ = ["register", "get", "all_bounds", "names", "BUILTIN_MODULES"]
 _REGISTRY: dict[str, Bound] = {}
 
 #: modules whose bounds are registered on first use
-BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "lower")
+BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "slowmo", "lower")
 _loaded = False
 
 

@@ -15,7 +15,7 @@ The two kinds of bound measure different averages (the pull-aware bound: the anc
 ``z_r``; the Local SGD bounds: every step's averaged iterate); both are guarantees on an
 average squared gradient norm of the model the method returns.
 
-:func:`exact_map` runs the exact moment recursions (:mod:`theory.quadratic`) on a
+:func:`exact_map` runs the exact moment recursions (:mod:`theory.moments`) on a
 heterogeneous quadratic on the same grid: end-of-round consensus error and anchor
 gradient norm of PALSGD and of Local SGD.
 """
@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from theory import bounds as registry
-from theory.quadratic import QuadraticProblem, exact_moments
+from theory.moments import MatrixQuadratic as QuadraticProblem
+from theory.moments import exact_moments
 
 __all__ = ["LOCAL_SGD_BOUNDS", "rounds_map", "exact_map", "heterogeneous_quadratic"]
 

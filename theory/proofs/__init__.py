@@ -1,8 +1,10 @@
 """Machine-checked proofs: the lemma framework and the PALSGD lemma chain.
 
 :mod:`theory.proofs.lemmas` is the small framework (identities, certificate inequalities,
-sampled inequalities, cited facts); :mod:`theory.proofs.palsgd` builds the chain of lemmas
-of the PALSGD theorem (derived here, ``docs/palsgd_proof.md``) and assembles the bound.
+induction, sampled inequalities, cited facts, hypotheses built from lemma objects);
+:mod:`theory.proofs.palsgd` builds the chain of lemmas of Theorem 1 (derived here,
+``docs/palsgd_proof.md``) and assembles the bound; :mod:`theory.proofs.anchor` does the same
+for Theorem 2 (outer learning rate and momentum, ``docs/anchor_theorem.md``).
 """
 
 from theory.proofs.lemmas import CheckResult, Lemma, check_all

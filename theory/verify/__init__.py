@@ -7,7 +7,7 @@ conditions. The run is a straight line, one file per role:
 * :mod:`~theory.verify.designs`: term-isolating designs on quadratics, each a single source
   (initial gap, noise or heterogeneity) on one eigendirection;
 * :mod:`~theory.verify.oracle`: the exact measured value of a design
-  (:mod:`theory.round_moments`) and the bound's value, terms and conditions;
+  (:mod:`theory.moments.oracle`) and the bound's value, terms and conditions;
 * :mod:`~theory.verify.search`: adversarial search of measured/bound inside the conditions;
 * :mod:`~theory.verify.exact`: the exact verdict, per-term tightness, vacuous share and the
   worst case of one bound;

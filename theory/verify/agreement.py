@@ -45,14 +45,14 @@ def exact_specs(H: int = 4) -> list[tuple[str, dict[str, Any]]]:
 def exact_vs_mc(
     settings: VerifySettings, *, seed: int, progress: Any = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Exact expected curves (:func:`theory.quadratic.exact_moments`) vs the simulator's mean.
+    """Exact expected curves (:func:`theory.moments.exact_moments`) vs the simulator's mean.
 
     On the heterogeneous quadratic; for every algorithm of :func:`exact_specs`, the
     standardised deviation ``z = (MC mean - exact)/se`` at every step and metric; the
     largest ``|z|`` is compared with the Bonferroni threshold over all steps, metrics and
     algorithms at the run's level. Returns (per-step rows, per-algorithm summaries).
     """
-    quad = importlib.import_module("theory.quadratic")
+    quad = importlib.import_module("theory.moments")
     sim = importlib.import_module("theory.simulate")
     problems = importlib.import_module("theory.problems")
     prob = problems.make_problem(

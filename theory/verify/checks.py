@@ -92,6 +92,38 @@ def _base_config(
     return cfg, c
 
 
+def _rate_steps(
+    bound: Bound, c: Mapping[str, float], Ts: list[int], vals: list[Any], amax: np.ndarray
+) -> tuple[list[int], list[Any], list[float], str, Any]:
+    """The step rule of :func:`rate_check`: ``(Ts, vals, alphas, rule, step_rule)``."""
+    recs = [bound.recommended_step_value(**v) for v in vals]
+    ok = [
+        r is not None and bool(np.isfinite(r)) and float(r) > 0 and (float(r) <= a or math.isinf(a))
+        for r, a in zip(recs, amax, strict=True)
+    ]
+    if sum(ok) >= 3:
+        keep = [i for i, o in enumerate(ok) if o]
+        Ts = [Ts[i] for i in keep]
+        vals = [vals[i] for i in keep]
+        alphas = [float(recs[i]) for i in keep]
+        return Ts, vals, alphas, "recommended", "recommended"
+    finite = amax[np.isfinite(amax)]
+    a = 0.5 * float(finite.min()) if finite.size else 0.5 / c["L"]
+    return Ts, vals, [a] * len(Ts), f"fixed alpha={a:.3g}", a
+
+
+def _rate_verdict(fit: Any, lead: float) -> str:
+    """The fitted exponent of ``T`` against the bound's leading exponent."""
+    if fit is None:
+        return "not fitted"
+    elif fit.ci_high < lead:
+        return "decays faster than the bound's leading term"
+    elif fit.ci_low > lead:
+        return "decays slower than the bound's leading term"
+    else:
+        return "consistent with the bound's leading exponent"
+
+
 def rate_check(
     bound: Bound, problem: Any, settings: VerifySettings, *, seed: int, progress: Any = None
 ) -> list[dict[str, Any]]:
@@ -110,22 +142,7 @@ def rate_check(
     Ts = sorted({int(math.ceil(t / H) * H) for t in settings.rate_T})
     vals = [bound_values(bound, c, {**dataclasses.asdict(base), "T": t, "alpha": 1.0}) for t in Ts]
     amax = np.array([float(_max_step(bound, v)) for v in vals])
-    recs = [bound.recommended_step_value(**v) for v in vals]
-    ok = [
-        r is not None and bool(np.isfinite(r)) and float(r) > 0 and (float(r) <= a or math.isinf(a))
-        for r, a in zip(recs, amax, strict=True)
-    ]
-    if sum(ok) >= 3:
-        keep = [i for i, o in enumerate(ok) if o]
-        Ts = [Ts[i] for i in keep]
-        vals = [vals[i] for i in keep]
-        alphas = [float(recs[i]) for i in keep]
-        rule, step_rule = "recommended", "recommended"
-    else:
-        finite = amax[np.isfinite(amax)]
-        a = 0.5 * float(finite.min()) if finite.size else 0.5 / c["L"]
-        alphas = [a] * len(Ts)
-        rule, step_rule = f"fixed alpha={a:.3g}", a
+    Ts, vals, alphas, rule, step_rule = _rate_steps(bound, c, Ts, vals, amax)
     means, ses, bvals, inside = [], [], [], []
     for i, (t, a) in enumerate(zip(Ts, alphas, strict=True)):
         cfg = dataclasses.replace(base, T=t, alpha=a, seed=_child_seed(seed, 5, i))
@@ -151,14 +168,7 @@ def rate_check(
     )
     bfit = fit_power_law(Ts, bvals) if all(v > 0 and math.isfinite(v) for v in bvals) else None
     lead = leading_exponent(bound, vals[-1], step_rule)
-    if fit is None:
-        verdict = "not fitted"
-    elif fit.ci_high < lead:
-        verdict = "decays faster than the bound's leading term"
-    elif fit.ci_low > lead:
-        verdict = "decays slower than the bound's leading term"
-    else:
-        verdict = "consistent with the bound's leading exponent"
+    verdict = _rate_verdict(fit, lead)
     rows = []
     for t, a, m, s, bv, ok in zip(Ts, alphas, means, ses, bvals, inside, strict=True):
         rows.append(

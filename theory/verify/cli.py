@@ -90,6 +90,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "130 interrupted. "
         f"Default problems: {' '.join(V.DEFAULT_PROBLEMS)}."
     )
+    _add_sampling_arguments(parser, d)
+    _add_problem_arguments(parser, d)
+    _add_statistics_arguments(parser)
+    _add_exact_arguments(parser, d)
+    _add_output_arguments(parser)
+
+
+def _add_sampling_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -> None:
+    """Which bounds and problems, how many configurations and replicas, which T and K."""
     parser.add_argument(
         "--bounds",
         nargs="+",
@@ -136,6 +145,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help=f"worker counts to sample from (default {' '.join(map(str, d.K))})",
     )
+
+
+def _add_problem_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -> None:
+    """The problems' dimension, noise, heterogeneity and declared constants."""
     parser.add_argument(
         "--d", type=_positive_int, metavar="D", help=f"problem dimension (default {d.d})"
     )
@@ -156,6 +169,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="declare a constant (L, sigma2, zeta2, f_star) for every problem or "
         "for one; it is checked by sampling and used in the bounds",
     )
+
+
+def _add_statistics_arguments(parser: argparse.ArgumentParser) -> None:
+    """Level and multiple-testing correction of the Monte-Carlo verdicts."""
     parser.add_argument(
         "--level",
         type=float,
@@ -168,15 +185,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="holm",
         help="multiple-testing correction (default holm)",
     )
-    parser.add_argument(
-        "--out", default="reports/verify", help="report directory (default reports/verify)"
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="a small smoke run (few replicas and configurations)"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print the summary as JSON on stdout (no table)"
-    )
+
+
+def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -> None:
+    """User bounds, negative controls, the exact search's budget, one design (--at)."""
     parser.add_argument(
         "--bound-file",
         metavar="FILE",
@@ -202,6 +214,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DESIGN",
         help="evaluate one design exactly and print measured, bound, ratio and conditions "
         "(the 'key=value ...' text of a reproduce command); needs one --bounds NAME",
+    )
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Report directory and format, simulator backend, plots and progress."""
+    parser.add_argument(
+        "--out", default="reports/verify", help="report directory (default reports/verify)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a small smoke run (few replicas and configurations)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the summary as JSON on stdout (no table)"
     )
     parser.add_argument(
         "--backend",
@@ -282,6 +307,57 @@ def _checked_anything(report: dict[str, Any]) -> bool:
     return bool(report.get("exact")) or c.get("holds", 0) + c.get("violated", 0) > 0
 
 
+def _print_report(report: dict[str, Any], out: str, total_s: float) -> None:
+    """The text report of ``palsgd verify``: exact verdicts, Monte-Carlo table, checks."""
+    text = format_exact(report)
+    if text:
+        print(text)
+        print()
+    if report["results"]:
+        print(V.format_table(report["results"]))
+        print()
+    for s in report["exact_vs_mc_summary"]:
+        if "max_abs_z" in s:
+            print(
+                f"exact vs MC {s['algorithm']:<22} max|z| = {s['max_abs_z']:.2f} "
+                f"(threshold {s['threshold']:.2f}): {s['status']}"
+            )
+        else:
+            print(f"exact vs MC {s['algorithm']:<22} {s['status']}")
+    seen = set()
+    for r in report["rates"]:
+        if r["bound"] in seen:
+            continue
+        seen.add(r["bound"])
+        print(
+            f"rate {r['bound']:<22} slope {_fmt(r['fitted_slope'])} "
+            f"[{_fmt(r['slope_ci_low'])}, {_fmt(r['slope_ci_high'])}] vs bound "
+            f"{_fmt(r['bound_slope'])} (leading {_fmt(r['bound_leading_exponent'])}, "
+            f"{r['step_rule']}): {r['rate_verdict']}"
+        )
+    for s in report["speedup"]:
+        print(
+            f"speed-up {s['bound']:<18} K=1 -> K={s['K']}: measured "
+            f"{_fmt(s['measured_speedup'])} [{_fmt(s['speedup_ci_low'])}, "
+            f"{_fmt(s['speedup_ci_high'])}], bound predicts "
+            f"{_fmt(s['predicted_speedup'])}"
+        )
+    cons = report["consensus"]
+    if cons:
+        hs = sorted({r["H"] for r in cons})
+        by = {(r["algorithm"], r["H"]): r["consensus_mean"] for r in cons}
+        cells = [
+            f"H={h}: {_fmt(by.get(('local_sgd', h)))} vs {_fmt(by.get(('palsgd', h)))}" for h in hs
+        ]
+        print("consensus error, Local SGD vs PALSGD: " + "; ".join(cells))
+    print()
+    print(V.format_summary(report))
+    print(
+        f"report written to {out} (simulation and tests {report['elapsed_s']:.1f} s, "
+        f"total {total_s:.1f} s)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the verification; exit code 0 (no violation), 1 (a bound violated), 2 (bad input)."""
     t0 = time.perf_counter()
@@ -313,53 +389,6 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        text = format_exact(report)
-        if text:
-            print(text)
-            print()
-        if report["results"]:
-            print(V.format_table(report["results"]))
-            print()
-        for s in report["exact_vs_mc_summary"]:
-            if "max_abs_z" in s:
-                print(
-                    f"exact vs MC {s['algorithm']:<22} max|z| = {s['max_abs_z']:.2f} "
-                    f"(threshold {s['threshold']:.2f}): {s['status']}"
-                )
-            else:
-                print(f"exact vs MC {s['algorithm']:<22} {s['status']}")
-        seen = set()
-        for r in report["rates"]:
-            if r["bound"] in seen:
-                continue
-            seen.add(r["bound"])
-            print(
-                f"rate {r['bound']:<22} slope {_fmt(r['fitted_slope'])} "
-                f"[{_fmt(r['slope_ci_low'])}, {_fmt(r['slope_ci_high'])}] vs bound "
-                f"{_fmt(r['bound_slope'])} (leading {_fmt(r['bound_leading_exponent'])}, "
-                f"{r['step_rule']}): {r['rate_verdict']}"
-            )
-        for s in report["speedup"]:
-            print(
-                f"speed-up {s['bound']:<18} K=1 -> K={s['K']}: measured "
-                f"{_fmt(s['measured_speedup'])} [{_fmt(s['speedup_ci_low'])}, "
-                f"{_fmt(s['speedup_ci_high'])}], bound predicts "
-                f"{_fmt(s['predicted_speedup'])}"
-            )
-        cons = report["consensus"]
-        if cons:
-            hs = sorted({r["H"] for r in cons})
-            by = {(r["algorithm"], r["H"]): r["consensus_mean"] for r in cons}
-            cells = [
-                f"H={h}: {_fmt(by.get(('local_sgd', h)))} vs {_fmt(by.get(('palsgd', h)))}"
-                for h in hs
-            ]
-            print("consensus error, Local SGD vs PALSGD: " + "; ".join(cells))
-        print()
-        print(V.format_summary(report))
-        print(
-            f"report written to {args.out} (simulation and tests {report['elapsed_s']:.1f} s, "
-            f"total {time.perf_counter() - t0:.1f} s)"
-        )
+        _print_report(report, args.out, time.perf_counter() - t0)
     sys.stdout.flush()
     return int(summary["exit_code"])

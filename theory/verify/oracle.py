@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from theory.bound import Bound
-from theory.round_moments_batch import BatchResult, oracle_batch, oracle_batch_easgd
+from theory.moments import BatchResult, oracle_batch, oracle_batch_easgd
 from theory.validation import UserInputError
 from theory.verify.sampling import algorithm_for, coins_for
 
@@ -53,7 +53,7 @@ FIELDS = (
 )  # fmt: skip
 _INT_FIELDS = ("K", "H", "T", "heavy_ball")
 
-#: algorithms with an exact oracle (theory.round_moments)
+#: algorithms with an exact oracle (theory.moments.oracle)
 EXACT_ALGORITHMS = ("sgd", "local_sgd", "diloco", "palsgd", "easgd")
 
 #: relative tolerance of the exact comparison (the oracle agrees with the step-by-step
@@ -193,7 +193,7 @@ class Evaluation:
 
 
 def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
-    """Exact measured values of a batch (:func:`theory.round_moments_batch.oracle_batch`)."""
+    """Exact measured values of a batch (:func:`theory.moments.batch.oracle_batch`)."""
     L = d["L"]
     lam = np.stack([L, d["lam_F"], d["lam_s"], d["lam_z"]], axis=1)
     z = np.zeros_like(L)

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import sympy as sp
 from tqdm import tqdm
 
+import theory
 from theory import bounds as bound_registry
 from theory.bound import Bound
 from theory.check import jsonable
+from theory.io import package_versions
 from theory.validation import UserInputError
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.bound_file import load_bound_file
@@ -48,20 +48,8 @@ from theory.verify.settings import (
 
 
 def _versions() -> dict[str, Any]:
-    import matplotlib
-    import scipy
-
-    import theory
-
-    out = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "sympy": sp.__version__,
-        "matplotlib": matplotlib.__version__,
-        "theory": getattr(theory, "__version__", "?"),
-        "platform": platform.platform(),
-    }
+    out: dict[str, Any] = package_versions(("numpy", "scipy", "sympy", "matplotlib"))
+    out.update(theory=theory.__version__, platform=platform.platform())
     try:
         root = Path(__file__).resolve().parent.parent
         commit = subprocess.run(
@@ -100,26 +88,20 @@ def resolve_problems(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict[str, Any]:
-    """The main job: every selected bound on every selected problem; returns the report dict.
+def _monte_carlo_plan(
+    bounds: Sequence[Bound],
+    pnames: Sequence[str],
+    cache: ProblemCache,
+    settings: VerifySettings,
+    done_exactly: set[str],
+) -> tuple[list[tuple[Bound, Any, Config]], list[dict[str, Any]], list[Bound]]:
+    """The Monte-Carlo tests to run: ``(items, skipped, verifiable)``.
 
-    The report holds ``settings``, ``versions``, ``statistics`` (methods, correction, level),
-    ``results`` (one row per configuration, :data:`RESULTS_COLUMNS`), ``rates``,
-    ``speedup``, ``exact_vs_mc`` (+ ``exact_vs_mc_summary``), ``consensus``,
-    ``constant_checks`` and ``summary`` (verdict counts, the violated configurations).
+    A bound whose algorithm the simulator lacks, or whose formulas cannot be evaluated on a
+    problem's constants, is skipped with the reason; a bound verified exactly is not sampled
+    again on the quadratic.
     """
-    settings.validated()
-    t_start = time.perf_counter()
-    bounds = resolve_bounds(settings.bounds, settings.bound_file)
-    pnames = resolve_problems(settings.problems)
-    cache = ProblemCache(settings)
     kinds = set(_simulator_kinds())
-    exact_bounds = [b for b in bounds if family_of(b).exact] if settings.search else []
-    exact_results, controls = _exact_stage(exact_bounds, settings, progress)
-    if settings.controls_only:
-        return _report(settings, bounds, cache, exact_results, controls, t_start)
-    done_exactly = {b.name for b in exact_bounds}
-
     items: list[tuple[Bound, Any, Config]] = []
     skipped: list[dict[str, Any]] = []
     verifiable: list[Bound] = []
@@ -163,6 +145,29 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
             for cfg in cfgs:
                 items.append((bound, cache.get(pn, cfg.K, iid=_needs_iid(bound)), cfg))
 
+    return items, skipped, verifiable
+
+
+def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict[str, Any]:
+    """The main job: every selected bound on every selected problem; returns the report dict.
+
+    The report holds ``settings``, ``versions``, ``statistics`` (methods, correction, level),
+    ``results`` (one row per configuration, :data:`RESULTS_COLUMNS`), ``rates``,
+    ``speedup``, ``exact_vs_mc`` (+ ``exact_vs_mc_summary``), ``consensus``,
+    ``constant_checks`` and ``summary`` (verdict counts, the violated configurations).
+    """
+    settings.validated()
+    t_start = time.perf_counter()
+    bounds = resolve_bounds(settings.bounds, settings.bound_file)
+    pnames = resolve_problems(settings.problems)
+    cache = ProblemCache(settings)
+    exact_bounds = [b for b in bounds if family_of(b).exact] if settings.search else []
+    exact_results, controls = _exact_stage(exact_bounds, settings, progress)
+    if settings.controls_only:
+        return _report(settings, bounds, cache, exact_results, controls, t_start)
+    done_exactly = {b.name for b in exact_bounds}
+
+    items, skipped, verifiable = _monte_carlo_plan(bounds, pnames, cache, settings, done_exactly)
     n_rate = len(verifiable) * len(settings.rate_T) if settings.rates else 0
     n_speed = 2 * len(verifiable) if settings.speedup else 0
     n_exact = len(exact_specs()) if settings.exact else 0
@@ -180,39 +185,7 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
             progress=bar,
             not_verifiable=skipped,
         )
-        rates: list[dict[str, Any]] = []
-        speed: list[dict[str, Any]] = []
-        if settings.rates:
-            for bi, bound in enumerate(verifiable):
-                prob = cache.get(pnames[0], int(min(settings.K)), iid=_needs_iid(bound))
-                rates += rate_check(
-                    bound, prob, settings, seed=_child_seed(settings.seed, 11, bi), progress=bar
-                )
-        if settings.speedup:
-            for bi, bound in enumerate(verifiable):
-                speed.append(
-                    speedup_check(
-                        bound,
-                        pnames[0],
-                        cache,
-                        settings,
-                        seed=_child_seed(settings.seed, 12, bi),
-                        progress=bar,
-                    )
-                )
-        exact_rows, exact_sum = ([], [])
-        if settings.exact:
-            try:
-                exact_rows, exact_sum = exact_vs_mc(
-                    settings, seed=_child_seed(settings.seed, 13), progress=bar
-                )
-            except ModuleNotFoundError as exc:
-                exact_sum = [{"algorithm": "*", "status": f"skipped: {exc}"}]
-        cons = []
-        if settings.consensus:
-            cons = consensus_vs_H(
-                settings, pnames[0], cache, seed=_child_seed(settings.seed, 14), progress=bar
-            )
+        extra = _monte_carlo_stages(verifiable, pnames, cache, settings, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -220,28 +193,10 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
     report = _report(settings, bounds, cache, exact_results, controls, t_start)
     report.update(
         {
-            "statistics": {
-                "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
-                "tests": "one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
-                "verdicts use the larger p-value (the wider confidence bound); diverged "
-                "replicas by a Markov-inequality binomial test",
-                "p_value": "two-sided 2*min(p_holds, p_violated)",
-                "correction": settings.correction,
-                "family_wise_level": settings.level,
-                "family_size": n_tested,
-                "bootstrap_resamples": _family_resamples(
-                    settings.n_boot, settings.level, len(items)
-                ),
-                "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
-                "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
-            },
+            "statistics": _statistics(settings, n_tested, len(items)),
             "constant_checks": cache.checks,
             "results": jsonable(rows),
-            "rates": jsonable(rates),
-            "speedup": jsonable(speed),
-            "exact_vs_mc": jsonable(exact_rows),
-            "exact_vs_mc_summary": jsonable(exact_sum),
-            "consensus": jsonable(cons),
+            **jsonable(extra),
             "elapsed_s": time.perf_counter() - t_start,
         }
     )
@@ -276,6 +231,73 @@ def _exact_stage(
         if bar is not None:
             bar.close()
     return results, ctrls
+
+
+def _monte_carlo_stages(
+    verifiable: Sequence[Bound],
+    pnames: Sequence[str],
+    cache: ProblemCache,
+    settings: VerifySettings,
+    bar: Any,
+) -> dict[str, Any]:
+    """Rates in T, speed-up in K, exact vs Monte Carlo and consensus vs H, as report rows."""
+    rates: list[dict[str, Any]] = []
+    speed: list[dict[str, Any]] = []
+    if settings.rates:
+        for bi, bound in enumerate(verifiable):
+            prob = cache.get(pnames[0], int(min(settings.K)), iid=_needs_iid(bound))
+            rates += rate_check(
+                bound, prob, settings, seed=_child_seed(settings.seed, 11, bi), progress=bar
+            )
+    if settings.speedup:
+        for bi, bound in enumerate(verifiable):
+            speed.append(
+                speedup_check(
+                    bound,
+                    pnames[0],
+                    cache,
+                    settings,
+                    seed=_child_seed(settings.seed, 12, bi),
+                    progress=bar,
+                )
+            )
+    exact_rows, exact_sum = ([], [])
+    if settings.exact:
+        try:
+            exact_rows, exact_sum = exact_vs_mc(
+                settings, seed=_child_seed(settings.seed, 13), progress=bar
+            )
+        except ModuleNotFoundError as exc:
+            exact_sum = [{"algorithm": "*", "status": f"skipped: {exc}"}]
+    cons = []
+    if settings.consensus:
+        cons = consensus_vs_H(
+            settings, pnames[0], cache, seed=_child_seed(settings.seed, 14), progress=bar
+        )
+    return {
+        "rates": rates,
+        "speedup": speed,
+        "exact_vs_mc": exact_rows,
+        "exact_vs_mc_summary": exact_sum,
+        "consensus": cons,
+    }
+
+
+def _statistics(settings: VerifySettings, n_tested: int, n_items: int) -> dict[str, Any]:
+    """The ``statistics`` entry of the report: what the Monte-Carlo tests measure and how."""
+    return {
+        "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
+        "tests": "one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
+        "verdicts use the larger p-value (the wider confidence bound); diverged "
+        "replicas by a Markov-inequality binomial test",
+        "p_value": "two-sided 2*min(p_holds, p_violated)",
+        "correction": settings.correction,
+        "family_wise_level": settings.level,
+        "family_size": n_tested,
+        "bootstrap_resamples": _family_resamples(settings.n_boot, settings.level, n_items),
+        "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
+        "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
+    }
 
 
 def _report(settings, bounds, cache, exact_results, controls, t_start) -> dict[str, Any]:

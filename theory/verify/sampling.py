@@ -207,6 +207,53 @@ def _needs_iid(bound: Bound) -> bool:
     return any(a.key == "A3iid" for a in bound.assumptions)
 
 
+def _feasible_step(
+    bound: Bound, c: Mapping[str, float], cfg: dict[str, Any], rng: Any, redraws: int
+) -> tuple[dict[str, Any], float]:
+    """The bound's values at ``cfg`` and its largest feasible step ``alpha_max``.
+
+    With no feasible step (NaN) ``p`` and ``eta`` are redrawn in ``cfg`` (seeded, at most
+    ``redraws`` times) as for an inside PALSGD configuration.
+    """
+    vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
+    amax = float(_max_step(bound, vals))
+    for _ in range(redraws):
+        if not math.isnan(amax):
+            break
+        cfg["p"] = float(rng.uniform(0.1, 0.5))
+        cfg["eta"] = float(c["L"] * np.exp(rng.uniform(np.log(0.1), 0.0)))
+        vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
+        amax = float(_max_step(bound, vals))
+    return vals, amax
+
+
+def _outside_step(c: Mapping[str, float], amax: float, frac: float) -> tuple[float, str]:
+    """A step beyond the largest feasible one (``alpha_max * frac``, ``frac > 1``)."""
+    top = amax if math.isfinite(amax) else 1.0 / c["L"]
+    role = "outside" if math.isfinite(amax) or math.isnan(amax) else "fraction"
+    return top * frac, role
+
+
+def _inside_step(
+    bound: Bound,
+    vals: Mapping[str, Any],
+    c: Mapping[str, float],
+    amax: float,
+    use_recommended: bool,
+    frac: float,
+) -> tuple[float, str]:
+    """The recommended step (clipped to ``alpha_max``) or ``alpha_max * frac``, ``frac <= 1``."""
+    top = amax if math.isfinite(amax) else 1.0 / c["L"]
+    rec = bound.recommended_step_value(**vals)
+    if use_recommended and rec is not None and np.isfinite(rec).all() and float(rec) > 0:
+        alpha, role = min(float(rec), top), "recommended"
+    else:
+        alpha, role = top * frac, "fraction"
+    if math.isnan(amax):  # no step satisfies the conditions here
+        role = "outside"
+    return alpha, role
+
+
 def sample_configs(
     bound: Bound, problem_name: str, problems: ProblemCache, settings: VerifySettings, seed: int
 ) -> list[Config]:
@@ -254,31 +301,14 @@ def sample_configs(
             "eta": eta,
             "gamma": float(gammas[i]),
         }
-        vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
-        amax = float(_max_step(bound, vals))
-        for _ in range(20 if algo == "palsgd" and i < n_in else 0):
-            if not math.isnan(amax):
-                break
-            # no feasible step at this (p, eta): redraw them (seeded) for an inside configuration
-            cfg["p"] = float(rng.uniform(0.1, 0.5))
-            eta = cfg["eta"] = float(c["L"] * np.exp(rng.uniform(np.log(0.1), 0.0)))
-            vals = bound_values(bound, c, {**cfg, "alpha": 1.0})
-            amax = float(_max_step(bound, vals))
+        redraws = 20 if algo == "palsgd" and i < n_in else 0
+        vals, amax = _feasible_step(bound, c, cfg, rng, redraws)
+        eta = cfg["eta"]
         ps[i] = cfg["p"]
-        top = amax if math.isfinite(amax) else 1.0 / c["L"]
         if i >= n_in:
-            role = "outside"
-            alpha = top * float(frac_out[i])
-            if not math.isfinite(amax):
-                role = "outside" if math.isnan(amax) else "fraction"
+            alpha, role = _outside_step(c, amax, float(frac_out[i]))
         else:
-            rec = bound.recommended_step_value(**vals)
-            if use_rec[i] and rec is not None and np.isfinite(rec).all() and float(rec) > 0:
-                alpha, role = min(float(rec), top), "recommended"
-            else:
-                alpha, role = top * float(frac_in[i]), "fraction"
-            if math.isnan(amax):  # no step satisfies the conditions here
-                role = "outside"
+            alpha, role = _inside_step(bound, vals, c, amax, bool(use_rec[i]), float(frac_in[i]))
         out.append(
             Config(
                 bound=bound.name,

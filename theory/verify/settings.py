@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.validation import UserInputError, validate_one
+from theory.validation import UserInputError, check_memory, validate_one
 
 #: verdict labels
 HOLDS, VIOLATED, INCONCLUSIVE = "holds", "violated", "inconclusive"
@@ -276,8 +276,13 @@ class VerifySettings:
     backend: str = "numpy"
     device: str | None = None
 
+    def __post_init__(self) -> None:
+        self.validated()
+
     def validated(self) -> VerifySettings:
-        """Check every field; raise :class:`UserInputError` naming the bad one."""
+        """Check every field; raise :class:`UserInputError` naming the bad one (run on
+        construction, and again by :func:`~theory.verify.run.run_verification` in case a
+        field was changed since)."""
         validate_one("R", self.replicas)
         validate_one("R", self.rate_replicas)
         validate_one("R", self.exact_replicas)
@@ -295,6 +300,12 @@ class VerifySettings:
             validate_one("K", k)
         for h in self.consensus_H:
             validate_one("H", h)
+        R = max(self.replicas, self.rate_replicas)  # exact vs MC runs at K = d = 4
+        check_memory(
+            8.0 * 3.0 * max(R * max(self.K) * self.d, self.exact_replicas * 16),
+            f"verify: R = {R} replicas x K = {max(self.K)} workers x d = {self.d} coordinates "
+            "(--replicas, --K, --d)",
+        )
         if self.sigma is not None:
             validate_one("sigma", self.sigma)
         validate_one("zeta", self.zeta)

@@ -13,7 +13,9 @@ from theory.proofs.lemmas import (
     Identity,
     Inequality,
     Lemma,
+    borrow,
     dot,
+    from_lemma,
     sqnorm,
     vector,
 )
@@ -25,19 +27,17 @@ from theory.proofs.palsgd.notation import (
     D,
     Gam,
     Gap,
-    K,
     L,
     Lam,
     M,
     Phi,
     Vbar,
+    W,
     alpha,
     eta,
     f0,
     fplus,
     ip,
-    p,
-    sigma,
     zeta,
 )
 
@@ -71,9 +71,9 @@ def _descent_spot_check() -> tuple[bool, str]:
     )
 
 
-def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
-    a, mv = vector("a"), vector("m")
-    L6 = Cited(
+def l6_descent() -> Lemma:
+    """L6: the descent lemma of an L-smooth function (cited, spot-checked)."""
+    return Cited(
         "L6",
         "Descent lemma",
         "If f is L-smooth, f(y) <= f(x) + <grad f(x), y - x> + (L/2)||y - x||^2 for all x, y.",
@@ -82,7 +82,12 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
         reference="Nesterov, Introductory Lectures on Convex Optimization (2004), Lemma 1.2.3",
         spot_check=_descent_spot_check,
     )
-    L7 = Identity(
+
+
+def l7_polarisation() -> Lemma:
+    """L7: polarisation of the inner product in the descent lemma."""
+    a, mv = vector("a"), vector("m")
+    return Identity(
         "L7",
         "Polarisation",
         "-alpha<a, m> + (L alpha^2/2)||m||^2 = -(alpha/2)||a||^2 - (alpha/2)(1 - alpha L)||m||^2 "
@@ -93,9 +98,13 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
         - alpha / 2 * (1 - alpha * L) * sqnorm(mv)
         + alpha / 2 * sqnorm(a - mv),
     )
+
+
+def l8_mean_square() -> Lemma:
+    """L8: the mean-square decomposition (checked for K = 3)."""
     vs = [vector(f"v{k}") for k in range(3)]
     vbar = (vs[0] + vs[1] + vs[2]) / 3
-    L8 = Identity(
+    return Identity(
         "L8",
         "Mean-square decomposition (Jensen)",
         "(1/K) sum_k ||v_k||^2 = ||vbar||^2 + (1/K) sum_k ||v_k - vbar||^2. Consequences: "
@@ -109,9 +118,12 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
         lhs=sum((sqnorm(v) for v in vs), sp.S.Zero) / 3,
         rhs=sqnorm(vbar) + sum((sqnorm(v - vbar) for v in vs), sp.S.Zero) / 3,
     )
+
+
+def l9_gradient_gap() -> Lemma:
+    """L9: the pull bias folded into the gradient gap, (L + eta)^2 (C + ||w||^2)."""
     dl, w = vector("delta"), vector("w")
-    Cs = sp.Symbol("C", nonnegative=True)
-    L9 = Inequality(
+    return Inequality(
         "L9",
         "Gradient gap",
         "||grad f(xbar) - mbar||^2 <= (L + eta)^2 D, mbar = (1/K) sum_k grad f_k(x_k) + eta(xbar - z).",
@@ -120,8 +132,8 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
         "C + ||w||^2 = D (L8).",
         uses=("L8", "A1"),
         lhs=sqnorm(dl - eta * w),
-        rhs=(L + eta) ** 2 * (Cs + sqnorm(w)),
-        hypotheses=(Hypothesis("L8/A1", L**2 * Cs - sqnorm(dl), "||delta||^2 <= L^2 C"),),
+        rhs=(L + eta) ** 2 * (C + sqnorm(w)),
+        hypotheses=(Hypothesis("L8/A1", L**2 * C - sqnorm(dl), "||delta||^2 <= L^2 C"),),
         multipliers={"L8/A1": (L + eta) ** 2 / L**2},
         nonneg_terms=(
             eta * (2 * L + eta) / L**2 * sqnorm(dl + L**2 * w / (2 * L + eta)),
@@ -129,8 +141,12 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
         ),
         domain=DOMAIN,
     )
+
+
+def l10a_young() -> Lemma:
+    """L10a: ||a + b||^2 <= 2||a||^2 + 2||b||^2."""
     va, vb = vector("a"), vector("b")
-    L10a = Inequality(
+    return Inequality(
         "L10a",
         "Two-term Young inequality",
         "||a + b||^2 <= 2||a||^2 + 2||b||^2.",
@@ -139,7 +155,11 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
         rhs=2 * sqnorm(va) + 2 * sqnorm(vb),
         nonneg_terms=(sqnorm(va - vb),),
     )
-    L10 = Inequality(
+
+
+def l10_heterogeneity_split(l10a: Lemma) -> Lemma:
+    """L10: Lam <= 2 L^2 D + 2 zeta^2 + 2 Phi; L10a's hypothesis is built from its object."""
+    return Inequality(
         "L10",
         "Heterogeneity split",
         "Lam = (1/K) sum_k ||grad f_k(x_k)||^2 <= 2 L^2 D + 2 zeta^2 + 2 Phi.",
@@ -155,40 +175,39 @@ def _descent_lemmas(co: dict[str, sp.Expr], coins: str) -> list[Lemma]:
             Hypothesis(
                 "A3", zeta**2 + Phi - Bq, "(1/K) sum_k ||grad f_k(xbar)||^2 <= zeta^2 + Phi (L8)"
             ),
-            Hypothesis("L10a", 2 * A_ + 2 * Bq - Lam, "L10a averaged over workers"),
+            borrow(l10a, "L10a", Lam, {"a": A_, "b": Bq}),  # averaged over workers
             Hypothesis("L8", D - C, "C <= D"),
         ),
         multipliers={"L10a": 1, "A1": 2, "A3": 2, "L8": 2 * L**2},
         domain=DOMAIN,
     )
-    out: list[Lemma] = [L6, L7, L8, L9, L10a, L10]
-    if coins == "shared":
-        out.append(
-            Inequality(
-                "L10s",
-                "Mean-gradient split (shared coins)",
-                "Gam = ||(1/K) sum_k grad f_k(x_k)||^2 <= 2 L^2 D + 2 Phi.",
-                "(1/K) sum_k grad f_k(x_k) = grad f(xbar) - delta; L10a, then ||delta||^2 <= L^2 C "
-                "<= L^2 D (L8).",
-                uses=("L10a", "L8", "A1"),
-                lhs=Gam,
-                rhs=2 * L**2 * D + 2 * Phi,
-                hypotheses=(
-                    Hypothesis("L10a", 2 * A_ + 2 * Phi - Gam, "L10a with ||delta||^2 = A"),
-                    Hypothesis("A1", L**2 * C - A_, "||delta||^2 <= L^2 C (L8)"),
-                    Hypothesis("L8", D - C, "C <= D"),
-                ),
-                multipliers={"L10a": 1, "A1": 2, "L8": 2 * L**2},
-                domain=DOMAIN,
-            )
-        )
-    return out
 
 
-def _one_step_lemma(co: dict[str, sp.Expr]) -> Lemma:
-    """L11: one-step descent (uses C1)."""
+def l10s_mean_gradient_split(l10a: Lemma) -> Lemma:
+    """L10s (shared coins): Gam <= 2 L^2 D + 2 Phi; L10a's hypothesis from its object."""
+    return Inequality(
+        "L10s",
+        "Mean-gradient split (shared coins)",
+        "Gam = ||(1/K) sum_k grad f_k(x_k)||^2 <= 2 L^2 D + 2 Phi.",
+        "(1/K) sum_k grad f_k(x_k) = grad f(xbar) - delta; L10a, then ||delta||^2 <= L^2 C "
+        "<= L^2 D (L8).",
+        uses=("L10a", "L8", "A1"),
+        lhs=Gam,
+        rhs=2 * L**2 * D + 2 * Phi,
+        hypotheses=(
+            borrow(l10a, "L10a", Gam, {"a": A_, "b": Phi}),  # ||delta||^2 = A
+            Hypothesis("A1", L**2 * C - A_, "||delta||^2 <= L^2 C (L8)"),
+            Hypothesis("L8", D - C, "C <= D"),
+        ),
+        multipliers={"L10a": 1, "A1": 2, "L8": 2 * L**2},
+        domain=DOMAIN,
+    )
+
+
+def l11_one_step(co: dict[str, sp.Expr], l5c: Lemma, l9: Lemma) -> Lemma:
+    """L11: one-step descent (uses C1); L5c's and L9's hypotheses from their objects."""
     c1 = Hypothesis.condition("C1", alpha * L, 1, "step: alpha <= 1/L")
-    L11 = Inequality(
+    return Inequality(
         "L11",
         "One-step descent",
         "E f(xbar_{t+1}) <= E f(xbar_t) - (alpha/2) Phi_t + c_D D_t + c_Gam Gam_t + n_1.",
@@ -211,24 +230,17 @@ def _one_step_lemma(co: dict[str, sp.Expr]) -> Lemma:
                 equality=True,
             ),
             c1,
-            Hypothesis(
-                "L9", (L + eta) ** 2 * D - Gap, "Gap = ||grad f(xbar) - mbar||^2 <= (L+eta)^2 D"
-            ),
-            Hypothesis(
-                "L5c",
-                (2 * (1 - p) * eta**2 * D / p + 2 * p * Gam / (1 - p)) / co["kappa"]
-                + sigma**2 / (K * (1 - p))
-                - Vbar,
-                "variance of the averaged direction",
-            ),
+            borrow(l9, "L9", Gap, {"w": W}),  # Gap = ||grad f(xbar) - mbar||^2, ||w||^2 = W
+            Hypothesis("L8", D - C - W, "L8: D = C + W", equality=True),
+            from_lemma(l5c, "L5c"),
         ),
         multipliers={
             "L6": 1,
             "L7": alpha,
             "C1": alpha / 2 * M,
             "L9": alpha / 2,
+            "L8": alpha / 2 * (L + eta) ** 2,
             "L5c": L * alpha**2 / 2,
         },
         domain=DOMAIN,
     )
-    return L11

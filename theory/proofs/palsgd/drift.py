@@ -1,5 +1,7 @@
 """Drift within a round (L12-L16): unrolled deviation, martingale sums, anchor distance.
 
+One function per lemma; L14 and L16 are certified for every t and H by induction.
+
 Part of :mod:`theory.proofs.palsgd` (``docs/palsgd_proof.md``)."""
 
 from __future__ import annotations
@@ -9,28 +11,32 @@ import sympy as sp
 from theory.proofs.lemmas import (
     Branches,
     CheckResult,
+    Domain,
     Family,
     Hypothesis,
     Identity,
+    Induction,
     Inequality,
     Lemma,
+    borrow,
     expect,
+    from_lemma,
     is_zero,
     mean_zero_two_point,
     sqnorm,
     vector,
 )
-from theory.proofs.palsgd.notation import DOMAIN, SD, H, SLam, alpha, eta, p, sigma
+from theory.proofs.palsgd.notation import DOMAIN, SD, H, SLam, alpha, eta, p, sigma, t_step
 
 
 # ----------------------------------------------------------------------------- drift
-def _pull_contraction_lemma() -> Lemma:
+def l15a_pull_contraction() -> Lemma:
     """L15a: the mean pull contracts (uses C2)."""
     q = 1 - alpha * eta
     c2 = Hypothesis.condition(
         "C2", alpha * eta, 2, "mean pull: alpha*eta <= 2, so |1 - alpha*eta| <= 1"
     )
-    L15a = Inequality(
+    return Inequality(
         "L15a",
         "Pull contraction",
         "Under C2, q^2 = (1 - alpha eta)^2 <= 1, hence q^(2j) <= 1 for j >= 0.",
@@ -42,7 +48,6 @@ def _pull_contraction_lemma() -> Lemma:
         multipliers={"C2": alpha * eta},
         domain=DOMAIN,
     )
-    return L15a
 
 
 def _unrolled_step_every_t(q: sp.Expr) -> Lemma:
@@ -99,21 +104,20 @@ def _common_powers(expr: sp.Expr) -> sp.Expr:
     return sp.expand(expr)
 
 
-def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
+def l12_unrolled_deviation() -> Lemma:
+    """L12: the anchor deviation unrolled (instances t = 1..5 and the step for every t)."""
     q = 1 - alpha * eta
     g = sp.IndexedBase("grad")
     xi = sp.IndexedBase("xi")
-    # L12: unrolled anchor deviation, instances t = 1..5 (scalar coordinates suffice: linear)
-    parts = []
+    parts: list[Lemma] = []
     for t in range(1, 6):
         e = sp.S.Zero
         for s in range(t):
-            m = g[s] + eta * e
-            e = e - alpha * (m + xi[s])
+            e = e - alpha * (g[s] + eta * e + xi[s])
         closed = -alpha * sum((q ** (t - 1 - s) * (g[s] + xi[s]) for s in range(t)), sp.S.Zero)
         parts.append(Identity(f"L12[t={t}]", "", "", lhs=e, rhs=closed))
     parts.append(_unrolled_step_every_t(q))
-    L12 = Family(
+    return Family(
         "L12",
         "Unrolled anchor deviation",
         "From e_0 = 0 and e_{s+1} = e_s - alpha(grad f_k(x_s) + eta e_s + xi_s) (xi_s = G_s - E_s G_s): "
@@ -124,18 +128,21 @@ def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
         uses=("L1",),
         parts=tuple(parts),
     )
-    # L13: martingale orthogonality on a two-step tree with branch-dependent second step
-    x0, pi0 = mean_zero_two_point("z0")
+
+
+def l13_martingale() -> Lemma:
+    """L13: martingale orthogonality on a two-step tree with a branch-dependent second step."""
+    x0, _ = mean_zero_two_point("z0")
     v = [vector(f"u{i}") for i in range(2)]
     rho = [sp.Symbol(f"rho{i}", positive=True) for i in range(2)]
-    c0, c1s = sp.symbols("c0 c1", real=True)
+    c0, c1 = sp.symbols("c0 c1", real=True)
     lhs = sp.S.Zero
     second = sp.S.Zero
     for i, (pr0, val0) in enumerate(x0.outcomes):
         branch = Branches.of((rho[i], v[i]), (1 - rho[i], -rho[i] * v[i] / (1 - rho[i])))
-        lhs += pr0 * expect(lambda x1, val0=val0: sqnorm(c0 * val0 + c1s * x1), branch)
+        lhs += pr0 * expect(lambda x1, val0=val0: sqnorm(c0 * val0 + c1 * x1), branch)
         second += pr0 * expect(sqnorm, branch)
-    L13 = Identity(
+    return Identity(
         "L13",
         "Martingale orthogonality",
         "For martingale differences xi_s (E[xi_s | past] = 0) and fixed weights c_s: "
@@ -143,46 +150,93 @@ def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
         "Cross terms E<xi_r, xi_s> (r < s) vanish by the tower property. Checked on a two-step "
         "tree whose second-step distribution depends on the first step's branch.",
         lhs=lhs,
-        rhs=c0**2 * expect(sqnorm, x0) + c1s**2 * second,
+        rhs=c0**2 * expect(sqnorm, x0) + c1**2 * second,
     )
-    parts = []
-    for t in range(1, 5):
-        vs = [vector(f"v{s}") for s in range(t)]
-        cs = sp.symbols(f"c0:{t}", real=True)
-        total = sum((cs[s] * vs[s] for s in range(t)), sp.zeros(2, 1))
-        hyps = tuple(Hypothesis(f"c{s}", 1 - cs[s] ** 2, "c_s^2 <= 1") for s in range(t))
-        parts.append(
-            Inequality(
-                f"L14[t={t}]",
-                "",
-                "",
-                lhs=sqnorm(total),
-                rhs=t * sum((sqnorm(vv) for vv in vs), sp.S.Zero),
-                hypotheses=hyps,
-                multipliers={f"c{s}": t * sqnorm(vs[s]) for s in range(t)},
-                nonneg_terms=tuple(
-                    sqnorm(cs[r] * vs[r] - cs[s] * vs[s]) for r in range(t) for s in range(r + 1, t)
-                ),
-            )
-        )
-    L14 = Family(
+
+
+def _cauchy_schwarz_instance(t: int) -> Lemma:
+    """L14 at a fixed t: Lagrange's identity as a certificate (a cross-check of the induction)."""
+    vs = [vector(f"v{s}") for s in range(t)]
+    cs = sp.symbols(f"c0:{t}", real=True)
+    total = sum((cs[s] * vs[s] for s in range(t)), sp.zeros(2, 1))
+    return Inequality(
+        f"L14[t={t}]",
+        "",
+        "",
+        lhs=sqnorm(total),
+        rhs=t * sum((sqnorm(vv) for vv in vs), sp.S.Zero),
+        hypotheses=tuple(Hypothesis(f"c{s}", 1 - cs[s] ** 2, "c_s^2 <= 1") for s in range(t)),
+        multipliers={f"c{s}": t * sqnorm(vs[s]) for s in range(t)},
+        nonneg_terms=tuple(
+            sqnorm(cs[r] * vs[r] - cs[s] * vs[s]) for r in range(t) for s in range(r + 1, t)
+        ),
+    )
+
+
+def l14_cauchy_schwarz() -> Lemma:
+    """L14 for every t >= 1, by induction: ||S_t||^2 <= t N_t with S_t = sum_{s<t} c_s v_s,
+    N_t = sum_{s<t} ||v_s||^2 and c_s^2 <= 1."""
+    t = t_step
+    S, v = vector("S"), vector("v")
+    c = sp.Symbol("c", real=True)
+    N = sp.Symbol("N_v", nonnegative=True)
+    j = sp.Symbol("j", nonnegative=True)
+    c_ok = Hypothesis("c", 1 - c**2, "c_t^2 <= 1")
+    advance = {t: t + 1, N: N + sqnorm(v), **{S[i]: S[i] + c * v[i] for i in range(len(S))}}
+    base = Inequality(
+        "L14[base t=1]",
+        "",
+        "",
+        lhs=sqnorm(c * v),
+        rhs=sqnorm(v),
+        hypotheses=(c_ok,),
+        multipliers={"c": sqnorm(v)},
+    )
+    step = Inequality(
+        "L14[step]",
+        "",
+        "",
+        lhs=sqnorm(S + c * v),
+        rhs=(t + 1) * (N + sqnorm(v)),
+        hypotheses=(Hypothesis("IH", t * N - sqnorm(S), "claim at t"), c_ok),
+        multipliers={"IH": 1 + 1 / t, "c": (1 + t) * sqnorm(v)},
+        nonneg_terms=(sqnorm(S - t * c * v) / t,),
+        domain=Domain({t: 1 + j}, "t >= 1 (t = 1 + j)"),
+    )
+    return Induction(
         "L14",
         "Weighted Cauchy-Schwarz",
-        "If c_s^2 <= 1: ||sum_{s<t} c_s v_s||^2 <= t sum_{s<t} ||v_s||^2.",
-        "Lagrange's identity t sum ||c_s v_s||^2 - ||sum c_s v_s||^2 = sum_{r<s} ||c_r v_r - c_s v_s||^2, "
-        "then c_s^2 <= 1. Checked for t = 1..4.",
-        parts=tuple(parts),
+        "If c_s^2 <= 1: ||sum_{s<t} c_s v_s||^2 <= t sum_{s<t} ||v_s||^2, for every t >= 1.",
+        "Induction on t. Base t = 1: ||c_0 v_0||^2 <= ||v_0||^2. Step: with S = sum_{s<t} c_s v_s "
+        "and N = sum_{s<t} ||v_s||^2, ||S + c v||^2 <= (1 + 1/t)||S||^2 + (1 + t) c^2 ||v||^2 "
+        "(the slack is ||S - t c v||^2/t) <= (t + 1)(N + ||v||^2) by the claim at t and c^2 <= 1. "
+        "Cross-checked by Lagrange's identity for t = 1..4.",
+        lhs=sqnorm(S),
+        rhs=t * N,
+        var=t,
+        start=1,
+        advance=advance,
+        base_subs={N: sqnorm(v), **{S[i]: c * v[i] for i in range(len(S))}},
+        base=base,
+        step=step,
+        extra=tuple(_cauchy_schwarz_instance(n) for n in range(1, 5)),
     )
-    t = sp.Symbol("t", positive=True, integer=True)
-    Dt, At, Bt, SLt, SDt, SVt, SVqt = sp.symbols(
-        "D_t A_t B_t SLam_t SD_t SV_t SVq_t", nonnegative=True
-    )
+
+
+# per-worker, per-step scalars of L15 (sums over s < t, averaged over the workers)
+Dt, At, Bt, SLt, SDt, SVt, SVqt = sp.symbols("D_t A_t B_t SLam_t SD_t SV_t SVq_t", nonnegative=True)
+
+
+def l15_anchor_distance(l4: Lemma, l14: Lemma) -> Lemma:
+    """L15: the anchor distance at step t; L4's and L14's hypotheses from their objects."""
+    t = t_step
     rhs15 = (
         2
         * alpha**2
         * ((t + 2 * p / (1 - p)) * SLt + 2 * (1 - p) * eta**2 * SDt / p + t * sigma**2 / (1 - p))
     )
-    L15 = Inequality(
+    N = next(s for s in sp.sympify(l14.rhs).free_symbols if s != t)  # type: ignore[attr-defined]
+    return Inequality(
         "L15",
         "Anchor distance at step t",
         "D_t <= 2 alpha^2 sum_{s<t} [(t + 2p/(1-p)) Lam_s + 2(1-p) eta^2 D_s/p + sigma^2/(1-p)], "
@@ -196,17 +250,12 @@ def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
         rhs=rhs15,
         hypotheses=(
             Hypothesis("L12+L10a", 2 * alpha**2 * At + 2 * alpha**2 * Bt - Dt, "split of e_t"),
-            Hypothesis("L14", t * SLt - At, "weighted Cauchy-Schwarz with c_s = q^{t-1-s}"),
+            # L14 with c_s = q^{t-1-s} (L15a), v_s = grad_s, averaged: N_t -> SLam_t
+            borrow(l14, "L14", At, subs={N: SLt}),
             Hypothesis("L13", SVqt - Bt, "B_t = sum q^{2(t-1-s)} E Var_s", equality=True),
             Hypothesis("L15a", SVt - SVqt, "q^{2j} <= 1 and Var_s >= 0"),
-            Hypothesis(
-                "L4",
-                2 * (1 - p) * eta**2 * SDt / p
-                + 2 * p * SLt / (1 - p)
-                + t * sigma**2 / (1 - p)
-                - SVt,
-                "L4 summed over s < t and averaged over workers",
-            ),
+            # L4 summed over the t steps s < t and averaged over the workers
+            borrow(l4, "L4", SVt / t, {"e": SDt / t, "g": SLt / t}, scale=t),
         ),
         multipliers={
             "L12+L10a": 1,
@@ -217,15 +266,25 @@ def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
         },
         domain=DOMAIN,
     )
-    # L16: the round sum
-    P = co["P"]
-    s_, t_ = sp.symbols("s t_", integer=True, nonnegative=True)
-    round_rhs = (
-        alpha**2 * (H - 1) * P * SLam
+
+
+def _round_drift_rhs(co: dict[str, sp.Expr]) -> sp.Expr:
+    return (
+        alpha**2 * (H - 1) * co["P"] * SLam
         + 4 * alpha**2 * eta**2 * (H - 1) * (1 - p) / p * SD
         + alpha**2 * sigma**2 * H * (H - 1) / (1 - p)
     )
-    parts16: list[Lemma] = [
+
+
+def _l15_at(l15: Lemma, name: str, t: sp.Expr, slam: sp.Expr, sd: sp.Expr, d: sp.Expr):
+    """L15 at step ``t`` with its partial sums ``slam``, ``sd`` and its ``D_t = d``."""
+    return from_lemma(l15, name, subs={t_step: t, SLt: slam, SDt: sd, Dt: d})
+
+
+def _round_drift_cross_checks(co: dict[str, sp.Expr], l15: Lemma) -> tuple[Lemma, ...]:
+    """The exchange-of-sums weights (symbolic s, H) and the whole inequality for H = 1..5."""
+    s_, t_ = sp.symbols("s t_", integer=True, nonnegative=True)
+    parts: list[Lemma] = [
         Identity(
             "L16[w1]",
             "",
@@ -247,41 +306,82 @@ def _drift_lemmas(co: dict[str, sp.Expr]) -> list[Lemma]:
         ),
         Inequality("L16[b2]", "", "", lhs=H - 1 - s_, rhs=H - 1, nonneg_terms=(s_,)),
     ]
-    for Hn in range(1, 6):
-        lam = sp.symbols(f"Lam0:{Hn}", nonnegative=True)
-        dd = sp.symbols(f"D0:{Hn}", nonnegative=True)
-        sub = {H: Hn}
-        hyps = []
-        for tt in range(Hn):
-            r15 = rhs15.subs({t: tt, SLt: sum(lam[:tt], sp.S.Zero), SDt: sum(dd[:tt], sp.S.Zero)})
-            hyps.append(Hypothesis(f"L15[t={tt}]", r15 - dd[tt], "L15 at step t"))
-        goal_rhs = round_rhs.subs(sub).subs({SLam: sum(lam, sp.S.Zero), SD: sum(dd, sp.S.Zero)})
-        goal_lhs = sum(dd, sp.S.Zero)
-        rest = goal_rhs - goal_lhs - sum((h.slack for h in hyps), sp.S.Zero)
-        parts16.append(
+    for n in range(1, 6):
+        lam = sp.symbols(f"Lam0:{n}", nonnegative=True)
+        dd = sp.symbols(f"D0:{n}", nonnegative=True)
+        hyps = [
+            _l15_at(l15, f"L15[t={k}]", k, sum(lam[:k], sp.S.Zero), sum(dd[:k], sp.S.Zero), dd[k])
+            for k in range(n)
+        ]
+        rhs = _round_drift_rhs(co).subs(H, n).subs({SLam: sum(lam), SD: sum(dd)})
+        rest = rhs - sum(dd) - sum((h.slack for h in hyps), sp.S.Zero)
+        parts.append(
             Inequality(
-                f"L16[H={Hn}]",
+                f"L16[H={n}]",
                 "",
                 "",
-                lhs=goal_lhs,
-                rhs=goal_rhs,
+                lhs=sum(dd),
+                rhs=rhs,
                 hypotheses=tuple(hyps),
                 multipliers={h.name: 1 for h in hyps},
                 nonneg_terms=(sp.expand(rest),),
                 domain=DOMAIN,
             )
         )
-    L16 = Family(
+    return tuple(parts)
+
+
+def l16_round_drift(co: dict[str, sp.Expr], l15: Lemma) -> Lemma:
+    """L16 for every H >= 1, by induction on H; its L15 hypotheses from L15's object."""
+    rhs = _round_drift_rhs(co)
+    DH, LH, D1, Lam1 = sp.symbols("D_H Lam_H D_first Lam_first", nonnegative=True)
+    advance = {H: H + 1, SD: SD + DH, SLam: SLam + LH}
+    base = Inequality(
+        "L16[base H=1]",
+        "",
+        "",
+        lhs=D1,
+        rhs=rhs.xreplace({H: 1, SD: D1, SLam: Lam1}),
+        hypotheses=(_l15_at(l15, "L15", 0, 0, 0, D1),),
+        multipliers={"L15": 1},
+        domain=DOMAIN,
+    )
+    step = Inequality(
+        "L16[step]",
+        "",
+        "",
+        lhs=SD + DH,
+        rhs=rhs.xreplace(advance),
+        hypotheses=(
+            Hypothesis("IH", rhs - SD, "claim at H"),
+            _l15_at(l15, "L15", H, SLam, SD, DH),
+        ),
+        multipliers={"IH": 1, "L15": 1},
+        nonneg_terms=(
+            alpha**2 * H * (H + 1 + 4 * p / (1 - p)) * LH,
+            4 * alpha**2 * eta**2 * H * (1 - p) / p * DH,
+        ),
+        domain=DOMAIN,
+    )
+    return Induction(
         "L16",
         "Anchor distance over a round",
         "SD <= alpha^2 (H-1) P SLam + 4 alpha^2 eta^2 (H-1)(1-p)/p SD + alpha^2 sigma^2 H(H-1)/(1-p), "
-        "P = H + 4p/(1-p); SD, SLam, SPhi are sums over the H steps of a round.",
-        "Sum L15 over t < H and exchange the sums: the weight of step s is "
-        "sum_{t=s+1}^{H-1} t = (H-1-s)(H+s)/2 <= H(H-1)/2 for Lam_s and H-1-s <= H-1 for D_s; "
-        "the noise weight is sum_s (H-1-s) = H(H-1)/2. Checked: the weight identities for "
-        "symbolic s, H; the weight bounds by certificate; the whole inequality as a "
-        "certificate for H = 1..5.",
+        "P = H + 4p/(1-p), for every H >= 1; SD, SLam, SPhi are sums over the H steps of a round.",
+        "Induction on H. Base H = 1: D_0 <= 0 is L15 at t = 0. Step H -> H + 1: add L15 at t = H "
+        "(its sums over s < H are SLam and SD) to the claim at H; the coefficients of SLam, SD "
+        "and sigma^2 then match the claim at H + 1 exactly, and what is left is "
+        "alpha^2 H (H + 1 + 4p/(1-p)) Lam_H + 4 alpha^2 eta^2 H (1-p)/p D_H >= 0. "
+        "Cross-checks: the exchange-of-sums weights (symbolic s, H) and the whole inequality "
+        "for H = 1..5.",
         uses=("L15",),
-        parts=tuple(parts16),
+        lhs=SD,
+        rhs=rhs,
+        var=H,
+        start=1,
+        advance=advance,
+        base_subs={SD: D1, SLam: Lam1},
+        base=base,
+        step=step,
+        extra=_round_drift_cross_checks(co, l15),
     )
-    return [L12, L13, L14, L15, L16]

@@ -7,9 +7,7 @@ from __future__ import annotations
 import sympy as sp
 
 from theory import symbols as S
-from theory.proofs.lemmas import (
-    Domain,
-)
+from theory.proofs.lemmas import Domain
 
 COINS = ("independent", "shared")
 
@@ -31,6 +29,7 @@ ip, f0, fplus = sp.symbols("ip f_x f_next", real=True)
 SPhi, SLam, SGam, SD = sp.symbols("SPhi SLam SGam SD", **_nn)
 Delta = sp.Symbol("Delta", real=True)
 Omega = sp.Symbol("Omega", positive=True)
+t_step = sp.Symbol("t", positive=True, integer=True)  # step index inside a round
 
 
 def specialise_p0(expr):
@@ -51,6 +50,7 @@ def specialise_p0(expr):
 def coefficients(coins: str = "independent") -> dict[str, sp.Expr]:
     """The named constants of the proof (docs, section "Constants").
 
+    ``Q`` is the round constant of L18 (``Q_parts`` its terms, for display).
     ``kappa``: how many independent coins are averaged in the step direction (``K`` for
     independent coins, ``1`` for shared); ``chi``: whether the coin variance sees the
     heterogeneity (``1`` independent, ``0`` shared).
@@ -66,6 +66,12 @@ def coefficients(coins: str = "independent") -> dict[str, sp.Expr]:
     c_prime = c_D + 2 * L**2 * c_gam
     rho_D = 2 * alpha**2 * (H - 1) * (L**2 * P + 2 * eta**2 * (1 - p) / p)
     loss = 2 * c_gam + 3 * alpha**2 * (H - 1) * P * c_prime
+    q_parts = (
+        H * n1,
+        H * 2 * chi * c_gam * zeta**2,
+        H * 3 * alpha**2 * (H - 1) * P * c_prime * zeta**2,
+        sp.Rational(3, 2) * c_prime * alpha**2 * sigma**2 * H * (H - 1) / (1 - p),
+    )
     return {
         "kappa": kappa,
         "chi": chi,
@@ -77,4 +83,6 @@ def coefficients(coins: str = "independent") -> dict[str, sp.Expr]:
         "rho_D": rho_D,
         "loss": loss,
         "omega": alpha / 2 - loss,
+        "Q": sp.Add(*q_parts),
+        "Q_parts": q_parts,
     }

@@ -1,6 +1,6 @@
 """Oracle facts of the PALSGD step (L1-L5c): mean, second moment, variance, averaging.
 
-Part of :mod:`theory.proofs.palsgd` (``docs/palsgd_proof.md``)."""
+One function per lemma, in the order of ``docs/palsgd_proof.md``. Part of :mod:`theory.proofs.palsgd` (``docs/palsgd_proof.md``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from theory.proofs.lemmas import (
     Identity,
     Inequality,
     Lemma,
+    borrow,
     dot,
     expect,
     mean_zero_two_point,
@@ -55,16 +56,17 @@ def _var_formula(e, g, noise2):
     )
 
 
-def _oracle_lemmas() -> list[Lemma]:
+def _step_vectors():
+    """The vectors of one worker's step: ``e = x - z``, ``g = grad f_k(x)``, the noise law."""
     e, g = vector("e"), vector("g")
     noise, _ = mean_zero_two_point("xi")
-    noise2 = expect(sqnorm, noise)
-    m = g + eta * e
+    return e, g, noise
 
-    def G(b, xi):
-        return _oracle(b, e, g, xi)
 
-    L1 = Identity(
+def l1_oracle_mean() -> Lemma:
+    """L1 (I1): the PALSGD direction is unbiased for the gradient of the pulled objective."""
+    e, g, noise = _step_vectors()
+    return Identity(
         "L1",
         "Oracle mean (I1)",
         "E[G] = grad f_k(x) + eta (x - z): in expectation a PALSGD step is a gradient step of "
@@ -72,29 +74,45 @@ def _oracle_lemmas() -> list[Lemma]:
         "Weighted sum of the pull branch (prob. p, direction eta e/p) and the gradient branch "
         "(prob. 1-p, direction g/(1-p)) with E xi = 0.",
         uses=("A2",),
-        lhs=expect(G, _coin(), noise),
-        rhs=m,
+        lhs=expect(lambda b, xi: _oracle(b, e, g, xi), _coin(), noise),
+        rhs=g + eta * e,
     )
-    L2 = Identity(
+
+
+def l2_oracle_second_moment() -> Lemma:
+    """L2: second moment of the direction (branch sum)."""
+    e, g, noise = _step_vectors()
+    return Identity(
         "L2",
         "Oracle second moment",
         "E||G||^2 = eta^2 ||e||^2 / p + (||grad f_k||^2 + E||xi||^2)/(1-p), e = x - z.",
         "Branch sum; the cross term 2<grad f_k, xi> has mean zero.",
         uses=("A2",),
-        lhs=expect(lambda b, xi: sqnorm(G(b, xi)), _coin(), noise),
-        rhs=eta**2 * sqnorm(e) / p + (sqnorm(g) + noise2) / (1 - p),
+        lhs=expect(lambda b, xi: sqnorm(_oracle(b, e, g, xi)), _coin(), noise),
+        rhs=eta**2 * sqnorm(e) / p + (sqnorm(g) + expect(sqnorm, noise)) / (1 - p),
     )
-    L3 = Identity(
+
+
+def l3_oracle_variance() -> Lemma:
+    """L3 (I2): the variance of the direction depends on the state."""
+    e, g, noise = _step_vectors()
+    m = g + eta * e
+    return Identity(
         "L3",
         "Oracle variance (I2)",
         "E||G - E G||^2 = p(1-p)||eta e/p - grad f_k/(1-p)||^2 + E||xi||^2/(1-p): the "
         "variance depends on the state (||e||^2 and ||grad f_k||^2).",
         "L2 minus the squared mean L1, expanded.",
         uses=("L1", "L2"),
-        lhs=expect(lambda b, xi: sqnorm(G(b, xi) - m), _coin(), noise),
-        rhs=_var_formula(e, g, noise2),
+        lhs=expect(lambda b, xi: sqnorm(_oracle(b, e, g, xi) - m), _coin(), noise),
+        rhs=_var_formula(e, g, expect(sqnorm, noise)),
     )
-    L4 = Inequality(
+
+
+def l4_variance_bound() -> Lemma:
+    """L4: the state-dependent variance bounded by ||e||^2, ||grad f_k||^2 and sigma^2."""
+    e, g = vector("e"), vector("g")
+    return Inequality(
         "L4",
         "Oracle variance bound",
         "E||G - E G||^2 <= 2(1-p) eta^2 ||e||^2/p + 2p ||grad f_k||^2/(1-p) + sigma^2/(1-p).",
@@ -108,10 +126,9 @@ def _oracle_lemmas() -> list[Lemma]:
         nonneg_terms=(p * (1 - p) * sqnorm(eta * e / p + g / (1 - p)),),
         domain=DOMAIN,
     )
-    return [L1, L2, L3, L4]
 
 
-def _averaging_lemma(coins: str) -> Lemma:
+def l5_averaged_direction(coins: str) -> Lemma:
     """L5: second moment of the averaged direction over K = 2 workers (branch sum)."""
     e1, e2, g1, g2 = vector("e1"), vector("e2"), vector("g1"), vector("g2")
     n1, _ = mean_zero_two_point("xi1")
@@ -162,31 +179,22 @@ def _averaging_lemma(coins: str) -> Lemma:
     )
 
 
-def _aggregate_variance_lemma(co: dict[str, sp.Expr], coins: str) -> Lemma:
-    """L5c: Vbar <= [2(1-p) eta^2 D/p + 2p Gam/(1-p)]/kappa + sigma^2/(K(1-p))."""
+def l5c_averaged_variance(co: dict[str, sp.Expr], coins: str, l4: Lemma) -> Lemma:
+    """L5c: Vbar <= [2(1-p) eta^2 D/p + 2p Gam/(1-p)]/kappa + sigma^2/(K(1-p)); uses L4's object."""
     kappa = co["kappa"]
     rhs = (2 * (1 - p) * eta**2 * D / p + 2 * p * Gam / (1 - p)) / kappa + sigma**2 / (K * (1 - p))
     if coins == "independent":
         hyps = (
             Hypothesis("L5", Vbar - AvgVar / K, "L5: Vbar = (1/K^2) sum_k Var_k", equality=True),
-            Hypothesis(
-                "L4",
-                2 * (1 - p) * eta**2 * D / p + 2 * p * Gam / (1 - p) + sigma**2 / (1 - p) - AvgVar,
-                "L4 averaged over workers (AvgVar = (1/K) sum_k Var_k, Gam = Lam)",
-            ),
+            # L4 averaged over workers: AvgVar = (1/K) sum_k Var_k, ||e||^2 -> D, ||g||^2 -> Lam
+            borrow(l4, "L4", AvgVar, {"e": D, "g": Gam}),
         )
         mult = {"L5": -1, "L4": 1 / K}
         proof = "Average L4 over the workers and divide by K (L5)."
     else:
         hyps = (
-            Hypothesis(
-                "L4",
-                2 * (1 - p) * eta**2 * W / p
-                + 2 * p * Gam / (1 - p)
-                + sigma**2 / (K * (1 - p))
-                - Vbar,
-                "L5 with L4 applied to (ebar, gbar); noise second moment <= sigma^2/K",
-            ),
+            # L4 applied to (ebar, gbar) with noise second moment <= sigma^2/K (L5)
+            borrow(l4, "L4", Vbar, {"e": W, "g": Gam}, subs={sigma: sigma / sp.sqrt(K)}),
             Hypothesis("L8", D - W, "L8: D = C + W >= W"),
         )
         mult = {"L4": 1, "L8": 2 * (1 - p) * eta**2 / p}

@@ -21,8 +21,8 @@ from theory.proofs.lemmas import (
     by_key,
     is_zero,
 )
-from theory.proofs.palsgd.descent import _descent_lemmas, _one_step_lemma
-from theory.proofs.palsgd.drift import _drift_lemmas, _pull_contraction_lemma
+from theory.proofs.palsgd.chain import CORE, Chain
+from theory.proofs.palsgd.descent import _descent_spot_check  # noqa: F401
 from theory.proofs.palsgd.notation import (
     DOMAIN,
     F0,
@@ -34,15 +34,13 @@ from theory.proofs.palsgd.notation import (
     T,
     _u,
     alpha,
-    coefficients,
     eta,
     p,
     sigma,
     specialise_p0,
     zeta,
 )
-from theory.proofs.palsgd.oracle import _aggregate_variance_lemma, _averaging_lemma, _oracle_lemmas
-from theory.proofs.palsgd.rounds import _round_lemmas, _theorem_lemmas
+from theory.proofs.palsgd.rounds import bound_expression, sharp_expression
 
 
 # ----------------------------------------------------------------------------- the theorem
@@ -87,54 +85,35 @@ class _Core:
     """The scalar part of the chain that the statement is assembled from."""
 
     co: dict[str, sp.Expr]
-    one_step: Lemma
-    contraction: Lemma
-    rounds: list[Lemma]
-    final: list[Lemma]
+    lemmas: list[Lemma]
     Q: sp.Expr
     bound: sp.Expr
     sharp: sp.Expr
 
-    @property
-    def lemmas(self) -> list[Lemma]:
-        return [self.one_step, self.contraction, *self.rounds, *self.final]
-
 
 @cache
 def _core(coins: str) -> _Core:
-    co = coefficients(coins)
-    rounds, Q = _round_lemmas(co, coins)
-    final, bound, sharp = _theorem_lemmas(co, Q, by_key(rounds)["L18b"])
+    chain = Chain(coins)
+    co = chain.co
     # the bound is read off the last lemma (not retyped): rhs of L20 with R*H -> T,
     # displayed term by term (4 F0/(alpha T) plus 4 q/(alpha H) for each part q of Q)
-    assembled = sp.sympify(final[0].rhs).subs(R, T / H)
+    assembled = sp.sympify(chain["L20"].rhs).subs(R, T / H)  # type: ignore[attr-defined]
     display = 4 * F0 / (alpha * T) + sp.Add(*(4 * q / (alpha * H) for q in co["Q_parts"]))
-    if not is_zero(assembled - bound) or not is_zero(display - assembled):  # pragma: no cover
-        raise AssertionError("L20 does not reproduce the assembled bound")
-    return _Core(
-        co, _one_step_lemma(co), _pull_contraction_lemma(), rounds, final, Q, display, sharp
-    )
+    if not is_zero(assembled - bound_expression(co)) or not is_zero(display - assembled):
+        raise AssertionError("L20 does not reproduce the assembled bound")  # pragma: no cover
+    return _Core(co, chain.lemmas(CORE), co["Q"], display, sharp_expression(co))
 
 
 def build_chain(
-    coins: str = "independent",
+    coins: str = "independent", mutate: Callable[[Lemma], Lemma] | None = None
 ) -> tuple[list[Lemma], dict[str, sp.Expr], sp.Expr, sp.Expr, sp.Expr]:
-    """All lemmas in order, the constants, the round constant Q, the bound and the sharp bound."""
-    core = _core(coins)
-    co = core.co
-    chain: list[Lemma] = []
-    chain += _oracle_lemmas()
-    chain.append(_averaging_lemma(coins))
-    chain.append(_aggregate_variance_lemma(co, coins))
-    chain += _descent_lemmas(co, coins)
-    chain.append(core.one_step)
-    drift = _drift_lemmas(co)
-    chain += drift[:3]  # L12, L13, L14
-    chain.append(core.contraction)  # L15a
-    chain += drift[3:]  # L15, L16
-    chain += core.rounds
-    chain += core.final
-    return chain, co, core.Q, core.bound, core.sharp
+    """All lemmas in order, the constants, the round constant Q, the bound and the sharp bound.
+
+    ``mutate`` is applied to each lemma as it is built (see :class:`Chain`).
+    """
+    chain = Chain(coins, mutate)
+    co = chain.co
+    return chain.lemmas(), co, co["Q"], bound_expression(co), sharp_expression(co)
 
 
 def _collect_conditions(chain: list[Lemma]) -> list[Hypothesis]:

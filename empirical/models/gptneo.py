@@ -1,0 +1,94 @@
+"""GPT-Neo causal language models built from a :class:`transformers.GPTNeoConfig` (random
+initialisation, no weights are downloaded), and their closed-form parameter count.
+
+Layers alternate global / local attention (window 256), which is what the authors'
+configs produce (reference-implementation.md, section 7). ``transformers`` is imported on
+the first build (it takes seconds), so the ResNets and the registry load without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+from theory.validation import ParameterError, UserInputError, check_int
+
+__all__ = ["GPTNEO_SIZES", "gptneo_config", "build_gptneo", "gptneo_parameter_count"]
+
+#: the size fields of a GPT-Neo spec, each a positive integer
+GPTNEO_SIZES: tuple[str, ...] = (
+    "vocab_size",
+    "hidden_size",
+    "num_heads",
+    "num_layers",
+    "max_position_embeddings",
+)
+
+
+def _transformers_gptneo() -> tuple[type, type]:
+    """``(GPTNeoConfig, GPTNeoForCausalLM)`` from transformers."""
+    from transformers import GPTNeoConfig, GPTNeoForCausalLM
+
+    return GPTNeoConfig, GPTNeoForCausalLM
+
+
+def _attention_types(num_layers: int) -> list:
+    """Alternating global/local attention in GPTNeoConfig's run-length format."""
+    types: list = [[["global", "local"], num_layers // 2]] if num_layers >= 2 else []
+    if num_layers % 2:
+        types.append([["global"], 1])
+    return types
+
+
+def gptneo_config(spec: Mapping[str, Any]) -> Any:
+    """The ``GPTNeoConfig`` of a spec (``GPTNeoConfig`` fields): alternating attention and,
+    unless given, BOS = EOS = GPT-2's ``<|endoftext|>`` (50256) or the vocabulary's last id."""
+    config_class, _ = _transformers_gptneo()
+    cfg = dict(spec)
+    n_layers = int(cfg["num_layers"])
+    cfg.setdefault("attention_types", _attention_types(n_layers))
+    vocab = int(cfg["vocab_size"])
+    # GPT-2 BPE's <|endoftext|> is 50256; smaller vocabularies use their last id (the byte
+    # tokenizer's EOS is 256 = vocab_size - 1).
+    eos = 50256 if vocab > 50256 else vocab - 1
+    cfg.setdefault("bos_token_id", eos)
+    cfg.setdefault("eos_token_id", eos)
+    try:
+        return config_class(**cfg)
+    except (TypeError, ValueError) as exc:
+        raise UserInputError(f"invalid GPT-Neo configuration {cfg}: {exc}") from None
+
+
+def build_gptneo(spec: Mapping[str, Any]) -> nn.Module:
+    """A ``GPTNeoForCausalLM`` of a spec, its sizes checked (positive integers, ``num_heads``
+    dividing ``hidden_size``); initialised by the caller's RNG on the current device."""
+    for key in GPTNEO_SIZES:
+        check_int(key, spec[key], 1, integral_floats=True)
+    if spec["hidden_size"] % spec["num_heads"]:
+        raise ParameterError(
+            "num_heads", spec["num_heads"], f"a divisor of hidden_size = {spec['hidden_size']}"
+        )
+    _, model_class = _transformers_gptneo()
+    return model_class(gptneo_config(spec))
+
+
+def gptneo_parameter_count(
+    vocab_size: int,
+    max_position_embeddings: int,
+    hidden_size: int,
+    num_layers: int,
+    intermediate_size: int | None = None,
+    **_: Any,
+) -> int:
+    """Closed-form parameter count of GPTNeoForCausalLM (tied input/output embeddings).
+
+    With V vocabulary, P positions, h hidden, m = intermediate size (default 4h), L layers:
+    ``V h + P h + L (4 h^2 + h + 2 h m + m + h + 4 h) + 2 h``: per layer q, k, v without bias
+    and the output projection with bias (4h^2 + h), the MLP (h m + m + m h + h) and two
+    LayerNorms (4h); the final LayerNorm (2h). For m = 4h a layer has 12 h^2 + 10 h.
+    """
+    h, m = int(hidden_size), int(intermediate_size or 4 * hidden_size)
+    per_layer = 4 * h * h + h + 2 * h * m + m + h + 4 * h
+    return int(vocab_size * h + max_position_embeddings * h + num_layers * per_layer + 2 * h)

@@ -1,0 +1,219 @@
+"""``palsgd probe``: its options (:func:`add_arguments`) and entry point (:func:`run`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from empirical import models
+from empirical.data import DATASET_NAMES
+from empirical.probe.report import probe_run, render, write_outputs
+from empirical.probe.runs import RunInfo, load_run, train_reference_run
+from empirical.probe.settings import ProbeSettings
+from theory.io import json_safe
+from theory.validation import UserInputError, check_int, check_output_dir
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd probe``."""
+    _source_arguments(parser)
+    _estimation_arguments(parser)
+    _output_arguments(parser)
+
+
+def _source_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_argument_group("what to probe")
+    src.add_argument(
+        "--run",
+        metavar="DIR",
+        help="output directory of a palsgd train run "
+        "(config.json, checkpoints); without it a short run is trained first",
+    )
+    src.add_argument("--model", help="model of the run to train (default gptneo-tiny)")
+    src.add_argument("--dataset", help="dataset of the run to train (default embedded-text)")
+    src.add_argument("--data-path", dest="data_path", help="file or folder of the dataset")
+    src.add_argument(
+        "--train-preset",
+        dest="train_preset",
+        metavar="NAME",
+        help="trainer preset of the run to train (default: a PALSGD run inside "
+        "the theory: inner SGD, outer averaging, no clipping)",
+    )
+    src.add_argument(
+        "--train-config",
+        dest="train_config",
+        metavar="FILE",
+        help="trainer YAML/JSON options of the run to train",
+    )
+    src.add_argument("--nproc", type=int, default=2, help="workers K of the run to train (2)")
+    src.add_argument("--steps", type=int, default=48, help="steps T of the run to train (48)")
+    src.add_argument(
+        "--iid",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="i.i.d. shards (--no-iid: each worker owns a block of the data)",
+    )
+
+
+def _estimation_arguments(parser: argparse.ArgumentParser) -> None:
+    est = parser.add_argument_group("estimation")
+    est.add_argument(
+        "--points",
+        type=int,
+        default=5,
+        help="trajectory points: the initial model and checkpoints (5)",
+    )
+    est.add_argument(
+        "--samples", type=int, default=64, help="per-sample gradients per point for sigma^2 (64)"
+    )
+    est.add_argument(
+        "--max-samples",
+        dest="max_samples",
+        type=int,
+        default=512,
+        help="probe-set size; all of the data when it is smaller (512)",
+    )
+    est.add_argument(
+        "--hvp-samples",
+        dest="hvp_samples",
+        type=int,
+        default=32,
+        help="batch of the Hessian-vector products (32)",
+    )
+    est.add_argument(
+        "--hvp-iters",
+        dest="hvp_iters",
+        type=int,
+        default=20,
+        help="power-iteration steps at most (20)",
+    )
+    est.add_argument(
+        "--hvp-tol",
+        dest="hvp_tol",
+        type=float,
+        default=1e-3,
+        help="relative stopping tolerance of the power iteration (1e-3)",
+    )
+    est.add_argument("--confidence", type=float, default=0.95, help="CI level (0.95)")
+    est.add_argument(
+        "--f-lower",
+        dest="f_lower",
+        type=float,
+        default=0.0,
+        help="lower bound of the loss, f_star >= f_lower (0: cross entropy)",
+    )
+    est.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
+    est.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (cpu)")
+
+
+def _output_arguments(parser: argparse.ArgumentParser) -> None:
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--out", metavar="DIR", help="output directory (default: RUN/probe, or runs/probe)"
+    )
+    out.add_argument("--json", action="store_true", help="print probe.json instead of text")
+    out.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress bars"
+    )
+
+
+def _device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserInputError(f"device '{name}' requested but CUDA is not available")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise UserInputError(f"unknown device '{name}': use cpu, cuda or cuda:N")
+    return name
+
+
+#: the options that are fields of :class:`ProbeSettings`
+_SETTINGS = (
+    "samples",
+    "max_samples",
+    "hvp_samples",
+    "hvp_iters",
+    "hvp_tol",
+    "confidence",
+    "f_lower",
+    "seed",
+)
+#: the options of the run the probe trains that go to :func:`train_reference_run` as they are
+_TRAIN_AS_GIVEN = ("model", "dataset", "data_path", "iid", "seed", "progress")
+
+
+def _settings(args: argparse.Namespace) -> ProbeSettings:
+    return ProbeSettings(**{name: getattr(args, name) for name in _SETTINGS})
+
+
+def _existing_run(args: argparse.Namespace) -> tuple[RunInfo, Path]:
+    """``--run DIR``: the run and the output folder (default ``DIR/probe``)."""
+    given = [
+        f"--{n.replace('_', '-')}"
+        for n in ("model", "dataset", "data_path", "train_preset", "train_config", "iid")
+        if getattr(args, n) is not None
+    ]
+    if given:
+        raise UserInputError(
+            f"--run probes an existing run; {', '.join(given)} apply only "
+            "to the run the probe trains itself"
+        )
+    run_dir = Path(args.run)
+    out = Path(args.out) if args.out else run_dir / "probe"
+    info = load_run(run_dir)
+    check_output_dir(out, "--out" if args.out else "--run (its probe/ folder)")
+    return info, out
+
+
+def _trained_run(args: argparse.Namespace, points: int) -> tuple[RunInfo, Path]:
+    """Without ``--run``: train the reference run in ``OUT/run`` (default ``runs/probe``)."""
+    if args.model is not None:
+        models.model_task(args.model)  # unknown names: UserInputError (exit 2)
+    if args.dataset is not None and args.dataset not in DATASET_NAMES:
+        raise UserInputError(
+            f"unknown dataset '{args.dataset}': known datasets are {', '.join(DATASET_NAMES)}"
+        )
+    nproc = check_int("nproc", args.nproc, 1)
+    steps = check_int("steps", args.steps, 1)
+    out = Path(args.out) if args.out else Path("runs/probe")
+    check_output_dir(out, "--out")
+    run_dir = out / "run"
+    if args.progress:
+        print(
+            f"palsgd probe: training the reference run in {run_dir} (K = {nproc}, T = {steps})",
+            file=sys.stderr,
+        )
+    train_reference_run(
+        run_dir,
+        nproc=nproc,
+        steps=steps,
+        points=points,
+        preset=args.train_preset,
+        config_file=args.train_config,
+        **{name: getattr(args, name) for name in _TRAIN_AS_GIVEN},
+    )
+    return load_run(run_dir), out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``palsgd probe``; 0 on success (bad input raises UserInputError)."""
+    settings = _settings(args)
+    points = check_int("points", args.points, 1)
+    device = _device(args.device)
+    info, out = _existing_run(args) if args.run is not None else _trained_run(args, points)
+    started = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        report = probe_run(info, settings, points=points, device=device, progress=args.progress)
+    report["seconds"] = time.perf_counter() - started
+    paths = write_outputs(report, out)
+    if args.json:
+        print(json.dumps(json_safe(report), indent=2, sort_keys=True))
+    else:
+        print(render(report))
+        print(f"\nwrote {paths['json']} and {paths['csv']}")
+    return 0

@@ -1,0 +1,76 @@
+"""The ``palsgd`` console entry point, above the three packages it dispatches to.
+
+``palsgd SUBCOMMAND [options]``. Each package registers the subcommands it owns in its
+``commands`` module (:mod:`theory.commands`, :mod:`empirical.commands`,
+:mod:`paper_figures.commands`): a name, the module that implements it, a one-line help.
+Each implementing module provides ``add_arguments(parser)`` and ``run(args) -> int`` and is
+imported only when its subcommand runs: ``palsgd check`` does not import torch (about 1 s of
+start-up), and ``palsgd --help`` imports neither numpy nor sympy. Every subcommand runs
+inside :func:`theory.guard.guarded`, which maps failures to the exit codes of
+:mod:`theory.exitcodes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from empirical import commands as empirical_commands
+from paper_figures import commands as figures_commands
+from theory import commands as theory_commands
+from theory import exitcodes
+from theory.guard import guarded
+
+__all__ = ["main", "SUBCOMMANDS"]
+
+#: name -> (module, one-line help), in the order ``palsgd --help`` lists them
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    **theory_commands.COMMANDS,
+    **empirical_commands.COMMANDS,
+    **figures_commands.COMMANDS,
+}
+
+#: subcommands that do no linear algebra: numpy's BLAS starts one thread for them (its
+#: thread pool costs tens of ms of start-up on a busy machine); a user's setting wins
+_NO_BLAS = theory_commands.NO_BLAS
+
+
+def _usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = ["usage: palsgd SUBCOMMAND [options]", "", "subcommands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in SUBCOMMANDS.items()]
+    lines += ["", "Run 'palsgd SUBCOMMAND --help' for the options of one subcommand."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``palsgd`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        print(_usage(), file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    if argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd not in SUBCOMMANDS:
+        print(f"palsgd: error: unknown subcommand {cmd!r}\n\n{_usage()}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    module_name, text = SUBCOMMANDS[cmd]
+    if cmd in _NO_BLAS and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"palsgd {cmd}", description=text)
+    module.add_arguments(parser)
+    try:
+        args = parser.parse_args(rest)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    return guarded(f"palsgd {cmd}", lambda: module.run(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""``palsgd figures``: regenerate every figure of the paper (and the toolkit's checks) at once.
+
+``palsgd figures [--scale quick|paper] [--only NAME ...] [--out DIR] [--nproc N] [--seed S]
+[--dry-run] [--data NAME=PATH ...] [--runs-dir DIR] [--no-train] [--verify-report DIR]
+[--profile NAME]``
+
+1. Plan the training runs the selected figures need (:func:`paper_figures.runs.plan_runs`);
+   ``--dry-run`` prints the plan and what the machine lacks for it, and stops.
+2. Train the runs that are not cached in ``--runs-dir`` (default ``OUT/runs``), all in one
+   ``torchrun`` launch of ``--nproc`` processes (quick: 2 gloo processes on the CPU;
+   paper: one process per GPU).
+3. Calibrate the cost model (cached in ``OUT/calibration.json``): quick scale, the gloo
+   all-reduce with the emulated slow link (:func:`empirical.costmodel.measure_allreduce` +
+   :func:`~empirical.costmodel.calibrate_link`) and each task's gradient and pull step
+   (:func:`~empirical.costmodel.measure_compute`, run in ``--nproc`` concurrent processes as
+   the training ranks run); paper scale, the GPU's steps and the link of ``--profile``.
+4. Draw each figure (:mod:`paper_figures.figures`) into ``OUT`` with its data (CSV/JSON),
+   and write ``OUT/manifest.json``: command line, versions, seed, hardware, scale, plan,
+   runs (cached or trained, durations), calibration, and per figure its files and duration.
+
+Exit codes (:mod:`theory.exitcodes`): 0 every figure drawn, 4 some figure or run failed
+(listed; the others are drawn), 2 bad input (unknown figure or scale, missing run or report
+directory, a paper-scale run on a machine without the GPUs or data it needs).
+
+Files:
+
+* ``options.py``: the options (:func:`add_arguments`) and their checks.
+* ``calibration.py``: :func:`calibrate`, the cost model of this machine.
+* ``draw.py``: one command per figure, its inputs taken from the plan, runs and options.
+* ``manifest.py``: ``OUT/manifest.json``.
+* ``command.py``: :func:`run`, the command end to end (and ``--dry-run``).
+"""
+
+from paper_figures.cli.calibration import calibrate
+from paper_figures.cli.command import run
+from paper_figures.cli.options import DEFAULT_OUT, add_arguments
+
+__all__ = ["add_arguments", "run", "calibrate", "DEFAULT_OUT"]

@@ -1,0 +1,152 @@
+"""The options of ``palsgd figures`` and their checks."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from empirical import costmodel
+from paper_figures import runs as R
+from theory import exitcodes
+from theory.validation import UserInputError
+
+__all__ = ["DEFAULT_OUT", "DEFAULT_PROFILE", "COST_FIGURES", "add_arguments", "check_inputs"]
+
+DEFAULT_OUT = "figures_out"
+#: the figures drawn with the calibrated cost model
+COST_FIGURES = frozenset(
+    {"loss_vs_time", "time_to_target", "gain_attribution", "sensitivity", "ablation"}
+)
+#: cluster profile whose link models communication at paper scale and in gain_attribution
+DEFAULT_PROFILE = "64xGPU-100Gbps"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd figures``."""
+    parser.epilog = (
+        f"figures: {', '.join(R.FIGURES)}. Exit codes: 0 all drawn, {exitcodes.FAILED} a "
+        "figure or run failed, 2 bad input (README: the exit-code table)."
+    )
+    parser.add_argument(
+        "--scale",
+        default="quick",
+        metavar="SCALE",
+        help="quick (tiny models, 2 CPU processes, ~5 min) or paper (the "
+        "paper's models; GPUs and data sets needed). Default quick",
+    )
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help="draw only these figures (default: all)"
+    )
+    parser.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=None,
+        help="training processes = workers K (default: 2 at quick scale, 4 at paper scale)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of every run (default 0)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the run plan and what is missing for it, then stop",
+    )
+    parser.add_argument(
+        "--data",
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help=f"data sets of the paper scale: {', '.join(R.DATA_NAMES)}",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        default=None,
+        help="directory of cached runs (default OUT/runs; must exist if given)",
+    )
+    parser.add_argument(
+        "--no-train", action="store_true", help="use cached runs only; a missing run is an error"
+    )
+    parser.add_argument(
+        "--verify-report",
+        default=None,
+        metavar="DIR",
+        help="draw the theory figure from this palsgd verify report instead "
+        "of running the verification",
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="cluster profile of the paper-scale attribution and of the "
+        f"paper-scale cost model (default {DEFAULT_PROFILE})",
+    )
+    parser.add_argument(
+        "--compute-calibration",
+        choices=("runs", "measure"),
+        default=None,
+        help="compute per step of the cost model: from the runs' own timers "
+        "(default at quick scale: this machine is shared, a separate "
+        "measurement sees a different load) or measured by "
+        "empirical.costmodel.measure_compute (default at paper scale)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _figures(only: Sequence[str] | None) -> list[str]:
+    if not only:
+        return list(R.FIGURES)
+    bad = [f for f in only if f not in R.FIGURES]
+    if bad:
+        raise UserInputError(
+            f"unknown figure(s) {', '.join(repr(b) for b in bad)}: valid "
+            f"figures are {', '.join(R.FIGURES)}"
+        )
+    return [f for f in R.FIGURES if f in only]
+
+
+def _parse_data(items: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise UserInputError(f"--data expects NAME=PATH, got {item!r}")
+        if name not in R.DATA_NAMES:
+            raise UserInputError(
+                f"--data: unknown data set {name!r}: valid names are {', '.join(R.DATA_NAMES)}"
+            )
+        out[name] = path
+    return out
+
+
+def _check_profile(profile: str | None) -> None:
+    if profile is None:
+        return
+    static = costmodel.CLUSTER_PROFILES.static()
+    if profile not in static:
+        raise UserInputError(
+            f"unknown cluster profile {profile!r} (--profile): valid "
+            f"profiles are {', '.join(static)}"
+        )
+
+
+def check_inputs(args: argparse.Namespace) -> tuple[str, list[str], dict[str, str], int]:
+    """The checked scale, figures, data paths and process count of the options; raises
+    :class:`UserInputError` naming the option at fault."""
+    R.check_scale(args.scale)
+    figures = _figures(args.only)
+    data = _parse_data(args.data)
+    nproc = args.nproc if args.nproc is not None else (2 if args.scale == "quick" else 4)
+    if nproc < 1:
+        raise UserInputError(f"--nproc must be >= 1, got {nproc}")
+    if args.seed < 0:
+        raise UserInputError(f"--seed must be >= 0, got {args.seed}")
+    if args.runs_dir is not None and not Path(args.runs_dir).is_dir():
+        raise UserInputError(f"runs directory '{args.runs_dir}' (--runs-dir) does not exist")
+    if args.verify_report is not None and not (Path(args.verify_report) / "results.json").is_file():
+        raise UserInputError(
+            f"verify report '{args.verify_report}' (--verify-report) does not "
+            "exist or holds no results.json"
+        )
+    _check_profile(args.profile)
+    return args.scale, figures, data, nproc

@@ -1,0 +1,76 @@
+"""Synthetic distributed problems whose constants are known exactly (or bounded, as stated).
+
+A :class:`Problem` is ``f(x) = (1/K) sum_k f_k(x)`` over ``x in R^d``, one local function
+per worker, with a stochastic-gradient oracle and the declared constants of the theory
+(see ``theory.assumptions``):
+
+* ``L``: every ``f_k`` is ``L``-smooth (A1),
+* ``sigma2``: ``E||g_k(x) - grad f_k(x)||^2 <= sigma2`` per worker and step (A2),
+* ``zeta2``: ``sup_x (1/K) sum_k ||grad f_k(x) - grad f(x)||^2 <= zeta2`` (A3),
+* ``f_star``: ``inf f >= f_star`` (A4); ``F0 = f(x0) - f_star``.
+
+``problem.exactness`` says for each constant whether it is ``"exact"`` (the supremum /
+infimum is attained or approached) or only ``"upper bound"`` / ``"lower bound"``; the
+derivation of each value is in the docstring of the problem's factory. Every array is
+float64; a batch of worker iterates ``X`` has shape ``(..., K, d)`` (leading dims e.g.
+``R`` Monte-Carlo replicas), a batch of points ``x`` has shape ``(..., d)``.
+
+Built-in problems (:data:`PROBLEMS`, :func:`make_problem`):
+
+* ``"quadratic"``: ``f_k(x) = 1/2 (x - b_k)^T A (x - b_k)``, all constants exact.
+* ``"cosine"``: separable ``sum_i x_i^2/2 + c cos(w x_i)`` plus per-worker linear terms,
+  nonconvex when ``c w^2 > 1``, all constants exact (``f_star`` by certified 1-D global
+  minimisation).
+* ``"robust_regression"``: Geman-McClure or Cauchy loss on a data matrix (nonconvex).
+* ``"logistic"``: logistic regression with the nonconvex regulariser
+  ``lambda sum_i x_i^2/(1 + x_i^2)``.
+
+Noise models: ``"gaussian"`` (isotropic, per-coordinate variance ``sigma^2/d``),
+``"rademacher"`` (coordinates ``+-sigma/sqrt(d)``), ``"finite_sum"`` (true minibatch
+sampling, with replacement, from a per-worker finite sum), ``"none"``.
+
+:func:`check_constants` samples a problem and raises :class:`~theory.validation.UserInputError`
+when a declared constant is contradicted; use it on any problem you register.
+
+Files: ``base.py`` the base class :class:`Problem` (constants, noise models, oracle calls);
+``args.py`` the factories' argument helpers (noise variance, heterogeneity and finite-sum
+scaling); ``quadratic.py``, ``cosine.py``, ``data.py`` (the shared base of the data problems)
+and ``regression.py`` (robust and logistic regression) the built-in problems and their
+factories; ``function.py`` problems from user callables; ``registry.py`` :data:`PROBLEMS`,
+:func:`register_problem`, :func:`make_problem`; ``constants.py`` :func:`check_constants`.
+"""
+
+from theory.problems.base import NOISE_MODELS, Problem
+from theory.problems.constants import ConstantsReport, check_constants, with_declared
+from theory.problems.cosine import CosineProblem, make_cosine, minimize_1d_global
+from theory.problems.function import FunctionProblem
+from theory.problems.quadratic import QuadraticProblem, make_quadratic
+from theory.problems.registry import PROBLEMS, make_problem, problem_names, register_problem
+from theory.problems.regression import (
+    LogisticProblem,
+    RobustRegressionProblem,
+    make_logistic,
+    make_robust_regression,
+)
+
+__all__ = [
+    "NOISE_MODELS",
+    "Problem",
+    "QuadraticProblem",
+    "CosineProblem",
+    "RobustRegressionProblem",
+    "LogisticProblem",
+    "FunctionProblem",
+    "make_quadratic",
+    "make_cosine",
+    "make_robust_regression",
+    "make_logistic",
+    "PROBLEMS",
+    "register_problem",
+    "make_problem",
+    "problem_names",
+    "ConstantsReport",
+    "check_constants",
+    "minimize_1d_global",
+    "with_declared",
+]

@@ -1,0 +1,90 @@
+"""The registry of problem factories and :func:`make_problem`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from theory.problems.base import Problem, check_noise
+from theory.problems.cosine import make_cosine
+from theory.problems.quadratic import make_quadratic
+from theory.problems.regression import make_logistic, make_robust_regression
+from theory.validation import ParameterError, UserInputError, check_memory, validate
+
+ProblemFactory = Callable[..., Problem]
+
+PROBLEMS: dict[str, ProblemFactory] = {
+    "quadratic": make_quadratic,
+    "cosine": make_cosine,
+    "robust_regression": make_robust_regression,
+    "logistic": make_logistic,
+}
+
+
+def register_problem(name: str, factory: ProblemFactory, *, replace: bool = False) -> None:
+    """Register ``factory(K=..., d=..., noise=..., sigma=..., zeta=..., seed=..., **kw)``."""
+    if not callable(factory):
+        raise TypeError("factory must be callable")
+    if name in PROBLEMS and not replace and PROBLEMS[name] is not factory:
+        raise UserInputError(f"a problem named {name!r} is already registered (pass replace=True)")
+    PROBLEMS[name] = factory
+
+
+def problem_names() -> list[str]:
+    """Registered problem names."""
+    return sorted(PROBLEMS)
+
+
+def _problem_bytes(factory: Any, K: float, d: float, noise: str, kw: dict[str, Any]) -> float:
+    """An estimate of the bytes a problem's arrays take: a K x d array of shifts, the
+    K x n x d samples of a finite sum or of a data problem (``n_samples``, the factory's
+    default when not given), a d x d rotation."""
+    try:
+        default = inspect.signature(factory).parameters.get("n_samples")
+    except (TypeError, ValueError):
+        default = None
+    n = kw.get("n_samples", None if default is None else default.default)
+    if n is None or n is inspect.Parameter.empty:
+        n = 32 if noise == "finite_sum" else 0
+    try:
+        n = float(n)
+    except (TypeError, ValueError):
+        n = 0.0
+    return 8.0 * (2.0 * K * d + K * n * d + (d * d if kw.get("rotate") else 0.0))
+
+
+def make_problem(
+    name: str,
+    *,
+    K: int,
+    d: int = 10,
+    noise: str = "gaussian",
+    sigma: float | None = None,
+    zeta: float = 0.0,
+    seed: int = 0,
+    **kw: Any,
+) -> Problem:
+    """Build a registered problem.
+
+    ``sigma`` defaults to 1 for additive noise and finite sums of offsets; for the data
+    problems with ``noise='finite_sum'`` it is set by the data and ``batch`` (leave it
+    ``None``). ``zeta`` is the requested heterogeneity (``zeta2 = zeta^2`` where exact).
+    ``seed`` seeds the problem's data only (not the simulation).
+    """
+    if name not in PROBLEMS:
+        raise UserInputError(f"unknown problem {name!r}: registered problems are {problem_names()}")
+    validate(K=K, d=d, zeta=zeta)
+    check_noise(noise)
+    check_memory(
+        _problem_bytes(PROBLEMS[name], float(K), float(d), noise, kw),
+        f"make_problem({name!r}): K = {K} workers x d = {d} coordinates",
+    )
+    if int(seed) < 0:
+        raise ParameterError("seed", seed, "integer in [0, inf)")
+    prob = PROBLEMS[name](
+        K=int(K), d=int(d), noise=noise, sigma=sigma, zeta=zeta, seed=int(seed), **kw
+    )
+    if not isinstance(prob, Problem):
+        raise TypeError(f"factory of {name!r} returned {type(prob).__name__}, not a Problem")
+    return prob

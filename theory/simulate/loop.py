@@ -1,0 +1,129 @@
+"""The step schedule of a simulator run, shared by the numpy and the torch backends.
+
+:class:`RunLoop` runs the steps of :mod:`theory.simulate` (recording, warm-up, coins,
+local step, sync or elastic mixing) and keeps the counters (gradient evaluations,
+all-reduces, pulls); a backend supplies the arithmetic in ``record``, ``draw``,
+``warm_step``, ``local_step``, ``mix``, ``sync`` and ``trace``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from theory.algorithm import AlgorithmSpec
+from theory.coins import CoinChunks
+from theory.problems import Problem
+from theory.simulate.trace import Trace
+
+
+class RunLoop:
+    """One run of ``spec`` on ``problem``: ``T`` steps of ``R`` replicas (inputs validated)."""
+
+    def __init__(
+        self, problem: Problem, spec: AlgorithmSpec, *, T: int, R: int, seed: int, record_every: int
+    ) -> None:
+        self.problem, self.spec = problem, spec
+        self.T, self.R, self.K, self.d = T, R, problem.K, problem.d
+        self.seed, self.record_every = seed, record_every
+        self.easgd = spec.kind == "easgd"
+        self.a_el = spec.elastic_coef(self.K) if self.easgd else 0.0
+        #: pulls act on the first m coordinates
+        self.m = min(self.d, math.ceil(spec.pull_fraction * self.d - 1e-12))
+        self.alpha, self.lr_g, self.c = spec.alpha, spec.grad_lr, spec.pull_coef
+        self.coins = None
+        if spec.local and spec.p > 0:
+            shared = spec.coins == "shared"
+            self.coins = CoinChunks(spec.seed, spec.p, R, self.K, T, shared=shared)
+        n_rec = (T + record_every - 1) // record_every
+        self.n_rec = n_rec
+        self.comm_rec = np.empty(n_rec)
+        self.ge_rec = np.empty((R, n_rec))
+        self.grad_evals = np.zeros(R)
+        self.comm = 0
+
+    # ---- the backend's arithmetic ------------------------------------------------------
+    def record(self, i: int) -> None:
+        raise NotImplementedError
+
+    def draw(self) -> Any:
+        raise NotImplementedError
+
+    def warm_step(self, draw: Any) -> None:
+        raise NotImplementedError
+
+    def local_step(self, draw: Any, i: int | None, do_grad: bool, do_pull: bool) -> None:
+        """One local step; ``i``: the step's index into ``self.coins`` (None: no pulls)."""
+        raise NotImplementedError
+
+    def mix(self) -> None:
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def trace(self) -> Trace:
+        raise NotImplementedError
+
+    # ---- the schedule --------------------------------------------------------------------
+    def run(self, progress: bool, label: str) -> Trace:
+        """Every step: record (every ``record_every``), draw the noise, then a warm-up / SGD
+        step or a local step followed, at a sync step, by the outer step or the mixing."""
+        spec = self.spec
+        steps = range(self.T)
+        for t in tqdm(steps, desc=label, unit="step") if progress else steps:
+            if t % self.record_every == 0:
+                i = t // self.record_every
+                self.record(i)
+                self.ge_rec[:, i] = self.grad_evals
+                self.comm_rec[i] = self.comm
+            draw = self.draw()
+            if not spec.local or t < spec.T0:
+                self.warm_step(draw)
+                self.grad_evals += 1.0
+                self.comm += 1
+                continue
+            self._local(t, draw)
+            if not spec.is_sync_step(t):
+                continue
+            if self.easgd:
+                self.mix()
+                self.comm += 1
+            else:
+                self.sync()
+                self.comm += spec.outer_steps_per_sync
+        return self.trace()
+
+    def _local(self, t: int, draw: Any) -> None:
+        if self.coins is None:
+            self.grad_evals += 1.0
+            self.local_step(draw, None, True, False)
+            return
+        i = self.coins.at(t)
+        n_pull = int(self.coins.n_pull[i])
+        self.grad_evals += self.coins.grad_evals[i]
+        self.local_step(draw, i, n_pull < self.R * self.K, n_pull > 0 and self.c != 0.0)
+
+    def make_trace(self, rec: dict[str, np.ndarray], **final: np.ndarray) -> Trace:
+        """The :class:`Trace` of the run from the recorded ``gn, lg, cons, anc`` (R, n_rec)
+        and the ``final_x``, ``anchor``, ``final_grad_norm_sq``, ``final_loss_gap``."""
+        pulls = self.coins.pull_steps if self.coins else np.zeros((self.R, self.K), np.int64)
+        return Trace(
+            steps=np.arange(0, self.T, self.record_every),
+            grad_norm_sq=rec["gn"],
+            loss_gap=rec["lg"],
+            consensus=rec["cons"],
+            anchor_dist=rec["anc"],
+            grad_evals=self.ge_rec,
+            comm_rounds=self.comm_rec,
+            T=self.T,
+            record_every=self.record_every,
+            pull_steps=pulls,
+            spec=self.spec.to_dict(),
+            problem=self.problem.describe(),
+            seed=self.seed,
+            **final,
+        )
