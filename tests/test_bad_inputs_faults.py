@@ -46,9 +46,9 @@ def test_memory_error_is_71(monkeypatch, capsys):
 
 def _predict_with_failing_write(monkeypatch, capsys, target: Path, exc: OSError):
     """``palsgd cost predict --output target`` whose JSON write raises ``exc``."""
-    import empirical.metrics
+    import empirical.cost.cli
 
-    monkeypatch.setattr(empirical.metrics, "atomic_write_json", _raise(exc))
+    monkeypatch.setattr(empirical.cost.cli, "atomic_write_json", _raise(exc))
     code = main(["cost", "predict", "--setting", "resnet50-imagenet", "--output", str(target)])
     return code, capsys.readouterr().err
 
