@@ -23,6 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from theory.validation import UserInputError
+
 __all__ = [
     "DistContext",
     "bind_device",
@@ -70,8 +72,6 @@ def bind_device(
     (``LOCAL_RANK mod device_count``), which is meant for tests on one GPU. Every failure is a
     :class:`~theory.validation.UserInputError` raised before any collective.
     """
-    from theory.validation import UserInputError
-
     local = int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else int(local_rank)
     world = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else int(world_size)
     kind = (device or ("cuda" if backend == "nccl" else "cpu")).split(":")[0]
@@ -133,8 +133,6 @@ def init_distributed(
         kind = (device or "").split(":")[0]
         backend = {"cpu": "gloo", "cuda": "nccl"}.get(kind, _default_backend())
     if backend not in ("gloo", "nccl"):
-        from theory.validation import UserInputError
-
         raise UserInputError(f"'backend' = {backend!r} is not one of 'gloo', 'nccl'")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if dist.is_available() and dist.is_initialized():

@@ -15,7 +15,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from empirical.checkpoint import _norm, check_compatible, check_rank_files
+from empirical.checkpoint import check_compatible, check_rank_files
+from empirical.checkpoint.verify import _norm
 from empirical.config import MATCH_FIELDS, RUN_ONLY_FIELDS, TrainConfig, allowed_changes
 from theory.validation import UserInputError
 

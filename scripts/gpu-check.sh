@@ -62,7 +62,7 @@ step "2. two processes sharing the device over gloo"
 done_step
 
 step "3. one process, backend $BACKEND1"
-"$PY" -m palsgd train "${COMMON[@]}" --device "$DEV" --backend "$BACKEND1" \
+"$PY" -m palsgd train "${COMMON[@]}" --nproc 1 --device "$DEV" --backend "$BACKEND1" \
   --precision "$([ "$DRY" = 1 ] && echo fp32 || echo bf16)" \
   --output-dir "$OUT/run-1proc" --overwrite 2>&1 | tail -2 | tee -a "$LOG"
 done_step

@@ -26,6 +26,8 @@ pytestmark = [
 
 BASE = [
     "train",
+    "--nproc",
+    "1",
     "--no-progress",
     "--T",
     "8",

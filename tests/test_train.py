@@ -25,6 +25,16 @@ from palsgd.cli import main as cli_main
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
+#: a torchrun launch of 2 ranks on this node
+TORCHRUN_2 = [
+    sys.executable,
+    "-m",
+    "torch.distributed.run",
+    "--standalone",
+    "--nproc-per-node",
+    "2",
+]
+
 #: small, fast settings shared by the tests (each test overrides what it checks)
 BASE = dict(
     T=20,
@@ -253,7 +263,9 @@ def test_bad_input_exit_2_subprocess():
     ],
 )
 def test_bad_input_exit_2(argv, needle, tmp_path, capsys):
-    code = cli_main(["train", "--output-dir", str(tmp_path), "--no-progress", *argv])
+    code = cli_main(
+        ["train", "--nproc", "1", "--output-dir", str(tmp_path), "--no-progress", *argv]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert needle in err
@@ -264,6 +276,8 @@ def test_overshooting_pull_warns(tmp_path, capsys):
     code = cli_main(
         [
             "train",
+            "--nproc",
+            "1",
             "--output-dir",
             str(tmp_path),
             "--no-progress",
@@ -279,6 +293,20 @@ def test_overshooting_pull_warns(tmp_path, capsys):
     )
     assert code == 0
     assert "warning: pull coefficient alpha*eta/p = 1.5 > 1" in capsys.readouterr().err
+
+
+def test_the_default_launches_two_ranks(tmp_path, monkeypatch):
+    """No --nproc: the options go to a torchrun launch of 2 ranks; --nproc 1 trains here."""
+    import empirical.train.cli as train_cli
+
+    launched, trained = [], []
+    monkeypatch.setattr(train_cli, "launch_torchrun", lambda cfg: launched.append(cfg.nproc) or 0)
+    monkeypatch.setattr(train_cli, "train", lambda cfg: trained.append(cfg.nproc) or 0)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert TrainConfig().nproc == 2 and resolve_config().nproc == 2
+    assert cli_main(["train", "--no-progress", "--output-dir", str(tmp_path)]) == 0
+    assert cli_main(["train", "--nproc", "1", "--output-dir", str(tmp_path)]) == 0
+    assert (launched, trained) == ([2], [1])
 
 
 def test_help_lists_every_option(capsys):
@@ -307,15 +335,17 @@ def test_config_file_and_flags(tmp_path, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert (shown["H"], shown["alpha"], shown["batch_size"], shown["p"]) == (5, 0.004, 3, 0.1)
     conf.write_text("sync_intervall: 5\n")
-    assert cli_main(["train", "--config", str(conf)]) == 2
+    assert cli_main(["train", "--nproc", "1", "--config", str(conf)]) == 2
     assert "unknown training option 'sync_intervall'" in capsys.readouterr().err
-    assert cli_main(["train", "--config", str(tmp_path / "none.yaml")]) == 2
+    assert cli_main(["train", "--nproc", "1", "--config", str(tmp_path / "none.yaml")]) == 2
 
 
 def test_checkpoint_mismatch_and_corruption_exit_2(tmp_path, capsys):
     out = tmp_path / "run"
     args = [
         "train",
+        "--nproc",
+        "1",
         "--output-dir",
         str(out),
         "--no-progress",
@@ -399,12 +429,7 @@ def test_two_process_resume_is_bitwise_identical(tmp_path):
 def test_torchrun_smoke(tmp_path):
     out = tmp_path / "tr"
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
+        *TORCHRUN_2,
         "-m",
         "empirical.train",
         "--output-dir",
@@ -435,12 +460,7 @@ def test_torchrun_smoke(tmp_path):
 @pytest.mark.distributed
 def test_torchrun_bad_input_exits_cleanly_on_every_rank(tmp_path):
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
+        *TORCHRUN_2,
         "-m",
         "empirical.train",
         "--output-dir",
@@ -478,7 +498,7 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
         "5",
         "--no-progress",
     ]
-    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    base = TORCHRUN_2
     full, crash = tmp_path / "full", tmp_path / "crash"
     proc = subprocess.run(
         [*base, "-m", "empirical.train", "--output-dir", str(full), *args],

@@ -10,34 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_cli_args import train_args
 
 from empirical import checkpoint as ck
 from empirical.metrics import read_jsonl
 from empirical.schedules import rate_at
 from palsgd.cli import main as cli_main
 
-BASE = [
-    "train",
-    "--no-progress",
-    "--T",
-    "6",
-    "--eval-interval",
-    "0",
-    "--seq-len",
-    "16",
-    "--batch-size",
-    "2",
-    "--H",
-    "2",
-    "--log-interval",
-    "1",
-    "--checkpoint-interval",
-    "6",
-]
-
 
 def _args(out: Path, *extra: str) -> list[str]:
-    return [*BASE, "--output-dir", str(out), *extra]
+    return train_args(out, *extra, log_interval=1, checkpoint_interval=6)
 
 
 def test_bf16_cosine_schedule_and_export_of_the_anchor(tmp_path):

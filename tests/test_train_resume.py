@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_cli_args import TINY_OVERRIDES, train_args
 
 from empirical import checkpoint as ck
 from empirical.config import resolve_config
@@ -18,28 +19,9 @@ from empirical.metrics import read_jsonl
 from palsgd.cli import main as cli_main
 from theory import exitcodes
 
-BASE = [
-    "train",
-    "--no-progress",
-    "--T",
-    "6",
-    "--checkpoint-interval",
-    "2",
-    "--eval-interval",
-    "0",
-    "--seq-len",
-    "16",
-    "--batch-size",
-    "2",
-    "--H",
-    "2",
-    "--log-interval",
-    "2",
-]
-
 
 def _args(out: Path, *extra: str) -> list[str]:
-    return [*BASE, "--output-dir", str(out), *extra]
+    return train_args(out, *extra)
 
 
 def _stopped_run(out: Path) -> None:
@@ -161,11 +143,7 @@ def _rank_sees_own_dir(rank: int, world: int, base: str) -> str:
 
     cfg = resolve_config(
         overrides=dict(
-            T=6,
-            seq_len=16,
-            batch_size=2,
-            H=2,
-            eval_interval=0,
+            **TINY_OVERRIDES,
             checkpoint_interval=2,
             progress=False,
             resume="auto",
@@ -219,7 +197,7 @@ def test_disk_full_while_writing_metrics_exits_71_without_traceback(tmp_path, mo
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(path, obj)
 
-    monkeypatch.setattr("empirical.train.atomic_write_json", full)
+    monkeypatch.setattr("empirical.train.records.atomic_write_json", full)
     assert cli_main(_args(tmp_path / "run")) == exitcodes.OUT_OF_RESOURCES
     err = capsys.readouterr().err
     assert "no space left" in err and "config.json" in err and "Traceback" not in err

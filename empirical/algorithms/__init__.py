@@ -12,6 +12,13 @@ explicit decision point for PALSGD's pull steps::
         res = algo.train_step(next_batch, loss_fn, micro_batches=A)  # StepResult
         # or by hand: if algo.next_action() == "grad": loss.backward(); algo.step()
 
+Files: ``config.py`` (the configuration and stability check), ``base.py`` (the interface,
+statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (what the local algorithms
+share), ``local_variants.py`` (Local SGD, Post-Local SGD, DiLoCo, PALSGD, one step each),
+``local_comm.py`` (their collectives: warm-up all-reduce, sync), ``outer.py`` (the outer
+optimizer), ``flat.py`` (flat buffers), ``coins.py`` (pull coins), ``slowlink.py`` (an
+emulated slow link).
+
 See :mod:`empirical.algorithms.local` for the exact per-step semantics and
 ``docs/reference-implementation.md`` for the authors' code's quirks (available as named
 switches of :class:`AlgorithmConfig`).
@@ -40,6 +47,7 @@ from empirical.algorithms.config import (
 from empirical.algorithms.ddp import DDPAlgorithm
 from empirical.algorithms.flat import FlatLayout
 from empirical.algorithms.local import LocalAlgorithm
+from empirical.algorithms.local_variants import PALSGD, DiLoCo, LocalSGD, PostLocalSGD
 from empirical.algorithms.outer import OuterOptimizer
 from theory.validation import UserInputError
 
@@ -51,6 +59,10 @@ __all__ = [
     "DistributedAlgorithm",
     "DDPAlgorithm",
     "LocalAlgorithm",
+    "LocalSGD",
+    "PostLocalSGD",
+    "DiLoCo",
+    "PALSGD",
     "StepInfo",
     "StepResult",
     "CoinSource",

@@ -1,0 +1,63 @@
+"""Configuration of ``palsgd train``: one dataclass, presets, config files, CLI overrides.
+
+Files: ``fields.py`` (:class:`TrainConfig` and its field groups), ``presets.py``
+(:data:`PRESETS`, :data:`README_8M_RUN`), ``checks.py`` (:func:`validate_config`,
+:data:`TRAINER_PARAMS`), ``resolve.py`` (:func:`resolve_config`, config files, the dict
+form, :func:`allowed_changes`).
+
+Precedence (later wins): the preset (``tiny`` unless ``--preset`` names another), then
+the ``--config`` file (YAML or JSON, a flat mapping), then command-line flags.
+
+Every key may be given under the project's name or the authors'-code alias, through
+:func:`theory.validation.canonicalize` (``lr`` -> ``alpha``, ``prob_no_grad`` -> ``p``,
+``sync_interval`` -> ``H``, ``outer_lr`` -> ``gamma``, ``outer_momentum`` -> ``mu``,
+``local_sgd_start_iter`` -> ``T0``, ``grad_accu_step`` -> ``A``, ``steps`` -> ``T``); the
+same parameter under two names is an error. Numeric ranges are checked by
+:func:`theory.validation.validate` for the theory's parameters and by the same
+:class:`~theory.validation.ParameterError` for the trainer's own ones
+(:data:`TRAINER_PARAMS`), so every bad value is reported the same way: name, value, range.
+
+Algorithm fields left at ``None`` take :class:`empirical.algorithms.AlgorithmConfig`'s
+defaults (or those of ``AlgorithmConfig.reference_faithful`` with
+``reference_faithful=True``).
+"""
+
+from __future__ import annotations
+
+from empirical.config.checks import PRECISIONS, TRAINER_PARAMS, allowed_changes, validate_config
+from empirical.config.fields import (
+    ALGORITHM_FIELDS,
+    FIELD_ALIASES,
+    MATCH_FIELDS,
+    OPTIMIZERS,
+    RUN_ONLY_FIELDS,
+    THEORY_FIELDS,
+    TrainConfig,
+)
+from empirical.config.presets import PRESETS, README_8M_RUN
+from empirical.config.resolve import (
+    config_from_dict,
+    config_to_dict,
+    load_config_file,
+    resolve_config,
+)
+
+__all__ = [
+    "TrainConfig",
+    "PRESETS",
+    "README_8M_RUN",
+    "PRECISIONS",
+    "TRAINER_PARAMS",
+    "THEORY_FIELDS",
+    "ALGORITHM_FIELDS",
+    "MATCH_FIELDS",
+    "RUN_ONLY_FIELDS",
+    "FIELD_ALIASES",
+    "allowed_changes",
+    "OPTIMIZERS",
+    "load_config_file",
+    "resolve_config",
+    "validate_config",
+    "config_to_dict",
+    "config_from_dict",
+]

@@ -1,0 +1,192 @@
+"""Range and name checks of a :class:`~empirical.config.fields.TrainConfig` that need no
+torch: the theory's parameters through :func:`theory.validation.validate`, the trainer's
+own (:data:`TRAINER_PARAMS`) reported the same way, and the names of choices."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from empirical.config.fields import (
+    _FIELDS,
+    MATCH_FIELDS,
+    OPTIMIZERS,
+    RUN_ONLY_FIELDS,
+    THEORY_FIELDS,
+    TrainConfig,
+    _canonical_key,
+)
+from empirical.schedules import SCHEDULES
+from theory.validation import (
+    ParameterError,
+    ParamSpec,
+    UserInputError,
+    canonicalize,
+    validate,
+)
+
+__all__ = ["TRAINER_PARAMS", "PRECISIONS", "validate_config", "allowed_changes"]
+
+#: ranges of the trainer's own numeric parameters, reported like theory.validation's
+TRAINER_PARAMS: dict[str, ParamSpec] = {
+    s.name: s
+    for s in [
+        ParamSpec("batch_size", "micro-batch size B per rank", 1, math.inf, integer=True),
+        ParamSpec("seq_len", "tokens per sequence", 2, math.inf, integer=True),
+        ParamSpec("weight_decay", "inner weight decay", 0, math.inf),
+        ParamSpec("momentum", "inner SGD momentum", 0, 1, high_open=True),
+        ParamSpec("beta1", "AdamW beta1", 0, 1, high_open=True),
+        ParamSpec("beta2", "AdamW beta2", 0, 1, high_open=True),
+        ParamSpec("clip_grad_norm", "global gradient-norm clip (0: off)", 0, math.inf),
+        ParamSpec(
+            "outer_steps_per_sync", "outer-optimizer steps per sync", 1, math.inf, integer=True
+        ),
+        ParamSpec(
+            "sync_offset", "step offset of the sync inside a round", 0, math.inf, integer=True
+        ),
+        ParamSpec(
+            "comm_delay_s", "emulated latency added to every all-reduce", 0, math.inf, unit="s"
+        ),
+        ParamSpec(
+            "comm_delay_per_byte_s",
+            "emulated inverse bandwidth of every all-reduce",
+            0,
+            math.inf,
+            unit="s/byte",
+        ),
+        ParamSpec(
+            "eval_interval", "steps between evaluations (0: none)", 0, math.inf, integer=True
+        ),
+        ParamSpec("eval_batches", "batches per evaluation", 1, math.inf, integer=True),
+        ParamSpec(
+            "checkpoint_interval", "steps between checkpoints (0: none)", 0, math.inf, integer=True
+        ),
+        ParamSpec("keep_checkpoints", "checkpoints kept on disk", 1, math.inf, integer=True),
+        ParamSpec(
+            "max_steps_this_run",
+            "steps this invocation runs before stopping",
+            1,
+            math.inf,
+            integer=True,
+        ),
+        ParamSpec(
+            "crash_at_step", "fault injection: fail after this step", 1, math.inf, integer=True
+        ),
+        ParamSpec("seed", "random seed", 0, 2**63 - 1, integer=True),
+        ParamSpec(
+            "consensus_interval",
+            "syncs between consensus statistics (0: never)",
+            0,
+            math.inf,
+            integer=True,
+        ),
+        ParamSpec("lr_warmup", "steps of linear learning-rate warm-up", 0, math.inf, integer=True),
+        ParamSpec("lr_min_ratio", "final / peak inner learning rate (cosine)", 0, 1),
+        ParamSpec(
+            "outer_lr_warmup", "local steps of linear outer-lr warm-up", 0, math.inf, integer=True
+        ),
+        ParamSpec("outer_lr_min_ratio", "final / peak outer learning rate (cosine)", 0, 1),
+        ParamSpec("num_workers", "DataLoader worker processes", 0, math.inf, integer=True),
+        ParamSpec("log_interval", "steps between metrics records", 1, math.inf, integer=True),
+        ParamSpec(
+            "nproc", "processes (workers K) to launch on this node", 1, math.inf, integer=True
+        ),
+        ParamSpec("max_restarts", "torchrun restarts after a failure", 0, math.inf, integer=True),
+    ]
+}
+
+_DEVICES = ("auto", "cpu", "cuda")
+_BACKENDS = ("auto", "nccl", "gloo")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def _check_trainer_param(name: str, value: Any) -> None:
+    spec = TRAINER_PARAMS[name]
+    v = float(value)
+    bad = not math.isfinite(v) or v < spec.low or v > spec.high
+    bad |= (spec.low_open and v == spec.low) or (spec.high_open and v == spec.high)
+    if spec.integer and math.isfinite(v) and not v.is_integer():
+        raise ParameterError(name, value, spec.allowed, "must be a whole number")
+    if bad:
+        raise ParameterError(name, value, spec.allowed)
+
+
+def validate_config(cfg: TrainConfig) -> TrainConfig:
+    """Range checks that need no torch: theory parameters and the trainer's own.
+
+    Names (model, dataset, algorithm) and the stability of the pull
+    (``alpha*eta/p``) are checked by :func:`empirical.train.prepare`, which imports the
+    registries; both run before any process group is created.
+    """
+    theory_vals = {k: getattr(cfg, k) for k in THEORY_FIELDS if getattr(cfg, k) is not None}
+    validate(theory_vals)
+    for name in TRAINER_PARAMS:
+        val = getattr(cfg, name)
+        if val is not None:
+            _check_trainer_param(name, val)
+    if cfg.optimizer not in OPTIMIZERS:
+        raise UserInputError(
+            f"unknown inner optimizer '{cfg.optimizer}': choose one of {sorted(OPTIMIZERS)}"
+        )
+    dev = cfg.device
+    if not (dev in _DEVICES or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise UserInputError(f"unknown device '{dev}': choose auto, cpu, cuda or cuda:N")
+    if dev.startswith("cuda:") and cfg.nproc > 1:
+        raise UserInputError(
+            f"device '{dev}' names one GPU but --nproc {cfg.nproc} processes would share it: "
+            "use --device cuda (each rank takes cuda:LOCAL_RANK)"
+        )
+    choices = {
+        "backend": _BACKENDS,
+        "precision": PRECISIONS,
+        "lr_schedule": SCHEDULES,
+        "outer_lr_schedule": SCHEDULES,
+    }
+    for name, allowed in choices.items():
+        if getattr(cfg, name) not in allowed:
+            raise UserInputError(
+                f"option '{name}' = {getattr(cfg, name)!r} is not one of {', '.join(allowed)}"
+            )
+    if cfg.backend == "nccl" and dev == "cpu":
+        raise UserInputError("backend 'nccl' needs CUDA devices, but device 'cpu' was given")
+    if cfg.lr_warmup > cfg.T:
+        raise ParameterError("lr_warmup", cfg.lr_warmup, f"[0, T = {cfg.T}]")
+    if cfg.coins_file is not None and not Path(cfg.coins_file).is_file():
+        raise UserInputError(f"coins file '{cfg.coins_file}' (option coins_file) does not exist")
+    allowed_changes(cfg)
+    if cfg.data_path is not None and not Path(cfg.data_path).exists():
+        raise UserInputError(f"data path '{cfg.data_path}' (option data_path) does not exist")
+    if cfg.max_steps_this_run is not None and cfg.checkpoint_interval == 0:
+        raise UserInputError(
+            "max_steps_this_run stops the run early to be resumed later; it needs "
+            "checkpoint_interval > 0 so that there is a checkpoint to resume from"
+        )
+    return cfg
+
+
+def allowed_changes(cfg: TrainConfig) -> tuple[str, ...]:
+    """The field names in ``cfg.allow_changed`` (comma-separated, aliases accepted); each
+    must be a hyperparameter a resume may change (not in :data:`MATCH_FIELDS` or
+    :data:`RUN_ONLY_FIELDS`)."""
+    if not cfg.allow_changed:
+        return ()
+    names = []
+    for raw in str(cfg.allow_changed).split(","):
+        key = raw.strip()
+        if not key:
+            continue
+        name = _canonical_key(canonicalize({key: 0}, allow_unknown=True).popitem()[0])
+        if name not in _FIELDS:
+            raise UserInputError(f"allow_changed names '{key}', which is not a training option")
+        if name in MATCH_FIELDS:
+            raise UserInputError(
+                f"allow_changed names '{key}': '{name}' fixes what the checkpoint holds "
+                "(model, data, algorithm, schedule of syncs and coins) and cannot change on resume"
+            )
+        if name in RUN_ONLY_FIELDS:
+            raise UserInputError(
+                f"allow_changed names '{key}': '{name}' may change on resume without it"
+            )
+        names.append(name)
+    return tuple(names)

@@ -1,0 +1,76 @@
+"""The entry points: ``palsgd train`` (:func:`run`, launching torchrun for ``--nproc`` > 1)
+and ``python -m empirical.train``, the entry of each torchrun rank (:func:`main`), with
+their failures mapped to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from empirical.config import config_to_dict
+from empirical.train.launch import launch_torchrun
+from empirical.train.options import PROG, add_arguments, config_from_args
+from empirical.train.outcomes import EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR, rank_tag
+from empirical.train.session import train
+from theory import exitcodes
+from theory.validation import UserInputError, check_output_dir
+
+__all__ = ["run", "main", "entry"]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``palsgd train`` (see :mod:`empirical.train` for exit codes)."""
+    cfg = config_from_args(args)
+    if vars(args).get("cfg:print_config"):
+        print(json.dumps(config_to_dict(cfg), indent=2))
+        return EXIT_OK
+    check_output_dir(cfg.output_dir, "--output-dir")
+    if cfg.checkpoint_dir:
+        check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
+    try:
+        if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
+            return launch_torchrun(cfg)
+        return train(cfg)
+    except MemoryError:
+        print(f"{PROG}: error{rank_tag()}: out of memory", file=sys.stderr)
+        return EXIT_NO_RESOURCES
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(
+            f"{PROG}: error{rank_tag()}: no space left on the device while writing "
+            f"'{exc.filename or 'an output file'}'",
+            file=sys.stderr,
+        )
+        return EXIT_NO_RESOURCES
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m empirical.train`` (the torchrun entry): parse, train, map errors to codes."""
+    parser = argparse.ArgumentParser(
+        prog="python -m empirical.train", description="PALSGD trainer (one rank of a torchrun job)"
+    )
+    add_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        return run(args)
+    except UserInputError as exc:
+        print(f"{PROG}: error{rank_tag()}: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted{rank_tag()}", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+
+
+def entry() -> None:  # pragma: no cover - exercised through torchrun in the tests
+    """``python -m empirical.train``: :func:`main` under torchrun's error recorder."""
+    sys.exit(record(main)())

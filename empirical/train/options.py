@@ -1,0 +1,254 @@
+"""The options of ``palsgd train``: one flag per :class:`~empirical.config.TrainConfig`
+field, the authors' flag names as aliases, and their resolution (preset < ``--config`` file
+< flags) into a validated configuration."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+from typing import Any
+
+from empirical.config import (
+    FIELD_ALIASES,
+    OPTIMIZERS,
+    PRESETS,
+    TrainConfig,
+    load_config_file,
+    resolve_config,
+)
+from theory.validation import ALIASES, ParameterError, UserInputError, canonicalize
+
+__all__ = ["PROG", "add_arguments", "config_from_args"]
+
+PROG = "palsgd train"
+
+_FIELD_TYPES = {f.name: f.type for f in fields(TrainConfig)}
+
+#: flag names of the authors' code (theory.validation.ALIASES of a trainer field) and a few
+#: trainer synonyms accepted on the command line, with the field they set
+_CLI_ALIASES: dict[str, str] = {
+    **{k: v for k, v in ALIASES.items() if v in _FIELD_TYPES},
+    **{k: FIELD_ALIASES[k] for k in ("bs_per_gpu", "clip_gradnorm", "wd", "max_length")},
+}
+
+_HELP: dict[str, str] = {
+    "model": "model name (empirical.models.MODEL_NAMES)",
+    "dataset": "dataset name (empirical.data.DATASET_NAMES)",
+    "data_path": "file or directory of the dataset (needed by file-based datasets)",
+    "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
+    "directory (nothing is downloaded)",
+    "iid": "ranks read disjoint shards of one shuffled data set (--no-iid: each rank owns "
+    "a fixed block of the data, heterogeneous workers)",
+    "seq_len": "tokens per sequence (language models)",
+    "batch_size": "micro-batch size B per rank",
+    "A": "micro-batches per optimizer step (gradient accumulation)",
+    "T": "total optimizer steps (pull steps count)",
+    "optimizer": f"inner optimizer: {', '.join(OPTIMIZERS)}",
+    "alpha": "inner learning rate alpha",
+    "weight_decay": "inner weight decay",
+    "momentum": "momentum of sgd_momentum",
+    "beta1": "AdamW beta1",
+    "beta2": "AdamW beta2",
+    "algorithm": "ddp | local_sgd | post_local_sgd | diloco | palsgd",
+    "reference_faithful": "switch on every quirk of the authors' code (AlgorithmConfig."
+    "reference_faithful); individual switches below override",
+    "H": "local steps between syncs (pull steps count)",
+    "p": "probability of a pull step",
+    "eta": "pull (mixing) rate; pull coefficient alpha*eta/p",
+    "T0": "DDP warm-up steps before local steps start",
+    "outer": "outer optimizer: average | sgd | nesterov",
+    "gamma": "outer learning rate",
+    "mu": "outer momentum",
+    "coins": "independent (one coin per worker) | shared (the authors' code)",
+    "clip_grad_norm": "global gradient-norm clip before the inner step ('none': off)",
+    "buffers": "buffer policy at syncs: average | anchor | local",
+    "pull_first_tensor_only": "pull only the first parameter tensor (authors' code)",
+    "discard_batch_on_pull": "draw and drop A micro-batches on a pull step (authors' code)",
+    "outer_steps_per_sync": "outer-optimizer steps per sync (authors' README: A)",
+    "sync_offset": "sync when (t - T0 + 1 + offset) %% H == 0 (derived with "
+    "--sync-schedule global_step)",
+    "sync_schedule": "rounds (every round H steps) | global_step (the authors' absolute "
+    "step counter; the offset follows from T0 and H)",
+    "interleave_outer_steps": "take the outer_steps_per_sync - 1 zero-gradient outer steps "
+    "one per micro-batch of the next step (authors' code)",
+    "consensus_interval": "syncs between consensus statistics (0: never)",
+    "offload_outer_state": "keep the outer momentum in pinned CPU memory between syncs",
+    "coins_file": ".npy file of recorded pull coins, shape (T,) or (T, K), replayed "
+    "instead of the counter-based coins",
+    "lr_schedule": "inner learning-rate schedule: constant | cosine (linear warm-up, cosine decay)",
+    "lr_warmup": "steps of linear inner learning-rate warm-up",
+    "lr_min_ratio": "final inner learning rate / alpha of the cosine schedule",
+    "outer_lr_schedule": "outer learning-rate schedule (over the steps after T0): "
+    "constant | cosine",
+    "outer_lr_warmup": "local steps of linear outer learning-rate warm-up",
+    "outer_lr_min_ratio": "final outer learning rate / gamma of the cosine schedule",
+    "precision": "fp32 | bf16 | fp16 (autocast with fp32 master weights; fp16 with a GradScaler)",
+    "num_workers": "DataLoader worker processes per rank",
+    "pin_memory": "page-locked host batches (faster host-to-GPU copies)",
+    "pretokenize": "tinystories: tokenise once into a memory-mapped cache next to the data",
+    "allow_changed": "comma-separated hyperparameters that may differ from the resumed "
+    "checkpoint's (applied and recorded); any other change is refused",
+    "backend": "auto (nccl on CUDA, gloo on CPU) | nccl | gloo",
+    "run_name": "name of the run in W&B/TensorBoard and summary.json (default: from the "
+    "algorithm and its hyperparameters)",
+    "export_dir": "at the end, save the anchor (global model) there: save_pretrained for "
+    "Hugging Face models, anchor.pt otherwise",
+    "wandb_project": "also log to this Weights & Biases project (skipped with a warning "
+    "when wandb is not installed)",
+    "comm_delay_s": "emulated slow link: seconds added to every all-reduce",
+    "comm_delay_per_byte_s": "emulated slow link: seconds per payload byte added to every "
+    "all-reduce",
+    "eval_interval": "steps between evaluations of the anchor (0: none)",
+    "eval_batches": "batches per evaluation",
+    "checkpoint_dir": "checkpoint directory (default OUTPUT_DIR/checkpoints)",
+    "checkpoint_interval": "steps between checkpoints (0: none)",
+    "keep_checkpoints": "checkpoints kept on disk (oldest deleted first)",
+    "resume": "'auto' (latest complete checkpoint, if any) or a checkpoint path",
+    "overwrite": "start afresh even if the checkpoint directory holds checkpoints "
+    "(they are deleted)",
+    "max_steps_this_run": "stop after this many steps of this invocation, without a final "
+    "checkpoint (as a crash would); resume with --resume auto",
+    "crash_at_step": "fault injection for testing restarts: fail after this step unless "
+    "the run was resumed or restarted by torchrun",
+    "seed": "seed of initialisation, data order and coins",
+    "device": "auto | cpu | cuda | cuda:N (auto: cuda:LOCAL_RANK if available)",
+    "output_dir": "directory of metrics, config.json and summary.json",
+    "log_interval": "steps between train records",
+    "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
+    "progress": "progress bar on rank 0",
+    "nproc": "processes (workers K) on this node (default 2: torchrun launches 2 ranks, "
+    "gloo on the CPU); 1 trains in this process (palsgd train only)",
+    "max_restarts": "torchrun restarts after a failure (each resumes from the latest checkpoint)",
+}
+
+
+def _optional(base: type):
+    def parse(text: str):
+        if text.lower() in ("none", "null"):
+            return None
+        return base(text)
+
+    parse.__name__ = base.__name__
+    return parse
+
+
+def _arg_type(typ: str) -> Any:
+    """argparse ``type`` for a TrainConfig field annotated ``typ`` (a string such as
+    ``"int"`` or ``"float | None"``): int, float or str, accepting 'none'/'null' when the
+    field is optional."""
+    base = int if typ.startswith("int") else float if typ.startswith("float") else str
+    return _optional(base) if "None" in typ else base
+
+
+def _flag_names(name: str) -> list[str]:
+    dashed = "--" + name.replace("_", "-")
+    under = "--" + name
+    return [dashed] if dashed == under else [dashed, under]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd train`` (every :class:`TrainConfig` field plus aliases)."""
+    parser.add_argument(
+        "--config",
+        dest="cfg:config",
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="YAML or JSON file of options (flags override)",
+    )
+    parser.add_argument(
+        "--preset",
+        dest="cfg:preset",
+        default=argparse.SUPPRESS,
+        choices=sorted(PRESETS),
+        help="named preset (default: tiny)",
+    )
+    parser.add_argument(
+        "--print-config",
+        dest="cfg:print_config",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the resolved configuration as JSON and exit",
+    )
+    for f in fields(TrainConfig):
+        typ = str(f.type)
+        names = _flag_names(f.name)
+        help_text = _HELP.get(f.name, "")
+        kw: dict[str, Any] = {
+            "dest": f"opt:{f.name}",
+            "default": argparse.SUPPRESS,
+            "help": help_text,
+        }
+        if "bool" in typ:
+            kw["action"] = argparse.BooleanOptionalAction
+            names = names[:1]
+        else:
+            kw["type"] = _arg_type(typ)
+            kw["metavar"] = f.name.upper() if len(f.name) > 2 else f.name
+        parser.add_argument(*names, **kw)
+    for alias, target in _CLI_ALIASES.items():
+        parser.add_argument(
+            *_flag_names(alias),
+            dest=f"opt:{alias}",
+            type=_arg_type(str(_FIELD_TYPES[target])),
+            default=argparse.SUPPRESS,
+            metavar=target.upper() if len(target) > 2 else target,
+            help=f"alias of --{target.replace('_', '-')} (authors' code)",
+        )
+
+
+def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:
+    """``exc`` with the flag the user typed (an alias such as ``--steps``) named."""
+    typed = [k for k in overrides if k != exc.name and _CLI_ALIASES.get(k) == exc.name]
+    if not typed:
+        return exc
+    return UserInputError(f"{exc} (given as --{typed[0]})")
+
+
+#: fields that only PALSGD reads: a preset's values are dropped (with a note) when the
+#: user chooses another algorithm and does not set them
+_PALSGD_ONLY = ("p", "eta")
+
+
+def _user_keys(args: argparse.Namespace) -> set[str]:
+    """Project names of the options the user set (flags and the --config file)."""
+    ns = vars(args)
+    keys = [k[4:] for k in ns if k.startswith("opt:")]
+    if ns.get("cfg:config"):
+        keys += [str(k) for k in load_config_file(ns["cfg:config"])]
+    keys = [_CLI_ALIASES.get(k, k) for k in keys]
+    return set(canonicalize(dict.fromkeys(keys), allow_unknown=True))
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """Resolve preset < --config file < flags into a validated :class:`TrainConfig`.
+
+    Choosing an algorithm other than PALSGD (``--algorithm diloco``) drops the pull
+    settings ``p`` and ``eta`` that the preset (not the user) set, with a note on stderr;
+    a ``p > 0`` the user set is refused by the algorithm's validation, naming ``p``.
+    """
+    ns = vars(args)
+    overrides = {k[4:]: v for k, v in ns.items() if k.startswith("opt:")}
+    preset, file = ns.get("cfg:preset"), ns.get("cfg:config")
+    try:
+        cfg = resolve_config(preset=preset, file=file, overrides=overrides)
+    except ParameterError as exc:
+        raise _as_typed(exc, overrides) from None
+    if cfg.algorithm == "palsgd":
+        return cfg
+    user = _user_keys(args)
+    dropped = {
+        k: getattr(cfg, k)
+        for k in _PALSGD_ONLY
+        if k not in user and getattr(cfg, k) not in (None, 0, 0.0)
+    }
+    if not dropped:
+        return cfg
+    shown = ", ".join(f"{k} = {v:g}" for k, v in dropped.items())
+    print(
+        f"{PROG}: note: --algorithm {cfg.algorithm} has no pull steps; the preset's "
+        f"{shown} {'is' if len(dropped) == 1 else 'are'} not used",
+        file=sys.stderr,
+    )
+    overrides.update(dict.fromkeys(dropped))
+    return resolve_config(preset=preset, file=file, overrides=overrides)
