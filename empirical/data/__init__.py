@@ -71,9 +71,6 @@ from empirical.data.stories import PretokenizedStoryDataset, StoryDataset
 from empirical.data.stream import BatchStream
 from empirical.data.text import TokenChunkDataset, embedded_corpus
 
-#: the name :mod:`empirical.train` imports
-_seed_of = seed_of
-
 __all__ = [
     "DATASET_NAMES",
     "IGNORE_INDEX",
