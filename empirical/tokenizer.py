@@ -113,6 +113,18 @@ class HFTokenizer:
         return f"HFTokenizer({self.name!r}, vocab_size={self.vocab_size})"
 
 
+def check_tokenizer_path(spec: str | os.PathLike) -> str:
+    """The directory of a tokenizer spec given as a path; raises :class:`UserInputError`
+    (naming the path) unless it is a directory. Cheap: nothing is loaded."""
+    path = os.fspath(spec)
+    if not os.path.isdir(path):
+        raise UserInputError(
+            f"tokenizer path '{path}' is not a directory: expected 'byte' or a local "
+            "directory saved with a Hugging Face tokenizer's save_pretrained()"
+        )
+    return path
+
+
 def load_tokenizer(spec: Any = None) -> Tokenizer:
     """Return a tokenizer from a spec.
 
@@ -127,12 +139,7 @@ def load_tokenizer(spec: Any = None) -> Tokenizer:
     if spec is None or (isinstance(spec, str) and spec == "byte"):
         return ByteTokenizer()
     if isinstance(spec, str | os.PathLike):
-        path = os.fspath(spec)
-        if not os.path.isdir(path):
-            raise UserInputError(
-                f"tokenizer path '{path}' is not a directory: expected 'byte' or a local "
-                "directory saved with a Hugging Face tokenizer's save_pretrained()"
-            )
+        path = check_tokenizer_path(spec)
         return HFTokenizer(_load_hf_tokenizer(path), name=path)
     if isinstance(spec, ByteTokenizer | HFTokenizer):
         return spec

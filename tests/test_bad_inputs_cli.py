@@ -208,7 +208,7 @@ CASES: list[tuple[str, str]] = [
             ("--device cuda:3", "cuda"),
             ("--model nope", "nope"),
             ("--dataset nope", "nope"),
-            ("--algorithm nope", "nope"),
+            ("--algorithm nope", "'algorithm' = 'nope'"),
             ("--outer nope", "nope"),
             ("--coins nope", "nope"),
             ("--buffers nope", "nope"),

@@ -18,6 +18,7 @@ from empirical.config.fields import (
     _canonical_key,
 )
 from empirical.schedules import SCHEDULES
+from theory.algorithm import DISTRIBUTED_NAMES
 from theory.validation import (
     ParameterError,
     ParamSpec,
@@ -138,6 +139,7 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
             "use --device cuda (each rank takes cuda:LOCAL_RANK)"
         )
     choices = {
+        "algorithm": DISTRIBUTED_NAMES,
         "backend": _BACKENDS,
         "precision": PRECISIONS,
         "lr_schedule": SCHEDULES,

@@ -18,7 +18,9 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import main as torchrun_main
 
 from empirical.algorithms import check_stability
+from empirical.checkpoint import resolve_resume
 from empirical.config import TrainConfig, config_to_dict
+from empirical.tokenizer import check_tokenizer_path
 from empirical.train.options import PROG
 from empirical.train.outcomes import EXIT_DIVERGED, EXIT_OK, EXIT_USER_ERROR
 from empirical.train.prepare import algorithm_config, check_names, resolve_device
@@ -40,12 +42,17 @@ def check_before_launch(cfg: TrainConfig) -> None:
     before torchrun starts ``cfg.nproc`` ranks, so that bad input exits with 2 and one line
     naming the option instead of failing inside every rank: model and dataset names and
     their tasks, the algorithm's fields (coins, outer optimizer, ``p`` for a non-PALSGD
-    algorithm, ...), the pull's stability and the device. Raises
+    algorithm, ...), the pull's stability, the device, an explicit ``--resume`` path and a tokenizer
+    directory. Raises
     :class:`~theory.validation.UserInputError`.
     """
     check_names(cfg)
     check_stability(algorithm_config(cfg), cfg.alpha, strict=True)
     resolve_device(cfg, 0)
+    if cfg.resume not in (None, "auto"):
+        resolve_resume(cfg.resume, cfg.output_dir)
+    if cfg.tokenizer not in (None, "byte"):
+        check_tokenizer_path(cfg.tokenizer)
 
 
 def launch_torchrun(cfg: TrainConfig) -> int:
