@@ -5,6 +5,12 @@ import pytest
 import torch
 
 import empirical.algorithms.config as dist_config
+import empirical.algorithms.local as local_algos
+import empirical.cost.trace as cost_trace
+import empirical.probe.compare as probe_compare
+import theory.moments.exact as moments_exact
+import theory.moments.rounds as moments_rounds
+import theory.moments.spec as moments_spec
 import theory.simulate as sim
 from theory import algorithm as spec
 from theory.moments import exact_moments
@@ -76,3 +82,14 @@ def test_outer_sgd_momentum_is_not_dropped():
     trace = sim.simulate(prob, a, T=24, R=1, seed=0)
     ex = exact_moments(prob, a, T=24)
     assert ex.final_grad_norm_sq == pytest.approx(trace.final_grad_norm_sq[0], rel=1e-9)
+
+
+def test_every_layer_takes_the_sync_rule_and_names_from_the_spec():
+    """The sync rule, the outer update and the name lists are the spec's objects everywhere."""
+    assert local_algos.is_sync_step is spec.is_sync_step
+    assert cost_trace.is_sync_step is spec.is_sync_step
+    assert moments_exact.is_sync_step is spec.is_sync_step
+    assert moments_rounds.outer_step is spec.outer_step
+    assert moments_spec._KIND_LOCAL is spec.LOCAL_NAMES
+    assert cost_trace.WARMUP_NAMES is spec.WARMUP_NAMES
+    assert probe_compare.WARMUP_NAMES is spec.WARMUP_NAMES

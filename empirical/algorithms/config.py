@@ -33,6 +33,7 @@ from theory.algorithm import (
     DILOCO_DEFAULT_MU,
     DISTRIBUTED_NAMES,
     OUTERS,
+    WARMUP_NAMES,
     authors_sync_offset,
 )
 from theory.validation import ParameterError, UserInputError, check_int, validate
@@ -224,7 +225,7 @@ class AlgorithmConfig:
     @property
     def warmup_steps(self) -> int:
         """Number of gradient-all-reduce warm-up steps (0 for ``ddp`` and ``local_sgd``)."""
-        return 0 if self.name in ("ddp", "local_sgd") else int(self.T0)
+        return int(self.T0) if self.name in WARMUP_NAMES else 0
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:

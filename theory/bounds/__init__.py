@@ -4,6 +4,11 @@ Each module in this package defines one theorem family and registers its
 :class:`~theory.bound.Bound` objects; :func:`get` and :func:`all_bounds` give access.
 Users add their own with :func:`register` (e.g. a bound built with
 :meth:`theory.bound.Bound.from_strings`).
+
+Files: ``sgd.py`` (minibatch SGD), ``local_sgd.py`` (Local SGD, Wang-Joshi), ``easgd.py``
+(EASGD), ``palsgd.py`` (Theorem 1), ``outer.py`` (Theorem 2: outer SGD and momentum, the
+pull-aware horizon), ``slowmo.py`` (SlowMo over all-reduce SGD), ``lower.py`` (the
+lower-bound registry), ``maps.py`` (where the pull-aware bound beats Local SGD's).
 """
 
 from __future__ import annotations

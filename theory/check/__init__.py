@@ -28,6 +28,10 @@ Files: :mod:`~theory.check.evaluate` (:func:`check`, :func:`infer_algorithm`, th
 (the report types and :func:`jsonable`, the JSON cleaner the reports of check and verify
 use), :mod:`~theory.check.render` (the text), :mod:`~theory.check.command` (the flags, the
 ``--config`` reader and :func:`run`).
+
+Files: ``evaluate.py`` (the check and its verdict), ``warnings.py`` (findings about the
+configuration), ``report.py`` (result types, JSON), ``render.py`` (text), ``command.py``
+(flags, ``--config``, ``run``).
 """
 
 from theory.check.command import add_arguments, load_config, run

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from theory.algorithm import is_sync_step
 from theory.moments.branches import local_step_branches
 from theory.moments.inputs import EigenQuadratic, as_eig, check_x0
 from theory.moments.spec import MomentAlgo, as_algo
@@ -220,7 +221,7 @@ class _StepRun:
             self.S = warm_step(S, K, 1 - algo.alpha * lam, self.warm_noise)
             return
         self.S = local_step(S, K, self.step_map, self.prob.s2, algo.shared)
-        if (t - int(algo.T0) + 1 + algo.sync_offset) % algo.H == 0:
+        if is_sync_step(t, int(algo.T0), algo.H, algo.sync_offset):
             self.S = apply_linear(self.sync_J, self.S)
             self._record_round(t + 1)
 

@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from theory.algorithm import LOCAL_NAMES
 from theory.validation import UserInputError, check_int, validate
 
 _OUTER_AVG = ("avg", "average", "averaging", "mean")
 _OUTER_SGD = ("sgd",)
 _OUTER_NESTEROV = ("nesterov",)
 _KIND_MINIBATCH = ("minibatch", "minibatch_sgd", "sgd", "ddp", "mbsgd")
-_KIND_LOCAL = ("local_sgd", "post_local_sgd", "diloco", "palsgd")
+_KIND_LOCAL = LOCAL_NAMES
 
 
 @dataclass(frozen=True)

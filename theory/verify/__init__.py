@@ -19,6 +19,13 @@ conditions. The run is a straight line, one file per role:
   ``K``, exact vs Monte Carlo, consensus vs ``H``;
 * :mod:`~theory.verify.run`, :mod:`~theory.verify.report`, :mod:`~theory.verify.plots`,
   :mod:`~theory.verify.cli`: the main job, its report files and the command line.
+
+Files: ``settings.py`` (settings, verdicts, columns), ``designs.py``, ``oracle.py``,
+``search.py``, ``exact.py``, ``exact_report.py`` (exact verification on quadratics),
+``controls.py`` (negative controls), ``bound_file.py`` (user bounds), ``at.py`` (one
+design), ``sampling.py``, ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py``
+(Monte Carlo on nonconvex problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the
+whole run), ``report.py``, ``plots.py``, ``plots_exact.py``, ``cli.py``.
 """
 
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
