@@ -245,7 +245,7 @@ def test_bad_input_exit_2_subprocess():
     [
         (["--model", "nosuch"], "unknown model 'nosuch'"),
         (["--dataset", "nosuch"], "unknown dataset 'nosuch'"),
-        (["--algorithm", "nosuch"], "'name' = 'nosuch'"),
+        (["--algorithm", "nosuch"], "'algorithm' = 'nosuch'"),
         (["--dataset", "tinystories"], "tinystories"),
         (["--data-path", "/no/such/file"], "data path '/no/such/file'"),
         (["--lr", "0.5", "--prob_no_grad", "0.2"], "alpha*eta/p"),  # c = 2.5 > 2
