@@ -112,3 +112,40 @@ def test_minibatch_case_is_above_the_quadratic_lower_bound():
         assert b.conditions_hold(**vals)
         lv = float(low.evaluate(**{k: v for k, v in vals.items() if k in low.parameters}))
         assert lv <= float(b.evaluate(**vals)) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(
+    ("K", "H", "gamma", "mu", "T"),
+    [(4, 1, 1.0, 0.0, 4096), (4, 8, 1.0, 0.5, 4096), (2, 4, 0.3, 0.9, 8192)],
+)
+def test_negative_controls_fail_the_same_exact_comparison(K, H, gamma, mu, T):
+    """The comparisons above can say "false": the bound x 0.1 is below the exact value for
+    every start, and the bound without its F0 term is below it for the noiseless start."""
+    b = registry.get(SLOWMO)
+    alpha = float((1 - mu) / gamma * np.sqrt(K / T))
+    for x0, sig in ((3.0, 0.0), (0.0, 1.0), (1.0, 1.0)):
+        vals = dict(L=1.0, sigma=sig, F0=x0**2 / 2, K=K, H=H, T=T, gamma=gamma, mu=mu)
+        vals["alpha"] = alpha
+        measured = _slowmo_quadratic(1.0, sig**2, x0, K, H, T // H, alpha, gamma, mu)
+        bound = float(b.evaluate(**vals))
+        assert measured > 0.1 * bound, (vals, measured, bound)
+        if sig == 0.0:
+            without_f0 = bound - 2 * vals["F0"] / np.sqrt(K * T)
+            assert measured > without_f0, (vals, measured, without_f0)
+
+
+def test_lower_bound_comparison_rejects_a_bound_below_it():
+    """Negative control of the lower-bound check: SlowMo's bound x 0.1 goes below the exact
+    quadratic value somewhere on the same random configurations."""
+    b, low = registry.get(SLOWMO), get_lower("local_sgd_quadratic_lower")
+    rng = np.random.default_rng(11)
+    below = 0
+    for _ in range(50):
+        K = int(rng.integers(1, 64))
+        L = float(10 ** rng.uniform(-1, 1))
+        T = int(np.ceil(K * L**2 * (1 + np.sqrt(3)) * 10 ** rng.uniform(0, 3)))
+        vals = dict(L=L, sigma=float(rng.uniform(0, 3)), F0=float(rng.uniform(0, 3)), K=K, H=1)
+        vals.update(T=T, gamma=1.0, mu=0.0, alpha=float(np.sqrt(K / T)))
+        lv = float(low.evaluate(**{k: v for k, v in vals.items() if k in low.parameters}))
+        below += lv > 0.1 * float(b.evaluate(**vals))
+    assert below > 0
