@@ -29,6 +29,7 @@ from theory.validation import (
     ParameterError,
     UserInputError,
     canonicalize,
+    check_choice,
     check_int,
     validate,
 )
@@ -109,8 +110,7 @@ def outer_step(
     """
     if outer == "average":
         return z - delta, buf
-    if outer not in ("sgd", "nesterov"):
-        raise UserInputError(f"unknown outer optimiser {outer!r}: choose one of {list(OUTERS)}")
+    check_choice("outer optimiser", outer, OUTERS)
     if isinstance(mu, int | float) and mu == 0:
         return z - gamma * delta, buf
     buf = mu * buf + delta
@@ -158,16 +158,9 @@ class AlgorithmSpec:
     easgd_alpha: float | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise UserInputError(
-                f"unknown algorithm kind {self.kind!r}: choose one of {list(KINDS)}"
-            )
-        if self.outer not in OUTERS:
-            raise UserInputError(
-                f"unknown outer optimiser {self.outer!r}: choose one of {list(OUTERS)}"
-            )
-        if self.coins not in COINS:
-            raise UserInputError(f"unknown coins {self.coins!r}: choose one of {list(COINS)}")
+        check_choice("algorithm kind", self.kind, KINDS)
+        check_choice("outer optimiser", self.outer, OUTERS)
+        check_choice("coins", self.coins, COINS, plural="coins")
         validate(
             alpha=self.alpha, H=self.H, p=self.p, eta=self.eta, gamma=self.gamma, mu=self.mu,
             T0=self.T0,

@@ -36,7 +36,7 @@ from theory.algorithm import (
     WARMUP_NAMES,
     authors_sync_offset,
 )
-from theory.validation import ParameterError, UserInputError, check_int, validate
+from theory.validation import ParameterError, UserInputError, check_choice, check_int, validate
 
 __all__ = [
     "AlgorithmConfig",
@@ -55,13 +55,6 @@ __all__ = [
 NAMES = DISTRIBUTED_NAMES
 BUFFERS = ("average", "anchor", "local")
 SYNC_SCHEDULES = ("rounds", "global_step")
-
-
-def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise UserInputError(
-            f"'{field}' = {value!r} is not one of {', '.join(repr(a) for a in allowed)}"
-        )
 
 
 @dataclass(frozen=True)
@@ -127,10 +120,10 @@ class AlgorithmConfig:
     comm_delay_per_byte_s: float = 0.0
 
     def __post_init__(self) -> None:
-        _choice("name", self.name, NAMES)
+        check_choice("name", self.name, NAMES)
         diloco = self.name == "diloco"
         outer = self.outer if self.outer is not None else ("nesterov" if diloco else "average")
-        _choice("outer", outer, OUTERS)
+        check_choice("outer", outer, OUTERS)
         if outer == "average":
             gamma = 1.0 if self.gamma is None else self.gamma
             mu = 0.0 if self.mu is None else self.mu
@@ -142,7 +135,7 @@ class AlgorithmConfig:
         object.__setattr__(self, "outer", outer)
         object.__setattr__(self, "gamma", gamma)
         object.__setattr__(self, "mu", mu)
-        _choice("sync_schedule", self.sync_schedule, SYNC_SCHEDULES)
+        check_choice("sync_schedule", self.sync_schedule, SYNC_SCHEDULES)
         if self.sync_schedule == "global_step":
             check_int("H", self.H, 1)
             check_int("T0", self.T0, 0)
@@ -236,10 +229,10 @@ class AlgorithmConfig:
         Stability of the pull (``alpha*eta/p``) depends on ``alpha`` and is checked by
         :func:`check_stability`.
         """
-        _choice("name", self.name, NAMES)
-        _choice("outer", self.outer, OUTERS)
-        _choice("coins", self.coins, COINS)
-        _choice("buffers", self.buffers, BUFFERS)
+        check_choice("name", self.name, NAMES)
+        check_choice("outer", self.outer, OUTERS)
+        check_choice("coins", self.coins, COINS)
+        check_choice("buffers", self.buffers, BUFFERS)
         validate(H=self.H, p=self.p, eta=self.eta, T0=self.T0, gamma=self.gamma, mu=self.mu)
         for flag in (
             "pull_first_tensor_only",
