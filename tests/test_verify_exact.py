@@ -26,6 +26,17 @@ from theory.verify.oracle import (
 
 EXACT = [b.name for b in registry.all_bounds() if family_of(b).exact]
 SMALL = Budget().scaled(0.5)
+#: registered bounds the exact verifier shows false (docs/verification.md, "Findings")
+FOUND_FALSE = {
+    "slowmo_ar_sgd": "Theorem 1 as encoded (horizon condition without a square, any slow "
+    "rate) is violated: tests/test_verify_slowmo.py"
+}
+HELD = [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=FOUND_FALSE[n]))
+    if n in FOUND_FALSE
+    else n
+    for n in EXACT
+]
 
 
 def _variant(parent: str, name: str, expr: str):
@@ -33,7 +44,7 @@ def _variant(parent: str, name: str, expr: str):
     return dataclasses.replace(b, name=name, expression=parse_formula(expr), title=name)
 
 
-@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("name", HELD)
 def test_registered_bounds_are_not_shown_false(name):
     r = verify_exact(registry.get(name), budget=SMALL, seed=3)
     assert r.verdict == "not shown false", r.worst_command

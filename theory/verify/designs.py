@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.bound import Bound
-from theory.verify.oracle import Family, max_steps
+from theory.verify.oracle import Family, bound_params, max_steps
 
 __all__ = ["COORDS", "SOURCES", "Space", "space_of", "decode", "isolating", "random_points"]
 
@@ -71,17 +71,22 @@ def space_of(fam: Family) -> Space:
         free[[IDX["logit_p"], IDX["log10_eta"]]] = False
     if not fam.uses_gamma:
         free[IDX["log10_gamma"]] = False
+    if not fam.uses_mu or fam.outer == "heavy_ball":
+        free[IDX["heavy_ball"]] = False
     if not fam.uses_mu:
-        free[[IDX["mu"], IDX["heavy_ball"]]] = False
-    if fam.anchors:  # measured at the anchors of full rounds
+        free[IDX["mu"]] = False
+    if fam.full_rounds:  # measured over (or at the anchors of) full rounds only
         free[IDX["rem"]] = False
     if fam.algorithm == "sgd":
         free[[IDX["log2_H"], IDX["rem"]]] = False
-    n_src = 2 if fam.iid else 3
-    if fam.iid:
+    if fam.pinned:  # the step is the bound's own
+        free[IDX["log10_afrac"]] = False
+    zeta = fam.heterogeneous
+    n_src = 3 if zeta else 2
+    if not zeta:
         free[[IDX["log10_zeta2"], IDX["log10_lamz"]]] = False
     masks = [m for m in itertools.product((False, True), repeat=3) if any(m[:n_src])]
-    masks = [m for m in masks if not (fam.iid and m[2])]
+    masks = [m for m in masks if zeta or not m[2]]
     return Space(free=free, masks=np.array(masks, dtype=bool), family=fam)
 
 
@@ -113,12 +118,14 @@ def decode(
     fam = space.family
     H = np.ones_like(L) if fam.algorithm == "sgd" else np.round(2.0 ** g["log2_H"])
     R = np.floor(2.0 ** g["log2_R"])
+    if fam.full_rounds:  # T a multiple of H below T_MAX
+        R = np.maximum(np.minimum(R, np.floor(T_MAX / H)), 1)
     rem = np.floor(g["rem"] * H)
     T = np.minimum(R * H + rem, T_MAX)
     T = np.maximum(T, 1)
     p = 1.0 / (1.0 + np.exp(-g["logit_p"])) if fam.uses_p else np.zeros_like(L)
     eta = L * 10.0 ** g["log10_eta"] if fam.uses_p else np.zeros_like(L)
-    zeta_on = masks[:, 2] & (K > 1) & (not fam.iid)
+    zeta_on = masks[:, 2] & (K > 1) & fam.heterogeneous
     d = {
         "L": L,
         "lam_F": L * 10.0 ** g["log10_lamF"],
@@ -134,13 +141,37 @@ def decode(
         "eta": eta,
         "gamma": 10.0 ** g["log10_gamma"] if fam.uses_gamma else np.ones_like(L),
         "mu": g["mu"] if fam.uses_mu else np.zeros_like(L),
-        "heavy_ball": np.round(g["heavy_ball"]) if fam.uses_mu else np.zeros_like(L),
+        "heavy_ball": _heavy_ball(fam, g["heavy_ball"]),
     }
+    if fam.pinned:
+        return _at_pinned_step(bound, d)
     amax = max_steps(bound, d)
     top = np.where(np.isfinite(amax), amax, 1.0 / L)  # no limit at all: 1/L
     d["alpha"] = top * 10.0 ** g["log10_afrac"]
     ok = ~np.isnan(amax) & (amax > 0)
     d["alpha"] = np.where(ok, d["alpha"], 1e-300)
+    return d, ok
+
+
+def _heavy_ball(fam: Family, coord: np.ndarray) -> np.ndarray:
+    """1 for heavy-ball outer momentum, 0 for Nesterov (or no momentum)."""
+    if fam.outer == "heavy_ball":
+        return np.ones_like(coord)
+    return np.round(coord) if fam.uses_mu else np.zeros_like(coord)
+
+
+def _at_pinned_step(
+    bound: Bound, d: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Designs at the bound's own step (a bound stated at one step,
+    :func:`theory.verify.oracle.pinned_step`); admitted where every condition holds there."""
+    vals = bound_params(bound, {**d, "alpha": d["L"]})
+    with np.errstate(all="ignore"):
+        rec = np.asarray(bound.recommended_step_value(**vals), dtype=float) * np.ones_like(d["L"])
+        good = np.isfinite(rec) & (rec > 0)
+        d["alpha"] = np.where(good, rec, 1e-300)
+        vals[bound.step_name] = d["alpha"]
+        ok = good & np.asarray(bound.conditions_hold(**vals), dtype=bool)
     return d, ok
 
 

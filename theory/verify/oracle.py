@@ -20,6 +20,8 @@ coins and the outer optimizer.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import shlex
 from collections.abc import Mapping
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import sympy as sp
 
 from theory.bound import Bound
 from theory.moments import BatchResult, oracle_batch, oracle_batch_easgd
@@ -38,6 +41,8 @@ __all__ = [
     "EXACT_ALGORITHMS",
     "Family",
     "family_of",
+    "pinned_step",
+    "ALL_REDUCE_ALGORITHMS",
     "bound_params",
     "max_steps",
     "Evaluation",
@@ -54,7 +59,16 @@ FIELDS = (
 _INT_FIELDS = ("K", "H", "T", "heavy_ball")
 
 #: algorithms with an exact oracle (theory.moments.oracle)
-EXACT_ALGORITHMS = ("sgd", "local_sgd", "diloco", "palsgd", "easgd")
+EXACT_ALGORITHMS = ("sgd", "local_sgd", "diloco", "palsgd", "easgd", "slowmo_ar_sgd")
+
+#: algorithms whose workers all-reduce their stochastic gradients at the common point on
+#: every step and take a heavy-ball outer step every ``H`` steps: SlowMo over all-reduce SGD
+#: (Wang, Tantia, Ballas, Rabbat, ICLR 2020, eqs. (2)-(3) with the AR-SGD base). The workers
+#: stay identical and the heterogeneity cancels (the step is ``grad f`` plus noise of
+#: variance ``sigma^2/K``), so the oracle measures them as Local SGD with one worker, noise
+#: variance ``sigma^2/K``, no heterogeneity and the outer heavy-ball step ``buf <- mu buf +
+#: (z - x)``, ``z <- z - gamma buf``, over full rounds only (``T`` a multiple of ``H``)
+ALL_REDUCE_ALGORITHMS = ("slowmo_ar_sgd",)
 
 #: relative tolerance of the exact comparison (the oracle agrees with the step-by-step
 #: recursion to ~1e-12 relative; a ratio above 1 + REL_TOL is a violation)
@@ -72,7 +86,10 @@ class Family:
     which of its parameters vary (``uses_p``, ``uses_gamma``, ``uses_mu``: outer momentum,
     Nesterov or heavy ball), ``iid`` data, and what it measures (``anchors``: the average
     of ``E||grad f(z_r)||^2`` over the anchors of the full rounds, for a bound whose
-    ``measured`` attribute is ``"anchors"``; else the per-step average at ``xbar_t``)."""
+    ``measured`` attribute is ``"anchors"``; else the per-step average at ``xbar_t``).
+    ``all_reduce``: an algorithm of :data:`ALL_REDUCE_ALGORITHMS` (outer ``"heavy_ball"``,
+    full rounds, heterogeneity without effect). ``pinned``: the bound is stated at one step,
+    its recommended one (:func:`pinned_step`), which every design takes."""
 
     algorithm: str
     coins: str
@@ -82,26 +99,65 @@ class Family:
     iid: bool
     uses_mu: bool = False
     anchors: bool = False
+    all_reduce: bool = False
+    pinned: bool = False
 
     @property
     def exact(self) -> bool:
         return self.algorithm in EXACT_ALGORITHMS
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether the heterogeneity ``zeta^2`` is a source of the designs."""
+        return not (self.iid or self.all_reduce)
+
+    @property
+    def full_rounds(self) -> bool:
+        """Whether ``T`` is a multiple of ``H`` in every design."""
+        return self.anchors or self.all_reduce
 
 
 def family_of(bound: Bound) -> Family:
     """The :class:`Family` of ``bound`` (see :func:`theory.verify.sampling.algorithm_for`)."""
     algo = algorithm_for(bound)
     uses = set(bound.parameters)
+    all_reduce = algo in ALL_REDUCE_ALGORITHMS
+    outer = "momentum" if "mu" in uses else "sgd" if "gamma" in uses else "average"
     return Family(
         algorithm=algo,
         coins=coins_for(bound),
-        outer="momentum" if "mu" in uses else "sgd" if "gamma" in uses else "average",
+        outer="heavy_ball" if all_reduce else outer,
         uses_p=algo == "palsgd",
         uses_gamma="gamma" in uses or "mu" in uses,
         iid=any(a.key == "A3iid" for a in bound.assumptions),
         uses_mu="mu" in uses,
         anchors=getattr(bound, "measured", "iterates") == "anchors",
+        all_reduce=all_reduce,
+        pinned=pinned_step(bound),
     )
+
+
+@functools.lru_cache(maxsize=512)
+def pinned_step(bound: Bound) -> bool:
+    """Whether ``bound`` is stated at one step only: its recommended step.
+
+    True when the bound has a ``recommended_step`` and two of its conditions read
+    ``a <= b`` and ``b <= a`` (an equality ``a = b`` written as two conditions) with ``a - b``
+    depending on the step and vanishing identically at the recommended step (SlowMo,
+    Theorem 1: ``alpha gamma/(1 - mu) = sqrt(K/T)``). Such a bound has no step interval to
+    search: its designs take the recommended step and keep the conditions as they are."""
+    rec = bound.recommended_step
+    if rec is None:
+        return False
+    step = bound.step_symbol
+    weak = [c for c in bound.conditions if not c.strict]
+    sides = [c.sides for c in weak]
+    for i, (a, b) in enumerate(sides):
+        if step not in (a - b).free_symbols:
+            continue
+        if any(sp.simplify(a - b2) == 0 and sp.simplify(b - a2) == 0 for a2, b2 in sides[i + 1 :]):
+            return sp.simplify((a - b).subs(step, rec)) == 0
+    return False
 
 
 def bound_params(bound: Bound, d: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -194,6 +250,8 @@ class Evaluation:
 
 def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
     """Exact measured values of a batch (:func:`theory.moments.batch.oracle_batch`)."""
+    if fam.all_reduce:
+        return _measure_all_reduce(fam, d)
     L = d["L"]
     lam = np.stack([L, d["lam_F"], d["lam_s"], d["lam_z"]], axis=1)
     z = np.zeros_like(L)
@@ -231,6 +289,8 @@ def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
     )
     if not fam.uses_mu:
         return oracle_batch(*args, **kw)
+    if fam.outer == "heavy_ball":
+        return oracle_batch(*args, **kw, heavy_ball=True)
     hb = d.get("heavy_ball", z) > 0.5  # outer momentum: heavy ball or PyTorch Nesterov
     nes = oracle_batch(*args, **kw, nesterov=True)
     heavy = oracle_batch(*args, **kw, heavy_ball=True)
@@ -240,6 +300,17 @@ def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
             for f in BatchResult.__dataclass_fields__
         )
     )
+
+
+def _measure_all_reduce(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
+    """An all-reduce algorithm (:data:`ALL_REDUCE_ALGORITHMS`) measured as Local SGD with
+    one worker, noise variance ``sigma^2/K``, no heterogeneity and outer heavy ball: the
+    ``K`` workers' averaged gradient at the common point is ``grad f`` plus the mean of
+    ``K`` independent noises."""
+    one = np.ones_like(np.asarray(d["L"], dtype=float))
+    local = {**d, "K": one, "sigma2": d["sigma2"] / d["K"], "zeta2": 0 * one, "p": 0 * one}
+    base = dataclasses.replace(fam, algorithm="local_sgd", all_reduce=False, iid=True)
+    return measure(base, {**local, "eta": 0 * one, "heavy_ball": one})
 
 
 def evaluate(bound: Bound, fam: Family, d: Mapping[str, np.ndarray]) -> Evaluation:

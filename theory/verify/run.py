@@ -108,7 +108,15 @@ def _monte_carlo_plan(
     for bi, bound in enumerate(bounds):
         algo = algorithm_for(bound)
         reason = None
-        if algo not in kinds:
+        exact_only = [pn for pn in pnames if pn != "quadratic"]
+        if algo not in kinds and bound.name in done_exactly:
+            if not exact_only:
+                continue  # verified exactly on every quadratic of the class above
+            reason = (
+                f"{NOT_VERIFIABLE}: Monte Carlo on {', '.join(exact_only)}: simulator lacks "
+                f"{algo} (verified exactly on quadratics)"
+            )
+        elif algo not in kinds:
             reason = f"{NOT_VERIFIABLE}: simulator lacks {algo}"
         else:
             consts = [
