@@ -31,16 +31,21 @@ from theory.verify.search import Pool, climb, evaluate_points
 NAME = "slowmo_ar_sgd"
 SMALL = Budget().scaled(0.5)
 
+
+def _at(text: str, K: int, T: int, gamma: float, mu: float) -> str:
+    """A design at the theorem's step ``alpha = (1 - mu)/gamma sqrt(K/T)``."""
+    alpha = (1 - mu) / gamma * np.sqrt(K / T)
+    return f"{text} K={K} T={T} gamma={gamma!r} mu={mu!r} heavy_ball=1 alpha={float(alpha)!r}"
+
+
 #: designs inside every condition of the registered statement where it fails
-#: (reproduce: palsgd verify --bounds slowmo_ar_sgd --at '...')
-HEAVY_BALL_GD = (
-    "L=1.9034945480129357 lam_F=1.9034945480129357 F0=593.27535576122489 K=5 H=1 T=2480 "
-    "gamma=0.01534139396092013 mu=0.95113014743584579 heavy_ball=1 alpha=0.14303271026328632"
-)
-INNER_DIVERGES = (
-    "L=0.72035472362627107 lam_s=0.72035472362627107 sigma2=73.028353735445251 K=30 H=2 "
-    "T=16384 gamma=0.01 mu=0 heavy_ball=1 alpha=4.2790824805091106"
-)
+#: (reproduce: palsgd verify --bounds slowmo_ar_sgd --at '...'). Heavy-ball gradient descent
+#: (one worker, H = 1, no noise) on f = x^2/2 from F0 = 1, at the smallest T the horizon
+#: condition allows (T >= 1 + sqrt(3) 4 mu/(1 - mu) = 132.6): ratio 1.345
+HEAVY_BALL_GD = _at("L=1 lam_F=1 F0=1 H=1", K=1, T=133, gamma=0.05, mu=0.95)
+#: H = 2 noisy steps at alpha L = 3.1, allowed by T >= 1 + sqrt(3) 3 H (1 - gamma)/gamma:
+#: the inner steps diverge (ratio 2.9e11)
+INNER_DIVERGES = _at("L=1 lam_s=1 sigma2=1 H=2", K=1, T=1030, gamma=0.01, mu=0.0)
 
 
 def _squared_horizon():
@@ -145,8 +150,8 @@ def test_the_step_is_pinned_generically():
 
 @pytest.mark.parametrize("at", [HEAVY_BALL_GD, INNER_DIVERGES])
 def test_registered_statement_is_shown_false(at, capsys):
-    """Finding: inside every condition of Theorem 1 as encoded, measured/bound > 1 (heavy
-    ball at H = 1 with mu = 0.95; inner steps with alpha L = 3.1 diverging); the --at
+    """Finding: inside every condition of Theorem 1 as encoded, measured/bound > 1.3 (heavy
+    ball at H = 1 with mu = 0.95; inner steps at alpha L = 3.1 diverging); the --at
     command reports it, and the direct propagation agrees."""
     b = registry.get(NAME)
     d = parse_design(at)
