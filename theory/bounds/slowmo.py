@@ -99,10 +99,15 @@ SLOWMO_AR_SGD = register(
         algorithms=("slowmo_ar_sgd",),
         recommended_step=slowmo_step(),
         notes=(
-            "Stated at a single inner step (alpha gamma/(1 - mu) = sqrt(K/T)), as two conditions. "
-            "The base optimizer synchronises every step (an outer momentum step every H steps on "
-            "top of DDP); the project's simulators do not run it, so verify reports it as not "
-            "verifiable. With gamma = 1 - mu the (H - 1) term vanishes."
+            "Stated at a single inner step (alpha gamma/(1 - mu) = sqrt(K/T)), as two conditions; "
+            "verify pins every design to that step. The base optimizer synchronises every step "
+            "(an outer heavy-ball step every H steps on top of DDP): verify measures it exactly "
+            "on quadratics as Local SGD with one worker, noise sigma^2/K and outer heavy ball "
+            "(the simulator does not run it, so there is no Monte Carlo on nonconvex problems). "
+            "As encoded it is shown false inside its conditions (heavy-ball GD at H = 1, "
+            "mu = 0.95, T = 133: ratio 1.345; inner steps at alpha L = 3.1 diverging); with the "
+            "horizon condition squared and gamma <= 1 no violation is found "
+            "(docs/verification.md, section 7). With gamma = 1 - mu the (H - 1) term vanishes."
         ),
     )
 )
