@@ -104,10 +104,11 @@ SLOWMO_AR_SGD = register(
             "(an outer heavy-ball step every H steps on top of DDP): verify measures it exactly "
             "on quadratics as Local SGD with one worker, noise sigma^2/K and outer heavy ball "
             "(the simulator does not run it, so there is no Monte Carlo on nonconvex problems). "
-            "As encoded it is shown false inside its conditions (heavy-ball GD at H = 1, "
-            "mu = 0.95, T = 133: ratio 1.345; inner steps at alpha L = 3.1 diverging); with the "
-            "horizon condition squared and gamma <= 1 no violation is found "
-            "(docs/verification.md, section 7). With gamma = 1 - mu the (H - 1) term vanishes."
+            "As stated in the paper's main text (and encoded) it is shown false inside its "
+            "conditions (heavy-ball GD at H = 1, mu = 0.95, T = 133: ratio 1.345; inner steps "
+            "at alpha L = 3.1 diverging); with the horizon condition squared and gamma <= 1 no "
+            "violation is found (docs/verification.md, section 7). With gamma = 1 - mu the "
+            "(H - 1) term vanishes."
         ),
     )
 )
