@@ -28,7 +28,7 @@ EXACT = [b.name for b in registry.all_bounds() if family_of(b).exact]
 SMALL = Budget().scaled(0.5)
 #: registered bounds the exact verifier shows false (docs/verification.md, "Findings")
 FOUND_FALSE = {
-    "slowmo_ar_sgd": "Theorem 1 as encoded (horizon condition without a square, any slow "
+    "slowmo_ar_sgd": "Theorem 1 as published (horizon condition without a square, any slow "
     "rate) is violated: tests/test_verify_slowmo.py"
 }
 HELD = [

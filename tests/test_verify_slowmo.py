@@ -148,6 +148,15 @@ def test_the_step_is_pinned_generically():
     assert np.all(d["zeta2"] == 0)
 
 
+def test_a_partial_outer_iteration_is_outside():
+    """The theorem counts full outer iterations: T not a multiple of H is outside."""
+    b = registry.get(NAME)
+    full = parse_design(_at("L=1 lam_F=1 F0=1 H=4", K=2, T=400, gamma=1.0, mu=0.5))
+    part = parse_design(_at("L=1 lam_F=1 F0=1 H=4", K=2, T=401, gamma=1.0, mu=0.5))
+    assert evaluate(b, family_of(b), full).inside[0]
+    assert not evaluate(b, family_of(b), part).inside[0]
+
+
 @pytest.mark.parametrize("at", [HEAVY_BALL_GD, INNER_DIVERGES])
 def test_registered_statement_is_shown_false(at, capsys):
     """Finding: inside every condition of Theorem 1 as encoded, measured/bound > 1.3 (heavy

@@ -22,6 +22,7 @@ conditions. The run is a straight line, one file per role:
 
 Files: ``settings.py`` (settings, verdicts, columns), ``designs.py``, ``oracle.py``,
 ``search.py``, ``exact.py``, ``exact_report.py`` (exact verification on quadratics),
+``pinned.py`` (bounds stated at one step),
 ``controls.py`` (negative controls), ``bound_file.py`` (user bounds), ``at.py`` (one
 design), ``sampling.py``, ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py``
 (Monte Carlo on nonconvex problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the

@@ -4,7 +4,9 @@ A design (see :mod:`theory.verify.oracle`) is coded as a point ``x`` of a box in
 unit-free coordinates (:data:`COORDS`), with the set of active sources as a separate mask.
 :func:`decode` turns points into a batch of designs; the step is a fraction of the largest
 step the bound's own conditions allow at the other parameters (``alpha_frac = 1``: the
-largest), so a design is inside the conditions by construction wherever a step exists.
+largest), so a design is inside the conditions by construction wherever a step exists. A
+bound stated at one step (:mod:`theory.verify.pinned`) takes that step instead, and a design
+counts where every condition holds there.
 
 :func:`isolating` builds the designs of the term-isolating plan: each source alone (start
 at the optimum for the noise and heterogeneity terms, no noise for the heterogeneity

@@ -20,20 +20,18 @@ coins and the outer optimizer.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import sympy as sp
 
 from theory.bound import Bound
 from theory.moments import BatchResult, oracle_batch, oracle_batch_easgd
 from theory.validation import UserInputError
+from theory.verify.pinned import pinned_step
 from theory.verify.sampling import algorithm_for, coins_for
 
 __all__ = [
@@ -135,29 +133,6 @@ def family_of(bound: Bound) -> Family:
         all_reduce=all_reduce,
         pinned=pinned_step(bound),
     )
-
-
-@functools.lru_cache(maxsize=512)
-def pinned_step(bound: Bound) -> bool:
-    """Whether ``bound`` is stated at one step only: its recommended step.
-
-    True when the bound has a ``recommended_step`` and two of its conditions read
-    ``a <= b`` and ``b <= a`` (an equality ``a = b`` written as two conditions) with ``a - b``
-    depending on the step and vanishing identically at the recommended step (SlowMo,
-    Theorem 1: ``alpha gamma/(1 - mu) = sqrt(K/T)``). Such a bound has no step interval to
-    search: its designs take the recommended step and keep the conditions as they are."""
-    rec = bound.recommended_step
-    if rec is None:
-        return False
-    step = bound.step_symbol
-    weak = [c for c in bound.conditions if not c.strict]
-    sides = [c.sides for c in weak]
-    for i, (a, b) in enumerate(sides):
-        if step not in (a - b).free_symbols:
-            continue
-        if any(sp.simplify(a - b2) == 0 and sp.simplify(b - a2) == 0 for a2, b2 in sides[i + 1 :]):
-            return sp.simplify((a - b).subs(step, rec)) == 0
-    return False
 
 
 def bound_params(bound: Bound, d: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -309,7 +284,7 @@ def _measure_all_reduce(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
     ``K`` independent noises."""
     one = np.ones_like(np.asarray(d["L"], dtype=float))
     local = {**d, "K": one, "sigma2": d["sigma2"] / d["K"], "zeta2": 0 * one, "p": 0 * one}
-    base = dataclasses.replace(fam, algorithm="local_sgd", all_reduce=False, iid=True)
+    base = replace(fam, algorithm="local_sgd", all_reduce=False, iid=True)
     return measure(base, {**local, "eta": 0 * one, "heavy_ball": one})
 
 
@@ -323,6 +298,8 @@ def evaluate(bound: Bound, fam: Family, d: Mapping[str, np.ndarray]) -> Evaluati
         holds = np.asarray(bound.conditions_hold(**vals), dtype=bool) * np.ones(len(B), bool)
     res = measure(fam, d)
     inside = holds & np.isfinite(B) & (B > 0)
+    if fam.all_reduce:  # the statement counts full outer iterations
+        inside &= d["T"] % d["H"] == 0
     with np.errstate(all="ignore"):
         ratio = np.where(res.diverged, np.inf, res.mean_grad_norm_sq / B)
     ratio = np.where(inside, ratio, np.nan)
