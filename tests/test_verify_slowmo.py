@@ -26,6 +26,7 @@ from theory.verify.controls import power, run_controls
 from theory.verify.designs import isolating, random_points, space_of
 from theory.verify.exact import QUICK_BUDGET, Budget, verify_exact
 from theory.verify.oracle import evaluate, family_of, parse_design, pinned_step
+from theory.verify.plots_exact import plot_tightness
 from theory.verify.search import Pool, climb, evaluate_points
 
 NAME = "slowmo_ar_sgd"
@@ -230,3 +231,14 @@ def test_cli_quick_run(tmp_path, capsys):
     assert len(notes) == 1 and "Monte Carlo on cosine, logistic" in notes[0]
     assert main([*argv, "--problems", "quadratic", "--out", str(tmp_path / "q")]) == 1
     assert "not verifiable" not in capsys.readouterr().out
+
+
+def test_tightness_plot_draws_an_infinite_ratio(tmp_path):
+    """A violated bound whose exact value overflowed (ratio inf) is drawn, capped."""
+    rows = [
+        {"bound": NAME, "term": "a", "status": "tested", "max_ratio": float("inf")},
+        {"bound": NAME, "term": "b", "status": "tested", "max_ratio": 0.2},
+        {"bound": NAME, "term": "c", "status": "untested", "max_ratio": None},
+    ]
+    assert plot_tightness(rows, tmp_path) == ["tightness.png", "tightness.pdf"]
+    assert (tmp_path / "tightness.png").stat().st_size > 0
