@@ -30,6 +30,7 @@ import sympy as sp
 from theory import symbols as S
 from theory.assumptions import A1_SMOOTH, A2_NOISE, A3_IID, A4_LOWER_BOUND, INNER_SGD
 from theory.bound import Bound, Condition
+from theory.bounds.lower_hetero import LOCAL_SGD_HETEROGENEITY_LOWER, InstanceLowerBound
 from theory.validation import UserInputError, check_choice
 
 __all__ = [
@@ -58,22 +59,22 @@ class LowerBound(Bound):
 _LOWER: dict[str, LowerBound] = {}
 
 
-def register_lower(bound: LowerBound) -> LowerBound:
+def register_lower(bound: LowerBound | InstanceLowerBound) -> LowerBound | InstanceLowerBound:
     """Add ``bound`` to the lower-bound registry (never to the upper-bound one)."""
-    if not isinstance(bound, LowerBound):
-        raise TypeError("register_lower() takes a LowerBound")
+    if not isinstance(bound, LowerBound | InstanceLowerBound):
+        raise TypeError("register_lower() takes a LowerBound or an InstanceLowerBound")
     if bound.name in _LOWER and _LOWER[bound.name] is not bound:
         raise UserInputError(f"a lower bound named {bound.name!r} is already registered")
     _LOWER[bound.name] = bound
     return bound
 
 
-def get_lower(name: str) -> LowerBound:
+def get_lower(name: str) -> LowerBound | InstanceLowerBound:
     """The registered lower bound called ``name``."""
     return _LOWER[check_choice("lower bound", name, sorted(_LOWER))]
 
 
-def lower_bounds() -> list[LowerBound]:
+def lower_bounds() -> list[LowerBound | InstanceLowerBound]:
     """Every registered lower bound (sorted by name)."""
     return [_LOWER[n] for n in sorted(_LOWER)]
 
@@ -109,3 +110,5 @@ LOCAL_SGD_QUADRATIC_LOWER = register_lower(
         ),
     )
 )
+
+register_lower(LOCAL_SGD_HETEROGENEITY_LOWER)
