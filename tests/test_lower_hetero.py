@@ -3,6 +3,8 @@ its value is exact, no registered upper bound is below it, and false bounds are.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -82,13 +84,15 @@ def test_exact_on_the_piecewise_instance_without_coins(outer, gamma, mu, b_over_
     assert float(sim[0]) == pytest.approx(ins.value, rel=1e-9, abs=1e-300)
 
 
+@pytest.mark.parametrize("outer,gamma,mu", [("average", 1.0, 0.0), ("nesterov", 0.6, 0.7)])
 @pytest.mark.parametrize("b_over_L", [0.0, 0.5])
-def test_exact_on_the_piecewise_instance_with_coins(b_over_L):
+def test_exact_on_the_piecewise_instance_with_coins(b_over_L, outer, gamma, mu):
     """Monte Carlo over the coins agrees within 5 standard errors; no path leaves [-R, R]."""
     L, zeta, K, alpha, H, T, p, eta = 1.0, 1.0, 3, 0.05, 8, 48, 0.4, 3.0
-    ins = instance_value(alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=T, b=b_over_L, p=p, eta=eta)
-    sim, reach = _simulate(alpha=alpha, L=L, b=ins.b, c=ins.c, R=ins.R, K=K, H=H, T=T, p=p,
-                           eta=eta, runs=20000, seed=3)  # fmt: skip
+    kw = dict(p=p, eta=eta, outer=outer, gamma=gamma, mu=mu)
+    ins = instance_value(alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=T, b=b_over_L, **kw)
+    sim, reach = _simulate(alpha=alpha, L=L, b=ins.b, c=ins.c, R=ins.R, K=K, H=H, T=T,
+                           runs=20000, seed=3, **kw)  # fmt: skip
     assert reach <= ins.R * (1 + 1e-12)
     se = sim.std() / np.sqrt(sim.size)
     assert abs(sim.mean() - ins.value) < 5 * se
@@ -151,20 +155,25 @@ def _configs(bound, n, seed, p_range=None):
     return alpha, vals, ok
 
 
-def _worst_ratio(bound, expression_scale=None, n=150, seed=0, p_range=None):
+@functools.cache
+def _lower_at_configs(name, n, seed, p_range):
+    """The configurations of :func:`_configs` and the lower bound at each one inside."""
+    alpha, vals, ok = _configs(registry.get(name), n, seed, p_range)
+    lower = np.full(n, np.nan)
+    for i in np.flatnonzero(ok):
+        args = {k: float(v[i]) for k, v in vals.items() if k != "sigma" and k != "F0"}
+        lower[i] = get_lower(LB).evaluate(alpha=float(alpha[i]), **args)
+    return alpha, vals, ok, lower
+
+
+def _worst_ratio(bound, expression_scale=None, n=100, seed=0, p_range=None):
     """Largest lower/upper over configurations inside the bound's conditions."""
-    lb = get_lower(LB)
-    alpha, vals, ok = _configs(bound, n, seed, p_range)
+    alpha, vals, ok, lower = _lower_at_configs(bound.name, n, seed, p_range)
     params = set(bound.parameters)
     upper = bound.evaluate(alpha=alpha, **{k: v for k, v in vals.items() if k in params})
     if expression_scale is not None:
         upper = expression_scale(alpha, vals, upper)
-    worst = 0.0
-    for i in np.flatnonzero(ok):
-        args = {k: float(v[i]) for k, v in vals.items() if k != "sigma" and k != "F0"}
-        lower = lb.evaluate(alpha=float(alpha[i]), **args)
-        worst = max(worst, lower / float(upper[i]))
-    return worst, int(ok.sum())
+    return float(np.max(lower[ok] / upper[ok])), int(ok.sum())
 
 
 @pytest.mark.parametrize(
@@ -203,3 +212,14 @@ def test_false_bounds_are_rejected(name, p_range, scale):
     bound = registry.get(name)
     worst, _ = _worst_ratio(bound, _heterogeneity_scaled(bound, scale), p_range=p_range)
     assert worst > 1.0
+
+
+def test_a_shorter_horizon_is_the_truncated_sum():
+    """horizon T' counts (1/T) sum_{t<T'} on the instance built for T' steps."""
+    kw = dict(alpha=0.05, L=1.0, zeta=1.0, K=4, H=8, b=0.0, p=0.3, eta=2.0)
+    short = instance_value(T=200, horizon=64, **kw)
+    alone = instance_value(T=64, **kw)
+    assert short.c == alone.c and short.value == pytest.approx(alone.value * 64 / 200)
+    lb = get_lower(LB)
+    v = dict(alpha=0.05, L=1.0, zeta=1.0, K=4, H=8, T=200, p=0.3, eta=2.0)
+    assert lb.evaluate(**v) >= short.value > 0
