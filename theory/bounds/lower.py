@@ -19,6 +19,10 @@ Woodworth et al., ICML 2020), so with ``r = (1 - alpha L)^2``
 exactly. It is a lower bound on the worst case over the assumption class at the same
 ``(alpha, K, T, L, sigma, F0)`` and any ``H``: an upper bound for Local SGD or minibatch SGD
 that is smaller somewhere inside its conditions is false there.
+
+``local_sgd_heterogeneity_lower`` (derived here, :mod:`theory.bounds.lower_hetero`): the
+exact value on two-curvature piecewise-quadratic instances, which depends on ``H`` and
+``zeta``; an :class:`~theory.bounds.lower_hetero.InstanceLowerBound`.
 """
 
 from __future__ import annotations
@@ -104,9 +108,9 @@ LOCAL_SGD_QUADRATIC_LOWER = register_lower(
         notes=(
             "A lower bound (kind = 'lower'): no valid Local SGD or minibatch-SGD upper bound "
             "at the same (alpha, K, T, L, sigma, F0) may be smaller inside its conditions. It "
-            "does not depend on H or zeta (a heterogeneity lower bound needs non-quadratic "
-            "instances; the published one, Woodworth, Patel, Srebro, NeurIPS 2020, could not "
-            "be read here)."
+            "does not depend on H or zeta; local_sgd_heterogeneity_lower does, on "
+            "non-quadratic instances (the published one, Woodworth, Patel, Srebro, NeurIPS "
+            "2020, could not be read here)."
         ),
     )
 )
