@@ -8,8 +8,8 @@ import pytest
 
 from palsgd.cli import main
 from theory.bound import Bound
-from theory.bounds.lower import get_lower
 from theory.check import check
+from theory.lower import get_lower
 
 LOCAL = dict(L=1.0, sigma=1.0, zeta=1.0, F0=10.0, K=4, H=32, T=10_000, alpha=0.01)
 HET, QUAD = "local_sgd_heterogeneity_lower", "local_sgd_quadratic_lower"
@@ -31,14 +31,23 @@ def test_local_sgd_bounds_carry_both_lower_bounds_at_their_alpha():
     assert b.value >= max(lo.value for lo in lows.values()) > 0
 
 
-def test_an_outer_optimiser_keeps_only_the_heterogeneity_lower_bound():
+def test_an_outer_optimiser_keeps_only_the_heterogeneity_lower_bound_at_the_anchors():
+    """local_sgd_outer averages the anchors: the quadratic lower bound (iterates) is listed
+    as not comparable, the heterogeneity one is taken at the anchors."""
     rep = check({**LOCAL, "gamma": 0.7, "mu": 0.9})
-    lows = _lower(rep.bound("local_sgd_outer"))
+    b = rep.bound("local_sgd_outer")
+    lows = _lower(b)
     assert set(lows) == {HET}
     lb = get_lower(HET)
     args = {k: v for k, v in LOCAL.items() if k not in ("sigma", "F0")}
-    both = [lb.evaluate(**args, gamma=0.7, mu=0.9, outer=o) for o in ("sgd", "nesterov")]
+    both = [
+        lb.evaluate(**args, gamma=0.7, mu=0.9, outer=o, measured="anchors")
+        for o in ("sgd", "nesterov")
+    ]
     assert lows[HET].value == pytest.approx(min(both))
+    local = _lower(check(LOCAL, bounds=["local_sgd_outer"]).bound("local_sgd_outer"))
+    assert local[QUAD].value is None and "anchors" in local[QUAD].reason
+    assert local[HET].value == pytest.approx(lb.evaluate(**args, measured="anchors"))
 
 
 def test_palsgd_configuration_gets_the_coin_version():

@@ -1,4 +1,4 @@
-"""The heterogeneity lower bound (theory.bounds.lower_hetero): its instance is in the class,
+"""The heterogeneity lower bound (theory.lower.hetero): its instance is in the class,
 its value is exact, no registered upper bound is below it, and false bounds are."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from theory import bounds as registry
-from theory.bounds.lower import get_lower, lower_bounds
-from theory.bounds.lower_hetero import instance_value, unit_value
+from theory.lower import get_lower, lower_bounds
+from theory.lower.hetero import instance_value, unit_value
 from theory.moments import MatrixQuadratic, exact_moments
 from theory.validation import UserInputError
 
@@ -30,7 +30,7 @@ def _gradients(x, L, b, c, R, K):
 
 
 def _simulate(*, alpha, L, b, c, R, K, H, T, p=0.0, eta=0.0, outer="average", gamma=1.0,
-              mu=0.0, runs=1, seed=0):  # fmt: skip
+              mu=0.0, runs=1, seed=0, measured="iterates"):  # fmt: skip
     """Direct simulation of the actual instance (gradients of the piecewise functions)."""
     from theory.algorithm import outer_step
 
@@ -41,7 +41,8 @@ def _simulate(*, alpha, L, b, c, R, K, H, T, p=0.0, eta=0.0, outer="average", ga
     buf = np.zeros(runs)
     total, reach = np.zeros(runs), 0.0
     for t in range(T):
-        total += (m * x.mean(axis=0)) ** 2
+        if measured == "iterates" or (t % H == 0 and t // H < T // H):
+            total += (m * x.mean(axis=0)) ** 2
         g = _gradients(x, L, b, c, R, K)
         pull = rng.random((K, runs)) < p if p > 0 else np.zeros((K, runs), bool)
         step = x - alpha / (1 - p) * g
@@ -50,7 +51,7 @@ def _simulate(*, alpha, L, b, c, R, K, H, T, p=0.0, eta=0.0, outer="average", ga
         if (t + 1) % H == 0:
             z, buf = outer_step(z, buf, z - x.mean(axis=0), outer=outer, gamma=gamma, mu=mu)
             x = np.repeat(z[None], K, axis=0)
-    return total / T, reach
+    return total / (T if measured == "iterates" else T // H), reach
 
 
 @pytest.mark.parametrize("K", [2, 3, 4])
@@ -72,24 +73,26 @@ def test_exact_against_the_common_hessian_oracle(K, p):
 )
 @pytest.mark.parametrize("b_over_L", [-0.9, 0.0, 0.5])
 @pytest.mark.parametrize("H,T", [(1, 20), (5, 37), (16, 160)])
-def test_exact_on_the_piecewise_instance_without_coins(outer, gamma, mu, b_over_L, H, T):
+@pytest.mark.parametrize("measured", ["iterates", "anchors"])
+def test_exact_on_the_piecewise_instance_without_coins(outer, gamma, mu, b_over_L, H, T, measured):
     L, zeta, K, alpha = 2.0, 0.8, 4, 0.04
     ins = instance_value(
         alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=T, b=b_over_L * L, outer=outer,
-        gamma=gamma, mu=mu,
+        gamma=gamma, mu=mu, measured=measured,
     )  # fmt: skip
     sim, reach = _simulate(alpha=alpha, L=L, b=ins.b, c=ins.c, R=ins.R, K=K, H=H, T=T,
-                           outer=outer, gamma=gamma, mu=mu)  # fmt: skip
+                           outer=outer, gamma=gamma, mu=mu, measured=measured)  # fmt: skip
     assert reach <= ins.R * (1 + 1e-12)
     assert float(sim[0]) == pytest.approx(ins.value, rel=1e-9, abs=1e-300)
 
 
 @pytest.mark.parametrize("outer,gamma,mu", [("average", 1.0, 0.0), ("nesterov", 0.6, 0.7)])
 @pytest.mark.parametrize("b_over_L", [0.0, 0.5])
-def test_exact_on_the_piecewise_instance_with_coins(b_over_L, outer, gamma, mu):
+@pytest.mark.parametrize("measured", ["iterates", "anchors"])
+def test_exact_on_the_piecewise_instance_with_coins(b_over_L, outer, gamma, mu, measured):
     """Monte Carlo over the coins agrees within 5 standard errors; no path leaves [-R, R]."""
     L, zeta, K, alpha, H, T, p, eta = 1.0, 1.0, 3, 0.05, 8, 48, 0.4, 3.0
-    kw = dict(p=p, eta=eta, outer=outer, gamma=gamma, mu=mu)
+    kw = dict(p=p, eta=eta, outer=outer, gamma=gamma, mu=mu, measured=measured)
     ins = instance_value(alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=T, b=b_over_L, **kw)
     sim, reach = _simulate(alpha=alpha, L=L, b=ins.b, c=ins.c, R=ins.R, K=K, H=H, T=T,
                            runs=20000, seed=3, **kw)  # fmt: skip

@@ -138,7 +138,7 @@ def _check_bound(
         rep.reason = f"{step} not given and no {step} satisfies the conditions"
     if alpha is not None:
         _at_alpha(rep, b, base, alpha)
-        rep.lower_bounds = lower_values(algorithm, base, alpha)
+        rep.lower_bounds = lower_values(algorithm, base, alpha, b.measured)
     rep.uses_H = "H" in b.parameters
     if rep.uses_H:
         _max_H(rep, b, base)

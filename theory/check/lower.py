@@ -1,14 +1,14 @@
 """The lower bounds beside each checked upper bound: what no valid bound may go below at the
-same configuration and step (:mod:`theory.bounds.lower`)."""
+same configuration and step (:mod:`theory.lower`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 
-from theory.bounds.lower import lower_bounds
 from theory.check.report import LowerValue
 from theory.check.warnings import outer_not_averaging
+from theory.lower import lower_bounds
 from theory.validation import UserInputError
 
 __all__ = ["LowerValue", "lower_values"]
@@ -36,10 +36,14 @@ def _evaluate(lb, args: dict[str, float], v: Mapping[str, float]) -> float:
     return float(lb.evaluate(**args))
 
 
-def lower_values(algorithm: str, v: Mapping[str, float], alpha: float | None) -> list[LowerValue]:
+def lower_values(
+    algorithm: str, v: Mapping[str, float], alpha: float | None, measured: str = "iterates"
+) -> list[LowerValue]:
     """Every registered lower bound that covers ``algorithm``, at step ``alpha``.
 
-    A lower bound whose parameters the configuration lacks is listed with the reason.
+    ``measured``: what the upper bound averages (``"iterates"`` or ``"anchors"``); a lower
+    bound is compared only on the same quantity. A lower bound whose parameters the
+    configuration lacks, or that cannot measure the same quantity, is listed with the reason.
     """
     out = []
     for lb in lower_bounds():
@@ -53,9 +57,13 @@ def lower_values(algorithm: str, v: Mapping[str, float], alpha: float | None) ->
             row.reason = "no alpha to evaluate it at"
         elif missing:
             row.reason = f"missing parameter(s) {missing}"
+        elif measured != "iterates" and not optional:
+            row.reason = f"it averages the iterates, this bound the {measured}"
         else:
             args = {k: v[k] for k in need}
             args.update({k: v[k] for k in optional if k in v and k not in ("gamma", "mu")})
+            if optional:
+                args["measured"] = measured
             try:
                 row.value = _evaluate(lb, {"alpha": alpha, **args}, v)
             except UserInputError as exc:

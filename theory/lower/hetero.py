@@ -1,4 +1,4 @@
-"""A heterogeneity lower bound (derived here): the exact value on a two-curvature instance.
+"""The heterogeneity lower bound (derived here): the exact value on two-curvature instances.
 
 Instance (one dimension, ``sigma = 0``, ``F0 = 0``). For ``K = 2j`` workers, ``j`` workers
 have ``f_A`` and ``j`` have ``f_B``; for ``K = 2j + 1`` one more worker has ``f_N``:
@@ -221,31 +221,43 @@ def _region(groups, lengths, alpha, p, eta, outer, gamma, mu) -> float:
     return reach
 
 
-def _round_matrix(moments, n: int, Gs) -> np.ndarray:
+def _round_matrix(moments, n: int, Gs, count: str) -> np.ndarray:
     """The 11 x 11 map of ``(vec E s s^T, sum, 1)`` over one round of ``n`` steps.
 
-    ``sum`` gains ``sum_{t<n} E ubar_t^2``; ``s = (z, buf, 1)`` goes through the sync.
+    ``s = (z, buf, 1)`` goes through the sync. ``sum`` gains ``sum_{t<n} E ubar_t^2``
+    (``count = "iterates"``), ``E z^2`` at the round's start (``"anchor"``, a full round),
+    or nothing (``"none"``, the final partial round when anchors are measured).
     """
     eA, eB, eA2, eAB, eB2 = moments
     C = np.array([[1, eA[n], eB[n]], [eA[n], eA2[n], eAB[n]], [eB[n], eAB[n], eB2[n]]])
     Phi = np.zeros((11, 11))
     Phi[:9, :9] = sum(C[i, j] * np.kron(Gs[i], Gs[j]) for i in range(3) for j in range(3))
     Phi[9, 9] = Phi[10, 10] = 1.0
-    Phi[9, 0] = np.sum(eA2[:n])  # E z^2 = M[0, 0]
-    Phi[9, 2] = Phi[9, 6] = np.sum(eAB[:n])  # E z = M[0, 2] = M[2, 0]
-    Phi[9, 10] = np.sum(eB2[:n])
+    if count == "anchor":
+        Phi[9, 0] = 1.0
+    elif count == "iterates":
+        Phi[9, 0] = np.sum(eA2[:n])  # E z^2 = M[0, 0]
+        Phi[9, 2] = Phi[9, 6] = np.sum(eAB[:n])  # E z = M[0, 2] = M[2, 0]
+        Phi[9, 10] = np.sum(eB2[:n])
     return Phi
+
+
+MEASURED = ("iterates", "anchors")
 
 
 def unit_value(
     *, alpha: float, L: float, b: float, K: int, H: int, T: int, p: float = 0.0,
     eta: float = 0.0, outer: str = "average", gamma: float = 1.0, mu: float = 0.0,
+    measured: str = "iterates",
 ) -> tuple[float, float]:  # fmt: skip
-    """``((1/T) sum_t m^2 E ubar_t^2, U)`` for the ``c = 1`` run, ``U`` its reach.
+    """``(value, U)`` for the ``c = 1`` run, ``U`` its reach. ``value`` is
+    ``(1/T) sum_{t<T} m^2 E ubar_t^2`` (``measured = "iterates"``) or, over the anchors of
+    the ``R = T // H`` full rounds, ``(1/R) sum_{r<R} m^2 E z_r^2`` (``"anchors"``).
 
     Per round the second moments of ``s = (z, buf, 1)`` map linearly, so the full rounds
     are one matrix power.
     """
+    check_choice("measured", measured, MEASURED)
     groups = _groups(K, L, b)
     lengths = _round_lengths(H, T)
     U = _region(groups, lengths, alpha, p, eta, outer, gamma, mu)
@@ -253,16 +265,19 @@ def unit_value(
     y = np.zeros(11)
     y[8] = y[10] = 1.0  # M = E s s^T with s = (0, 0, 1); the running sum 0
     for rounds, n in lengths:
+        count = "iterates" if measured == "iterates" else "anchor" if n == H else "none"
         per = [_worker_moments(h, s, n, alpha, p, eta) for _, h, s in groups]
-        Phi = _round_matrix(_mean_moments(groups, K, per), n, Gs)
+        Phi = _round_matrix(_mean_moments(groups, K, per), n, Gs, count)
         y = np.linalg.matrix_power(Phi, rounds) @ y
-    return (0.5 * (L + b)) ** 2 * float(y[9]) / T, U
+    denom = T if measured == "iterates" else T // H
+    value = (0.5 * (L + b)) ** 2 * float(y[9]) / denom if denom else 0.0
+    return value, U
 
 
 def instance_value(
     *, alpha: float, L: float, zeta: float, K: int, H: int, T: int, b: float,
     p: float = 0.0, eta: float = 0.0, outer: str = "average", gamma: float = 1.0,
-    mu: float = 0.0, horizon: int | None = None,
+    mu: float = 0.0, horizon: int | None = None, measured: str = "iterates",
 ) -> HeteroInstance:  # fmt: skip
     """The instance at curvature ``b`` (``-L < b <= L``) with the largest ``c`` allowed.
 
@@ -277,12 +292,14 @@ def instance_value(
     if K < 2 or zeta == 0:
         return HeteroInstance(L, b, K, 0.0, 0.0, 0.0)
     unit, U = unit_value(
-        alpha=alpha, L=L, b=b, K=K, H=H, T=Tp, p=p, eta=eta, outer=outer, gamma=gamma, mu=mu
-    )
+        alpha=alpha, L=L, b=b, K=K, H=H, T=Tp, p=p, eta=eta, outer=outer, gamma=gamma, mu=mu,
+        measured=measured,
+    )  # fmt: skip
     if not (math.isfinite(U) and math.isfinite(unit)):
         return HeteroInstance(L, b, K, 0.0, math.inf, 0.0)
     c = zeta * math.sqrt(K / (2 * (K // 2))) / (1.0 + 0.5 * (L - b) * U)
-    return HeteroInstance(L, b, K, c, c * U, c * c * unit * Tp / T)
+    share = Tp / T if measured == "iterates" else (Tp // H) / max(T // H, 1)
+    return HeteroInstance(L, b, K, c, c * U, c * c * unit * share)
 
 
 def _horizons(H: int, T: int, p: float) -> list[int]:
@@ -301,7 +318,7 @@ def _horizons(H: int, T: int, p: float) -> list[int]:
 class InstanceLowerBound:
     """A lower bound evaluated as the exact value on explicit instances of the class.
 
-    Same reading as :class:`~theory.bounds.lower.LowerBound` (``kind = "lower"``): no valid
+    Same reading as every lower bound of :mod:`theory.lower` (``kind = "lower"``): no valid
     upper bound may be below it inside its conditions. ``evaluate`` takes scalars.
     """
 
@@ -338,9 +355,10 @@ class InstanceLowerBound:
         missing = sorted(set(self.parameters) - set(values))
         if missing:
             raise UserInputError(f"{self.name}: missing parameter(s) {missing}")
-        known = set(self.parameters) | set(self.optional) | {"outer"}
+        known = set(self.parameters) | set(self.optional) | {"outer", "measured"}
         v = {**self.optional, **{k: x for k, x in values.items() if k in known}}
         outer = v.pop("outer", None)
+        measured = check_choice("measured", v.pop("measured", "iterates"), MEASURED)
         num = validate({k: x for k, x in v.items()})
         out: dict[str, Any] = {k: float(np.asarray(x).reshape(())) for k, x in num.items()}
         for k in ("K", "H", "T"):
@@ -352,7 +370,7 @@ class InstanceLowerBound:
                 f"outer: say which outer optimiser ({list(OUTERS)})"
             )
         outer = check_choice("outer optimiser", outer or "average", OUTERS)
-        return {**out, "outer": outer}
+        return {**out, "outer": outer, "measured": measured}
 
 
 LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
@@ -360,7 +378,7 @@ LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
     title="Local SGD / PALSGD: exact value on a two-curvature heterogeneous instance (lower bound)",
     provenance=(
         "derived here: exact moments of Local SGD / PALSGD (independent coins) on the "
-        "piecewise-quadratic instance of theory.bounds.lower_hetero (docs/lower_bounds.md)"
+        "piecewise-quadratic instances of theory.lower.hetero (docs/lower_bounds.md)"
     ),
     algorithms=("local_sgd", "palsgd", "diloco"),
     parameters=("alpha", "L", "zeta", "K", "H", "T"),
