@@ -142,11 +142,18 @@ def _round_lengths(H: int, T: int) -> list[tuple[int, int]]:
     return [(T // H, H)] + ([(1, T % H)] if T % H else [])
 
 
-def _reach_points(groups, lengths, alpha, outer, gamma, mu) -> float:
-    """:func:`_region` for ``p = 0``: one deterministic path, each round in closed form."""
+def _filled(hist: list[float], total: int) -> np.ndarray:
+    """``hist`` (cumulative reach per round) continued to ``total`` rounds: after a fixed
+    point every later round repeats the last one."""
+    last = hist[-1] if hist else 0.0
+    return np.array(hist + [last] * (total - len(hist)))
+
+
+def _reach_points(groups, lengths, alpha, outer, gamma, mu) -> np.ndarray:
+    """:func:`_reach_history` for ``p = 0``: one deterministic path, each round in closed form."""
     z = buf = 0.0
-    reach = 0.0
-    for rounds, n in lengths:
+    reach, hist = 0.0, []
+    for k, (rounds, n) in enumerate(lengths):
         t = np.arange(1, n + 1)
         for _ in range(rounds):
             ends = []
@@ -157,13 +164,13 @@ def _reach_points(groups, lengths, alpha, outer, gamma, mu) -> float:
                 ends.append(path[-1])
             xbar = sum(w * e for (w, _, _), e in zip(groups, ends, strict=True))
             z_new, buf_new = outer_step(z, buf, z - xbar, outer=outer, gamma=gamma, mu=mu)
-            reach = max(reach, abs(z_new))
-            if not math.isfinite(reach):
-                return math.inf
-            if (z_new, buf_new) == (z, buf):  # a fixed point: later rounds repeat this one
-                break
+            reach = max(reach, abs(z_new)) if math.isfinite(reach) else math.inf
+            hist.append(reach)
+            if (z_new, buf_new) == (z, buf) or not math.isfinite(reach):
+                break  # a fixed point (later rounds repeat this one), or divergence
             z, buf = z_new, buf_new
-    return reach
+        hist = list(_filled(hist, sum(r for r, _ in lengths[: k + 1])))
+    return np.array(hist)
 
 
 def _sync_box(box, xlo, xhi, outer, gamma, mu):
@@ -183,8 +190,9 @@ def _sync_box(box, xlo, xhi, outer, gamma, mu):
     return min(zs), max(zs), min(bs), max(bs)
 
 
-def _region(groups, lengths, alpha, p, eta, outer, gamma, mu) -> float:
-    """The largest ``|x|`` of any worker or anchor on any coin path of the ``c = 1`` run.
+def _reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarray:
+    """After each round, the largest ``|x|`` any worker or the anchor has reached so far on
+    any coin path of the ``c = 1`` run (one entry per round, the partial one included).
 
     ``p = 0``: the one path, exactly. ``p > 0``: interval propagation, each step the hull of
     the gradient branch's and the pull branch's images of the current interval (the pull
@@ -195,8 +203,8 @@ def _region(groups, lengths, alpha, p, eta, outer, gamma, mu) -> float:
         return _reach_points(groups, lengths, alpha, outer, gamma, mu)
     beta = alpha * eta / p
     box = (0.0, 0.0, 0.0, 0.0)  # z and buf intervals
-    reach = 0.0
-    for rounds, n in lengths:
+    reach, hist = 0.0, []
+    for k, (rounds, n) in enumerate(lengths):
         for _ in range(rounds):
             zlo, zhi = box[0], box[1]
             ends = []
@@ -212,13 +220,13 @@ def _region(groups, lengths, alpha, p, eta, outer, gamma, mu) -> float:
             xlo = sum(w * e[0] for (w, _, _), e in zip(groups, ends, strict=True))
             xhi = sum(w * e[1] for (w, _, _), e in zip(groups, ends, strict=True))
             new = _sync_box(box, xlo, xhi, outer, gamma, mu)
-            reach = max(reach, abs(new[0]), abs(new[1]))
-            if not math.isfinite(reach):
-                return math.inf
-            if new == box:
+            reach = max(reach, abs(new[0]), abs(new[1])) if math.isfinite(reach) else math.inf
+            hist.append(reach)
+            if new == box or not math.isfinite(reach):
                 break
             box = new
-    return reach
+        hist = list(_filled(hist, sum(r for r, _ in lengths[: k + 1])))
+    return np.array(hist)
 
 
 def _round_matrix(moments, n: int, Gs, count: str) -> np.ndarray:
@@ -248,9 +256,10 @@ MEASURED = ("iterates", "anchors")
 def unit_value(
     *, alpha: float, L: float, b: float, K: int, H: int, T: int, p: float = 0.0,
     eta: float = 0.0, outer: str = "average", gamma: float = 1.0, mu: float = 0.0,
-    measured: str = "iterates",
+    measured: str = "iterates", reach: float | None = None,
 ) -> tuple[float, float]:  # fmt: skip
-    """``(value, U)`` for the ``c = 1`` run, ``U`` its reach. ``value`` is
+    """``(value, U)`` for the ``c = 1`` run, ``U`` its reach (``reach``: a known bound on it,
+    e.g. from the history of a longer run, :func:`_reach_history`). ``value`` is
     ``(1/T) sum_{t<T} m^2 E ubar_t^2`` (``measured = "iterates"``) or, over the anchors of
     the ``R = T // H`` full rounds, ``(1/R) sum_{r<R} m^2 E z_r^2`` (``"anchors"``).
 
@@ -260,7 +269,9 @@ def unit_value(
     check_choice("measured", measured, MEASURED)
     groups = _groups(K, L, b)
     lengths = _round_lengths(H, T)
-    U = _region(groups, lengths, alpha, p, eta, outer, gamma, mu)
+    if reach is None:
+        reach = float(_reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu)[-1])
+    U = reach
     Gs = _sync_maps(outer, gamma, mu)
     y = np.zeros(11)
     y[8] = y[10] = 1.0  # M = E s s^T with s = (0, 0, 1); the running sum 0
@@ -278,6 +289,7 @@ def instance_value(
     *, alpha: float, L: float, zeta: float, K: int, H: int, T: int, b: float,
     p: float = 0.0, eta: float = 0.0, outer: str = "average", gamma: float = 1.0,
     mu: float = 0.0, horizon: int | None = None, measured: str = "iterates",
+    reach: float | None = None,
 ) -> HeteroInstance:  # fmt: skip
     """The instance at curvature ``b`` (``-L < b <= L``) with the largest ``c`` allowed.
 
@@ -293,7 +305,7 @@ def instance_value(
         return HeteroInstance(L, b, K, 0.0, 0.0, 0.0)
     unit, U = unit_value(
         alpha=alpha, L=L, b=b, K=K, H=H, T=Tp, p=p, eta=eta, outer=outer, gamma=gamma, mu=mu,
-        measured=measured,
+        measured=measured, reach=reach,
     )  # fmt: skip
     if not (math.isfinite(U) and math.isfinite(unit)):
         return HeteroInstance(L, b, K, 0.0, math.inf, 0.0)
@@ -337,10 +349,16 @@ class InstanceLowerBound:
         """The instance at each ``b`` of the grid and each horizon (value, ``c``, region)."""
         v = self._inputs(values)
         out = []
+        H, T = v["H"], v["T"]
         for f in self.b_grid:
             best = 0.0
-            for n in _horizons(v["H"], v["T"], v["p"]):
-                ins = instance_value(b=f * v["L"], horizon=n, **v)
+            hist = _reach_history(
+                _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, T), v["alpha"],
+                v["p"], v["eta"], v["outer"], v["gamma"], v["mu"],
+            )  # fmt: skip
+            for n in _horizons(H, T, v["p"]):
+                U = float(hist[-1] if n == T else hist[n // H - 1])
+                ins = instance_value(b=f * v["L"], horizon=n, reach=U, **v)
                 out.append(ins)
                 if ins.value < 0.5 * best:  # past the best horizon: longer ones cost more
                     break
