@@ -49,7 +49,9 @@ import numpy as np
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
+from theory.bounds import get
 from theory.bounds.maps import exact_map, heterogeneous_quadratic, rounds_map
+from theory.lower import get_lower
 from theory.moments import exact_moments
 from theory.nbtools import fmt, md_table, output_dir, write_csv
 
@@ -155,9 +157,6 @@ plt.show()
 # heterogeneity lower bound; the quadratic one is stated for Local SGD only.
 
 # %%
-from theory.bounds import get
-from theory.lower import get_lower
-
 BASE = dict(L=1.0, sigma=1.0, zeta=1.0, F0=1.0, K=4, T=8192, alpha=0.005)
 H_LINE = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
 PULL = dict(p=0.5, eta=2.0)
