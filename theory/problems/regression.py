@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from theory.problems.args import data_sigma2_arg, no_extra, shifts_arg
+from theory.problems.args import ProblemArgs, data_sigma2_arg, no_extra, shifts_arg
 from theory.problems.base import Array
 from theory.problems.data import DataProblem
 from theory.validation import ParameterError, UserInputError
@@ -123,12 +123,6 @@ def _planted_design(
 
 def make_robust_regression(
     *,
-    K: int,
-    d: int = 10,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    zeta: float = 0.0,
-    seed: int = 0,
     loss: str = "geman_mcclure",
     scale: float = 1.0,
     n_samples: int = 256,
@@ -146,11 +140,14 @@ def make_robust_regression(
     ``zeta2 = zeta^2`` exactly (``shards=False``, shared data), or per-worker data shards
     with their own ``x_true_k`` and covariate shift (``shards=True``; ``zeta2`` is then the
     upper bound ``G^2 mean_k min(mean_i ||a_{k,i}||, ||A_k||_2/sqrt(n))^2`` and ``zeta``
-    must be 0). ``x0 = 0``.
+    must be 0). ``x0 = 0``. Takes the keywords of :class:`~theory.problems.args.ProblemArgs`
+    (``K`` required).
     """
+    a = ProblemArgs.take(kw)
+    K, d, noise, zeta = a.K, a.d, a.noise, a.zeta
     no_extra(kw, "robust_regression")
-    rng = np.random.default_rng(seed)
-    sigma2 = data_sigma2_arg(noise, sigma)
+    rng = a.rng()
+    sigma2 = data_sigma2_arg(noise, a.sigma)
     if not 0 <= outliers <= 1:
         raise ParameterError("outliers", outliers, "[0, 1]")
     A, x_true, y = _planted_design(rng, K, n_samples, d, shards, shard_spread)
@@ -184,12 +181,6 @@ def make_robust_regression(
 
 def make_logistic(
     *,
-    K: int,
-    d: int = 10,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    zeta: float = 0.0,
-    seed: int = 0,
     lam: float = 0.1,
     n_samples: int = 256,
     label_noise: float = 0.1,
@@ -202,11 +193,14 @@ def make_logistic(
 
     Rows ``a_i ~ N(0, I_d)`` (plus a per-worker mean with ``shards``), labels
     ``sign(a_i^T x_true)`` flipped with probability ``label_noise``. Heterogeneity as in
-    :func:`make_robust_regression`. ``x0 = 0``.
+    :func:`make_robust_regression`. ``x0 = 0``. Takes the keywords of
+    :class:`~theory.problems.args.ProblemArgs` (``K`` required).
     """
+    a = ProblemArgs.take(kw)
+    K, d, noise, zeta = a.K, a.d, a.noise, a.zeta
     no_extra(kw, "logistic")
-    rng = np.random.default_rng(seed)
-    sigma2 = data_sigma2_arg(noise, sigma)
+    rng = a.rng()
+    sigma2 = data_sigma2_arg(noise, a.sigma)
     if not 0 <= label_noise <= 1:
         raise ParameterError("label_noise", label_noise, "[0, 1]")
     A, _, m = _planted_design(rng, K, n_samples, d, shards, shard_spread)
