@@ -121,6 +121,30 @@ def _planted_design(
     return A, x_true, A @ x_true
 
 
+def _data_keywords(
+    a: ProblemArgs,
+    rng: np.random.Generator,
+    A: Array,
+    y: Array,
+    sigma2: float | None,
+    batch: int,
+    shards: bool,
+) -> dict[str, Any]:
+    """The keywords of a data problem on the rows ``A`` and labels ``y`` that both factories
+    share: linear terms of heterogeneity ``zeta`` unless ``shards`` (drawn last from
+    ``rng``), ``f_star = 0``."""
+    return {
+        "K": a.K,
+        "data": A,
+        "labels": y,
+        "shifts": shifts_arg(rng, a.K, a.d, a.zeta, shards),
+        "noise": a.noise,
+        "sigma2": sigma2,
+        "batch": batch,
+        "f_star": 0.0,
+    }
+
+
 def make_robust_regression(
     *,
     loss: str = "geman_mcclure",
@@ -144,34 +168,25 @@ def make_robust_regression(
     (``K`` required).
     """
     a = ProblemArgs.take(kw)
-    K, d, noise, zeta = a.K, a.d, a.noise, a.zeta
     no_extra(kw, "robust_regression")
     rng = a.rng()
-    sigma2 = data_sigma2_arg(noise, a.sigma)
+    sigma2 = data_sigma2_arg(a.noise, a.sigma)
     if not 0 <= outliers <= 1:
         raise ParameterError("outliers", outliers, "[0, 1]")
-    A, x_true, y = _planted_design(rng, K, n_samples, d, shards, shard_spread)
+    A, x_true, y = _planted_design(rng, a.K, n_samples, a.d, shards, shard_spread)
     mask = rng.random(y.shape) < outliers
     y = y + mask * outlier_scale * scale * rng.standard_normal(y.shape)
     realisable = not mask.any()
-    shifts = shifts_arg(rng, K, d, zeta, shards)
     exact = {
         "L": "exact" if realisable else "upper bound",
         "f_star": "exact" if realisable and not shards else "lower bound",
     }
     prob = RobustRegressionProblem(
         name="robust_regression",
-        K=K,
-        data=A,
-        labels=y,
-        shifts=shifts,
-        noise=noise,
-        sigma2=sigma2,
-        batch=batch,
-        f_star=0.0,
         exactness=exact,
         loss=loss,
         scale=scale,
+        **_data_keywords(a, rng, A, y, sigma2, batch, shards),
     )
     if not shards:
         prob.info["_x_true"] = x_true
@@ -197,26 +212,17 @@ def make_logistic(
     :class:`~theory.problems.args.ProblemArgs` (``K`` required).
     """
     a = ProblemArgs.take(kw)
-    K, d, noise, zeta = a.K, a.d, a.noise, a.zeta
     no_extra(kw, "logistic")
     rng = a.rng()
-    sigma2 = data_sigma2_arg(noise, a.sigma)
+    sigma2 = data_sigma2_arg(a.noise, a.sigma)
     if not 0 <= label_noise <= 1:
         raise ParameterError("label_noise", label_noise, "[0, 1]")
-    A, _, m = _planted_design(rng, K, n_samples, d, shards, shard_spread)
+    A, _, m = _planted_design(rng, a.K, n_samples, a.d, shards, shard_spread)
     y = np.where(m >= 0, 1.0, -1.0)
     y = np.where(rng.random(y.shape) < label_noise, -y, y)
-    shifts = shifts_arg(rng, K, d, zeta, shards)
     return LogisticProblem(
         name="logistic",
-        K=K,
-        data=A,
-        labels=y,
-        shifts=shifts,
-        noise=noise,
-        sigma2=sigma2,
-        batch=batch,
-        f_star=0.0,
         exactness={"f_star": "lower bound"},
         lam=lam,
+        **_data_keywords(a, rng, A, y, sigma2, batch, shards),
     )
