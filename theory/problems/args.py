@@ -6,12 +6,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from theory.problems.base import Array, check_noise
 from theory.validation import ParameterError, UserInputError, validate
+
+T = TypeVar("T")
+
+
+def take_fields(cls: type[T], kw: dict[str, Any]) -> T:
+    """The dataclass ``cls`` built from its fields found in ``kw`` (popped from it)."""
+    return cls(**{f.name: kw.pop(f.name) for f in fields(cls) if f.name in kw})
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,7 @@ class ProblemArgs:
         """Pop these keywords from a factory's ``kw``, leaving its own options."""
         if "K" not in kw:
             raise TypeError("a problem factory needs the keyword argument K (workers)")
-        return cls(**{f.name: kw.pop(f.name) for f in fields(cls) if f.name in kw})
+        return take_fields(cls, kw)
 
     def keywords(self) -> dict[str, Any]:
         """The keywords as a dict, to pass on to a factory."""

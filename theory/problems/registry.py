@@ -11,7 +11,7 @@ from theory.problems.args import ProblemArgs
 from theory.problems.base import Problem, check_noise
 from theory.problems.cosine import make_cosine
 from theory.problems.quadratic import make_quadratic
-from theory.problems.regression import make_logistic, make_robust_regression
+from theory.problems.regression import DataOptions, make_logistic, make_robust_regression
 from theory.validation import ParameterError, UserInputError, check_memory, validate
 
 ProblemFactory = Callable[..., Problem]
@@ -39,15 +39,27 @@ def problem_names() -> list[str]:
     return sorted(PROBLEMS)
 
 
+#: the factories that take the keywords of :class:`DataOptions`
+_DATA_FACTORIES = (make_robust_regression, make_logistic)
+
+
+def _default_n_samples(factory: Any) -> Any:
+    """The ``n_samples`` a factory uses when not given: its keyword's default, that of
+    :class:`DataOptions` for the data problems, else ``None``."""
+    if factory in _DATA_FACTORIES:
+        return DataOptions.n_samples
+    try:
+        param = inspect.signature(factory).parameters.get("n_samples")
+    except (TypeError, ValueError):
+        param = None
+    return None if param is None else param.default
+
+
 def _problem_bytes(factory: Any, K: float, d: float, noise: str, kw: dict[str, Any]) -> float:
     """An estimate of the bytes a problem's arrays take: a K x d array of shifts, the
     K x n x d samples of a finite sum or of a data problem (``n_samples``, the factory's
     default when not given), a d x d rotation."""
-    try:
-        default = inspect.signature(factory).parameters.get("n_samples")
-    except (TypeError, ValueError):
-        default = None
-    n = kw.get("n_samples", None if default is None else default.default)
+    n = kw.get("n_samples", _default_n_samples(factory))
     if n is None or n is inspect.Parameter.empty:
         n = 32 if noise == "finite_sum" else 0
     try:
