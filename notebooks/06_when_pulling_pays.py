@@ -6,6 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -30,7 +31,8 @@
 #    `local_sgd_outer`), at the same $H$ and at equal gradient evaluations per round;
 # 2. the exact dynamics on the same grid (`theory.moments`, per-eigendirection moment
 #    recursions): end-of-round consensus error and anchor gradient norm;
-# 3. exact consensus and gradient-norm curves for one $H$.
+# 3. exact consensus and gradient-norm curves for one $H$;
+# 4. every bound beside the lower bounds (quadratic and heterogeneity) against $H$.
 #
 # Notation (the PALSGD authors'): $K$ workers, $H$ local steps per round (pull steps
 # count), $p$ pull probability, $\alpha$ inner learning rate, $\eta$ pull rate, $\gamma$
@@ -47,7 +49,9 @@ import numpy as np
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
+from theory.bounds import get
 from theory.bounds.maps import exact_map, heterogeneous_quadratic, rounds_map
+from theory.lower import get_lower
 from theory.moments import exact_moments
 from theory.nbtools import fmt, md_table, output_dir, write_csv
 
@@ -138,4 +142,51 @@ axes[1].set_title(r"$\|\nabla f(\bar x_t)\|^2$ (exact)")
 for ax in axes:
     ax.set_xlabel("step $t$")
 axes[0].legend()
+plt.show()
+
+# %% [markdown]
+# ## 4. Every bound beside the lower bounds
+#
+# At one step $\alpha = 0.005$ ($L = \sigma = \zeta = F_0 = 1$, $K = 4$, $T = 8192$): the
+# upper bounds on $\frac1T\sum_t \mathbb E\|\nabla f(\bar x_t)\|^2$ against $H$, and the two
+# lower bounds of `theory.lower` (`docs/lower_bounds.md`). The quadratic one is the exact
+# value on $(L/2)\|x\|^2$ with noise; it does not depend on $H$. The heterogeneity one is
+# the exact value on two-curvature instances whose workers' Hessians differ; it grows with
+# $H$. No valid bound can be below the larger of the two. A bound is drawn only where its
+# conditions hold. PALSGD ($p = 0.5$, $\eta = 2$) is compared with the coin version of the
+# heterogeneity lower bound; the quadratic one is stated for Local SGD only.
+
+# %%
+BASE = dict(L=1.0, sigma=1.0, zeta=1.0, F0=1.0, K=4, T=8192, alpha=0.005)
+H_LINE = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
+PULL = dict(p=0.5, eta=2.0)
+quad, het = get_lower("local_sgd_quadratic_lower"), get_lower("local_sgd_heterogeneity_lower")
+no_noise = {k: v for k, v in BASE.items() if k not in ("sigma", "F0")}
+lines = {
+    "quadratic lower": [float(quad.evaluate(**{k: v for k, v in BASE.items() if k != "zeta"}))]
+    * len(H_LINE),
+    "heterogeneity lower": [het.evaluate(**no_noise, H=int(h)) for h in H_LINE],
+    "heterogeneity lower, PALSGD": [het.evaluate(**no_noise, H=int(h), **PULL) for h in H_LINE],
+}
+for name, extra in (("local_sgd_noniid", {}), ("local_sgd_ours", {}), ("palsgd", PULL)):
+    b = get(name)
+    vals = {**BASE, **extra, "H": H_LINE.astype(float)}
+    lines[name] = np.where(b.conditions_hold(**vals), b.evaluate(**vals), np.nan).tolist()
+rows = [{"H": int(h), **{k: fmt(v[i], ".4g") for k, v in lines.items()}} for i, h in enumerate(H_LINE)]
+md_table(rows, list(rows[0]))
+write_csv(OUT / "bounds_and_lower_bounds.csv", rows)
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+for name in ("local_sgd_noniid", "local_sgd_ours"):
+    axes[0].loglog(H_LINE, lines[name], "o-", label=name)
+for name in ("quadratic lower", "heterogeneity lower"):
+    axes[0].loglog(H_LINE, lines[name], "k--" if "quad" in name else "k:", label=name)
+axes[1].loglog(H_LINE, lines["palsgd"], "o-", color="C2", label="palsgd (p=0.5, eta=2)")
+axes[1].loglog(H_LINE, lines["heterogeneity lower, PALSGD"], "k:", label="heterogeneity lower")
+axes[0].set_title("Local SGD")
+axes[1].set_title("PALSGD")
+for ax in axes:
+    ax.set_xlabel("H")
+    ax.legend(fontsize=8)
+axes[0].set_ylabel(r"$\frac{1}{T}\sum_t E\|\nabla f(\bar x_t)\|^2$")
 plt.show()

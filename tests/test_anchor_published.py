@@ -13,8 +13,8 @@ import sympy as sp
 
 from theory import bounds as registry
 from theory import symbols as S
-from theory.bounds.lower import get_lower
 from theory.bounds.slowmo import slowmo_ar_sgd_expression, slowmo_step
+from theory.lower import get_lower
 
 SLOWMO = "slowmo_ar_sgd"
 
@@ -100,7 +100,7 @@ def test_bound_holds_on_exact_quadratic_dynamics(K, H, gamma, mu, T):
 
 def test_minibatch_case_is_above_the_quadratic_lower_bound():
     """H = 1, gamma = 1, mu = 0 is minibatch SGD at alpha = sqrt(K/T): never below the exact
-    quadratic value (theory.bounds.lower), on random configurations inside the conditions."""
+    quadratic value (theory.lower), on random configurations inside the conditions."""
     b, low = registry.get(SLOWMO), get_lower("local_sgd_quadratic_lower")
     rng = np.random.default_rng(11)
     for _ in range(200):

@@ -1,4 +1,4 @@
-"""Lower bounds (theory.bounds.lower): kept out of the upper-bound registry, exact on their
+"""Lower bounds (theory.lower): kept out of the upper-bound registry, exact on their
 instance, and never above a valid upper bound inside its conditions."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from theory import bounds as registry
-from theory.bounds.lower import get_lower, lower_bounds
+from theory.lower import get_lower, lower_bounds
 from theory.moments import MatrixQuadratic, exact_moments
 from theory.validation import UserInputError
 

@@ -21,6 +21,7 @@ REPORT_FILES = [
     "exact.csv",
     "tightness.csv",
     "controls.csv",
+    "hetero.csv",
     "results.csv",
     "rates.csv",
     "exact_vs_mc.csv",

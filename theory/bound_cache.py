@@ -128,6 +128,7 @@ def _meta(bound: Any) -> dict[str, Any]:
         "recommended_step": None if bound.recommended_step is None else str(bound.recommended_step),
         "step_name": bound.step_name,
         "descriptions": [c.description for c in bound.conditions],
+        "measured": getattr(bound, "measured", "iterates"),
     }
 
 
@@ -159,6 +160,7 @@ def _build(entry: dict[str, Any], meta: dict[str, Any]) -> Any:
         notes=meta["notes"],
         recommended_step=meta["recommended_step"],
         step_name=meta["step_name"],
+        measured=meta.get("measured", "iterates"),
         parameters=tuple(entry["parameters"]),
         uses_H=bool(entry["uses_H"]),
         terms=tuple(entry["terms"]),

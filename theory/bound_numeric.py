@@ -67,6 +67,7 @@ class CompiledBound:
     ``conditions``: ``(name, text, description, strict)`` per condition; ``terms``: the
     labels of the additive terms; ``recommended_step``: its text (``None``: none);
     ``speedup``: the compiled (leading, rest) split of the rate at the recommended step.
+    ``measured``: what the bound's left-hand side averages (:attr:`theory.bound.Bound.measured`).
     """
 
     name: str
@@ -87,6 +88,7 @@ class CompiledBound:
     f_conditions: CompiledFn | None
     f_recommended: CompiledFn | None
     speedup: tuple[CompiledFn, CompiledFn] | None
+    measured: str = "iterates"
 
     # ----------------------------------------------------------------- input handling
     def _arrays(

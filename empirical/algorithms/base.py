@@ -160,6 +160,17 @@ class DistributedAlgorithm:
     params: list[nn.Parameter]
     clock: DeviceClock
 
+    def _start(
+        self, config: AlgorithmConfig, model: nn.Module, inner_optimizer: torch.optim.Optimizer
+    ) -> None:
+        """The state every algorithm starts from: its config and inner optimizer, step
+        ``t = 0``, fresh :func:`new_stats`, the trainable parameters of ``model``."""
+        self.config = config
+        self.inner_optimizer = inner_optimizer
+        self.t = 0
+        self.stats = new_stats()
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
     def next_action(self) -> str:
         """``"grad"`` or ``"pull"`` for step ``t`` (a pure function of ``t``)."""
         raise NotImplementedError

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from empirical.algorithms.base import DistributedAlgorithm, StepInfo, new_stats
+from empirical.algorithms.base import DistributedAlgorithm, StepInfo
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.slowlink import (
     SlowLinkState,
@@ -48,12 +48,8 @@ class DDPAlgorithm(DistributedAlgorithm):
         process_group: Any = None,
         ddp_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        self.config = config
+        self._start(config, model, inner_optimizer)
         self.module = model
-        self.inner_optimizer = inner_optimizer
-        self.t = 0
-        self.stats = new_stats()
-        self.params = [p for p in model.parameters() if p.requires_grad]
         dev = self.params[0].device if self.params else torch.device("cpu")
         self.clock = DeviceClock(dev, self.stats)
         initialized = dist.is_available() and dist.is_initialized()

@@ -65,7 +65,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from empirical.algorithms.base import Communicator, DistributedAlgorithm, StepInfo, new_stats
+from empirical.algorithms.base import Communicator, DistributedAlgorithm, StepInfo
 from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat import FlatLayout, flat_dtype
@@ -122,12 +122,8 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         process_group: Any = None,
         coin_source: Callable[[np.ndarray, int], np.ndarray] | np.ndarray | None = None,
     ) -> None:
-        self.config = config
+        self._start(config, model, inner_optimizer)
         self.model = model
-        self.inner_optimizer = inner_optimizer
-        self.t = 0
-        self.stats = new_stats()
-        self.params: list[nn.Parameter] = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise UserInputError("the model has no trainable parameters")
         self.dtype = flat_dtype(self.params)

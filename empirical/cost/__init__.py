@@ -41,6 +41,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from empirical.cost import profiles
 from empirical.cost.cli import add_arguments, run
 from empirical.cost.comm import (
     DDP_BUCKET_CAP_BYTES,
@@ -55,10 +56,11 @@ from empirical.cost.paper import (
     gpu_compute_profile,
     paper_scale_prediction,
 )
-from empirical.cost.profiles import (
+from empirical.cost.profiles import (  # noqa: F401 (in profiles.__all__)
     ALLREDUCE_ALGORITHMS,
     CLUSTER_PROFILES,
     GPUS,
+    LOCAL_PROFILE,
     ClusterProfile,
     ComputeProfile,
     GPUSpec,
@@ -83,28 +85,12 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
-    "ALLREDUCE_ALGORITHMS",
-    "LinkProfile",
-    "ComputeProfile",
-    "ClusterProfile",
-    "GPUSpec",
-    "GPUS",
-    "CLUSTER_PROFILES",
+    *profiles.__all__,
     "SETTINGS",
     "PAPER_REPORTED",
     "DDP_FIRST_BUCKET_BYTES",
     "DDP_BUCKET_CAP_BYTES",
     "allreduce_time",
-    "calibrate_link",
-    "time_allreduce",
-    "measure_allreduce",
-    "profile_compute",
-    "measure_compute",
-    "cluster_profile",
-    "calibrate_local_profile",
-    "link_from_dict",
-    "cluster_from_dict",
-    "load_profiles",
     "ddp_bucket_sizes",
     "ddp_exposed_comm",
     "expected_max_binomial",
@@ -115,10 +101,9 @@ __all__ = [
     "attribute_gain",
     "gpu_compute_profile",
     "paper_scale_prediction",
-    "CHECK_CONFIGS",
-    "emulated_link_check",
     "add_arguments",
     "run",
+    *_LAZY,
 ]
 
 

@@ -29,6 +29,8 @@ __all__ = ["DEFAULT_PROFILE", "add_arguments", "run"]
 
 #: the cluster profile ``palsgd cost predict`` uses when none is given
 DEFAULT_PROFILE = "64xGPU-100Gbps"
+#: the options of ``predict`` passed on to :func:`paper_scale_prediction` under their names
+_PREDICT_OPTIONS = ("method", "p", "H", "T0", "steps", "step_ratio", "utilisation", "gpu", "coins")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,21 +109,9 @@ def _predict(args: argparse.Namespace) -> int:
         if args.profile in extra:
             prof = extra[args.profile]
     names = list(SETTINGS) if args.setting == "all" else [args.setting]
+    options = {k: getattr(args, k) for k in _PREDICT_OPTIONS}
     preds = {
-        name: paper_scale_prediction(
-            name,
-            prof,
-            method=args.method,
-            p=args.p,
-            H=args.H,
-            T0=args.T0,
-            steps=args.steps,
-            step_ratio=args.step_ratio,
-            utilisation=args.utilisation,
-            gpu=args.gpu,
-            coins=args.coins,
-            overlap_ddp=not args.no_overlap_ddp,
-        )
+        name: paper_scale_prediction(name, prof, **options, overlap_ddp=not args.no_overlap_ddp)
         for name in names
     }
     _emit(preds[names[0]] if len(names) == 1 else preds, args.output)

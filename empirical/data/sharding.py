@@ -113,27 +113,14 @@ class _EpochView(Dataset):
 
 
 def index_loader(
-    dataset: Dataset,
-    indices: list[int],
-    *,
-    batch_size: int,
-    drop_last: bool,
-    num_workers: int,
-    pin_memory: bool,
-    collate_fn: Callable | None,
-    persistent: bool = False,
+    dataset: Dataset, indices: list[int], *, persistent: bool = False, **loader_kw: Any
 ) -> DataLoader:
     """DataLoader reading ``indices`` in order (its sampler's ``indices`` can be replaced
-    between epochs; ``persistent`` keeps the worker processes across them)."""
+    between epochs; ``persistent`` keeps the worker processes across them). ``loader_kw``:
+    the DataLoader's ``batch_size``, ``drop_last``, ``num_workers``, ``pin_memory``,
+    ``collate_fn``."""
     return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        sampler=_ListSampler(indices),
-        drop_last=drop_last,
-        num_workers=num_workers,
-        pin_memory=pin_memory,
-        collate_fn=collate_fn,
-        persistent_workers=persistent,
+        dataset, sampler=_ListSampler(indices), persistent_workers=persistent, **loader_kw
     )
 
 

@@ -33,6 +33,10 @@ class BatchStream:
         "shuffle",
         "drop_last",
     )
+    #: the attributes passed on to :func:`dataset_shard` (all but the epoch)
+    _SHARDING = ("rank", "world_size", "seed", "shuffle", "drop_last", "iid")
+    #: the attributes passed on to the DataLoader's workers
+    _WORKERS = ("num_workers", "pin_memory", "collate_fn")
 
     def __init__(
         self,
@@ -100,21 +104,11 @@ class BatchStream:
 
     def _sharding(self) -> dict[str, Any]:
         """The arguments of :func:`dataset_shard` other than the epoch."""
-        return {
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "drop_last": self.drop_last,
-            "iid": self.iid,
-        }
+        return {k: getattr(self, k) for k in self._SHARDING}
 
     def _workers(self) -> dict[str, Any]:
-        return {
-            "num_workers": self.num_workers,
-            "pin_memory": self.pin_memory,
-            "collate_fn": self.collate_fn,
-        }
+        """The DataLoader's worker arguments."""
+        return {k: getattr(self, k) for k in self._WORKERS}
 
     def _loader(self) -> DataLoader:
         if self._persistent:

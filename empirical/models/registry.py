@@ -48,18 +48,7 @@ _RESNET: dict[str, dict[str, Any]] = {
     "resnet-tiny": dict(block="basic", layers=(1, 1), widths=(8, 16), stem="cifar", num_classes=10),
 }
 
-MODEL_NAMES: tuple[str, ...] = (
-    "gptneo-8m",
-    "gptneo-125m",
-    "gptneo-tiny",
-    "resnet18-cifar",
-    "resnet34-cifar",
-    "resnet50-cifar",
-    "resnet18-imagenet",
-    "resnet34-imagenet",
-    "resnet50-imagenet",
-    "resnet-tiny",
-)
+MODEL_NAMES: tuple[str, ...] = (*_GPTNEO, *_RESNET)
 
 
 def _check_name(name: str) -> str:

@@ -14,6 +14,7 @@ ResNet-18: 11,689,512).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 
 import torch
@@ -23,18 +24,6 @@ from torch import nn
 from theory.validation import UserInputError
 
 __all__ = ["ResNet", "BasicBlock", "Bottleneck", "RESNET_OPTIONS"]
-
-#: the keyword arguments of :class:`ResNet`
-RESNET_OPTIONS: tuple[str, ...] = (
-    "block",
-    "layers",
-    "num_classes",
-    "widths",
-    "stem",
-    "in_channels",
-    "zero_init_residual",
-    "stride_in_1x1",
-)
 
 
 def _conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
@@ -224,3 +213,7 @@ class ResNet(nn.Module):
         x = self.stages(self.stem(x))
         x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
         return self.fc(x)
+
+
+#: the keyword arguments of :class:`ResNet`
+RESNET_OPTIONS: tuple[str, ...] = tuple(inspect.signature(ResNet).parameters)

@@ -39,6 +39,7 @@ Files:
 * ``__main__.py``: ``python -m paper_figures.runs --plan FILE`` (one rank, under torchrun).
 """
 
+from paper_figures.runs import specs
 from paper_figures.runs.cache import STATUS_FILE, cached, resolve_spec, run_directory, run_key
 from paper_figures.runs.device import current_device_kind, torch_module
 from paper_figures.runs.launch import RunResult, execute
@@ -52,7 +53,7 @@ from paper_figures.runs.plan import (
     method_overrides,
     plan_runs,
 )
-from paper_figures.runs.specs import (
+from paper_figures.runs.specs import (  # noqa: F401 (in specs.__all__)
     ALGORITHM_LABELS,
     ALGORITHMS,
     DATA_NAMES,
@@ -70,28 +71,16 @@ from paper_figures.runs.specs import (
 from paper_figures.runs.tasks import tasks_for
 
 __all__ = [
-    "SCALES",
-    "FIGURES",
-    "ALGORITHMS",
-    "ALGORITHM_LABELS",
-    "QUICK_LINK",
-    "QUICK_OUTER",
-    "DATA_NAMES",
+    *specs.__all__,
     "SWEEP_TASK",
     "SWEEP_VALUES",
     "REPEATED_OUTER_STEPS",
     "ABLATION_SWITCHES",
     "STATUS_FILE",
-    "TaskSpec",
-    "RunSpec",
     "RunData",
     "RunResult",
-    "Plan",
     "tasks_for",
     "plan_runs",
-    "check_scale",
-    "distributed_name",
-    "figure_method",
     "resolve_spec",
     "current_device_kind",
     "torch_module",

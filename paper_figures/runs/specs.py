@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from theory.validation import UserInputError
@@ -111,15 +111,8 @@ class TaskSpec:
     short: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "short": self.short,
-            "base": dict(self.base),
-            "local": dict(self.local),
-            "outer": dict(self.outer),
-            "data": self.data,
-            "note": self.note,
-        }
+        """The fields but ``name`` (the key of the task in a plan), mappings as dicts."""
+        return {k: v for k, v in asdict(self).items() if k != "name"}
 
 
 @dataclass(frozen=True)
@@ -139,16 +132,8 @@ class RunSpec:
         return f"{self.task}/{self.variant}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "task": self.task,
-            "variant": self.variant,
-            "algorithm": self.algorithm,
-            "group": self.group,
-            "x": self.x,
-            "label": self.label,
-            "overrides": dict(self.overrides),
-        }
+        """``name`` and the fields, ``overrides`` as a dict."""
+        return {"name": self.name, **asdict(self)}
 
 
 @dataclass

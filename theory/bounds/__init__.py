@@ -7,8 +7,8 @@ Users add their own with :func:`register` (e.g. a bound built with
 
 Files: ``sgd.py`` (minibatch SGD), ``local_sgd.py`` (Local SGD, Wang-Joshi), ``easgd.py``
 (EASGD), ``palsgd.py`` (Theorem 1), ``outer.py`` (Theorem 2: outer SGD and momentum, the
-pull-aware horizon), ``slowmo.py`` (SlowMo over all-reduce SGD), ``lower.py`` (the
-lower-bound registry), ``maps.py`` (where the pull-aware bound beats Local SGD's).
+pull-aware horizon), ``slowmo.py`` (SlowMo over all-reduce SGD), ``lower.py`` (symbolic
+lower bounds; the registered ones are in :mod:`theory.lower`), ``maps.py`` (where the pull-aware bound beats Local SGD's).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from theory.bound import Bound
+from theory.lower import lower_bounds
 from theory.validation import UserInputError, check_choice
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
 _REGISTRY: dict[str, Bound] = {}
 
 #: modules whose bounds are registered on first use
-BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "slowmo", "lower")
+BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "slowmo")
 _loaded = False
 
 
@@ -52,7 +53,7 @@ def register(bound: Bound, *, replace: bool = False) -> Bound:
     if not isinstance(bound, Bound):
         raise TypeError("register() takes a theory.bound.Bound")
     if getattr(bound, "kind", "upper") != "upper":
-        raise TypeError("register() takes upper bounds; use theory.bounds.lower.register_lower")
+        raise TypeError("register() takes upper bounds; use theory.lower.register_lower")
     if bound.name in _REGISTRY and not replace and _REGISTRY[bound.name] is not bound:
         raise UserInputError(f"a bound named {bound.name!r} is already registered")
     _REGISTRY[bound.name] = bound
@@ -91,12 +92,10 @@ def get(name: str) -> Bound:
     _load_builtins()
     if name in _REGISTRY:
         return _REGISTRY[name]
-    from theory.bounds.lower import lower_bounds
-
     if name in {b.name for b in lower_bounds()}:
         raise UserInputError(
             f"{name!r} is a lower bound (kind = 'lower'), not an upper bound: use "
-            "theory.bounds.lower.get_lower"
+            "theory.lower.get_lower"
         )
     return _REGISTRY[check_choice("bound", name, names())]
 

@@ -12,6 +12,7 @@ import numpy as np
 from theory import bound_cache
 from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound_numeric import CompiledBound
+from theory.check.lower import lower_values
 from theory.check.render import fmt as _fmt
 from theory.check.render import fmt_h as _fmt_h
 from theory.check.report import BoundCheck, CheckReport, ConditionCheck, ConfigWarning, TermShare
@@ -137,6 +138,7 @@ def _check_bound(
         rep.reason = f"{step} not given and no {step} satisfies the conditions"
     if alpha is not None:
         _at_alpha(rep, b, base, alpha)
+        rep.lower_bounds = lower_values(algorithm, base, alpha, b.measured)
     rep.uses_H = "H" in b.parameters
     if rep.uses_H:
         _max_H(rep, b, base)

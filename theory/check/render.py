@@ -94,6 +94,23 @@ def _value_lines(b: BoundCheck) -> list[str]:
     for t in b.terms:
         out.append(f"     {t.term:<{width}}  {fmt(t.value):>10}  {t.share:6.1f}%")
     out.append(f"   dominant term: {b.dominant_term}")
+    return out + _lower_lines(b)
+
+
+def _lower_lines(b: BoundCheck) -> list[str]:
+    """The lower bounds at the same ``alpha`` and where this bound stands against them."""
+    if not b.lower_bounds:
+        return []
+    out = [f"   lower bounds at alpha = {fmt(b.alpha)} (no valid bound is below them):"]
+    for lo in b.lower_bounds:
+        if lo.value is None:
+            out.append(f"     {lo.name}: not evaluated ({lo.reason})")
+            continue
+        ratio = b.value / lo.value if lo.value and b.value is not None else math.inf
+        note = f"this bound is {fmt(ratio)} x it" if math.isfinite(ratio) else "0"
+        if b.conditions_hold and b.value is not None and b.value < lo.value:
+            note = "this bound is BELOW it: the bound is false at this configuration"
+        out.append(f"     {lo.name}: {fmt(lo.value)}  ({note})")
     return out
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "CheckReport",
     "ConditionCheck",
     "ConfigWarning",
+    "LowerValue",
     "TermShare",
     "jsonable",
 ]
@@ -51,6 +52,17 @@ class ConfigWarning:
 
 
 @dataclass
+class LowerValue:
+    """A lower bound at a checked bound's ``alpha``: its ``value``, or why it has none."""
+
+    name: str
+    title: str
+    provenance: str
+    value: float | None = None
+    reason: str = ""
+
+
+@dataclass
 class BoundCheck:
     """The check of one bound. ``status`` is ``"evaluated"`` or ``"skipped"`` (see ``reason``).
 
@@ -63,6 +75,8 @@ class BoundCheck:
     conditions hold at the configuration's ``alpha`` (``None`` when none was given) and at
     the recommended ``alpha`` (``optimal_alpha``, the step that minimises the bound under
     the conditions at the configuration), each held fixed while ``H`` varies.
+    ``lower_bounds``: each registered lower bound covering the run, at the same ``alpha``
+    (a valid bound is never below one of them inside its conditions).
     """
 
     name: str
@@ -93,6 +107,7 @@ class BoundCheck:
     max_H_conditions_given: float | None = None
     max_H_conditions_recommended: float | None = None
     rounds_to_eps: float | None = None
+    lower_bounds: list[LowerValue] = field(default_factory=list)
 
 
 @dataclass

@@ -21,17 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from theory.moments.rounds import (
-    A1,
-    U,
-    minibatch_matrix,
-    outer_coefficients,
-    round_map,
-    round_rows,
-    start_state,
-    step_matrix,
-    with_accumulators,
-)
+from theory.moments import rounds
+from theory.moments.rounds import A1, U
 
 __all__ = ["BatchResult", "oracle_batch"]
 
@@ -121,7 +112,7 @@ def oracle_batch(
 
 
 def _minibatch(lam, y0, s2, K, a, T):
-    P = minibatch_matrix(lam, s2, K, a)  # (E y^2, E y, 1, acc)
+    P = rounds.minibatch_matrix(lam, s2, K, a)  # (E y^2, E y, 1, acc)
     w = np.zeros(lam.shape + (4,))
     w[..., 0], w[..., 1], w[..., 2] = y0**2, y0, 1.0
     w = power_apply(P, T, w)
@@ -130,20 +121,20 @@ def _minibatch(lam, y0, s2, K, a, T):
 
 
 def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, outer, at_anchors=False):
-    rows = round_rows(s2, Q, K, shared)  # (4, N, D, 9): AA, VD, CA, CD as rows on u
-    P = with_accumulators(step_matrix(lam, a, eta, p), list(rows))  # (N, D, 13, 13)
+    rows = rounds.round_rows(s2, Q, K, shared)  # (4, N, D, 9): AA, VD, CA, CD as rows on u
+    P = rounds.with_accumulators(rounds.step_matrix(lam, a, eta, p), list(rows))  # (N, D, 13, 13)
     u0 = np.zeros(lam.shape + (U + 4,))
-    u0[..., :U] = start_state(lam.shape)
+    u0[..., :U] = rounds.start_state(lam.shape)
     n_full, rem = T // H, T % H
     uH = power_apply(P, H, u0)  # state at j = H and sums over j < H
     uR = power_apply(P, rem, u0)  # the final partial round
     AA_H = np.einsum("ndi,ndi->nd", rows[0], uH[..., :U])
     VD_H = np.einsum("ndi,ndi->nd", rows[1], uH[..., :U])
     if outer == "sgd":
-        zc, bc = outer_coefficients("sgd", gamma, 0.0)
+        zc, bc = rounds.outer_coefficients("sgd", gamma, 0.0)
     else:
-        zc, bc = outer_coefficients("nesterov" if outer == "nesterov" else "sgd", gamma, mu)
-    M = round_map(uH[..., A1], AA_H, VD_H, zc, bc)  # (N, D, 6, 6)
+        zc, bc = rounds.outer_coefficients("nesterov" if outer == "nesterov" else "sgd", gamma, mu)
+    M = rounds.round_map(uH[..., A1], AA_H, VD_H, zc, bc)  # (N, D, 6, 6)
     lam2 = lam**2
     zero = np.zeros(lam.shape + (6,))
     g_row, c_row = zero.copy(), zero.copy()
@@ -152,7 +143,7 @@ def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, outer, at_anch
     else:
         g_row[..., 0], g_row[..., 5] = lam2 * uH[..., U], lam2 * uH[..., U + 1]
     c_row[..., 0], c_row[..., 5] = uH[..., U + 2], uH[..., U + 3]
-    W = with_accumulators(M, [g_row, c_row])
+    W = rounds.with_accumulators(M, [g_row, c_row])
     v = np.zeros(lam.shape + (8,))
     v[..., 0], v[..., 3], v[..., 5] = y0**2, y0, 1.0  # E z^2, E z, 1
     v = power_apply(W, n_full, v)

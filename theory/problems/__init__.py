@@ -33,13 +33,16 @@ sampling, with replacement, from a per-worker finite sum), ``"none"``.
 when a declared constant is contradicted; use it on any problem you register.
 
 Files: ``base.py`` the base class :class:`Problem` (constants, noise models, oracle calls);
-``args.py`` the factories' argument helpers (noise variance, heterogeneity and finite-sum
-scaling); ``quadratic.py``, ``cosine.py``, ``data.py`` (the shared base of the data problems)
-and ``regression.py`` (robust and logistic regression) the built-in problems and their
-factories; ``function.py`` problems from user callables; ``registry.py`` :data:`PROBLEMS`,
-:func:`register_problem`, :func:`make_problem`; ``constants.py`` :func:`check_constants`.
+``args.py`` the factories' common keywords :class:`ProblemArgs` and argument helpers
+(noise variance, heterogeneity and finite-sum scaling); ``quadratic.py``, ``cosine.py``,
+``data.py`` (the shared base of the data problems) and ``regression.py`` (robust and
+logistic regression, their data keywords :class:`DataOptions`) the built-in problems and
+their factories; ``function.py`` problems from user callables; ``registry.py``
+:data:`PROBLEMS`, :func:`register_problem`, :func:`make_problem`; ``constants.py``
+:func:`check_constants`.
 """
 
+from theory.problems.args import ProblemArgs
 from theory.problems.base import NOISE_MODELS, Problem
 from theory.problems.constants import ConstantsReport, check_constants, with_declared
 from theory.problems.cosine import CosineProblem, make_cosine, minimize_1d_global
@@ -47,6 +50,7 @@ from theory.problems.function import FunctionProblem
 from theory.problems.quadratic import QuadraticProblem, make_quadratic
 from theory.problems.registry import PROBLEMS, make_problem, problem_names, register_problem
 from theory.problems.regression import (
+    DataOptions,
     LogisticProblem,
     RobustRegressionProblem,
     make_logistic,
@@ -56,6 +60,8 @@ from theory.problems.regression import (
 __all__ = [
     "NOISE_MODELS",
     "Problem",
+    "ProblemArgs",
+    "DataOptions",
     "QuadraticProblem",
     "CosineProblem",
     "RobustRegressionProblem",

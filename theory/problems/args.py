@@ -5,12 +5,53 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from typing import Any, TypeVar
 
 import numpy as np
 
 from theory.problems.base import Array, check_noise
 from theory.validation import ParameterError, UserInputError, validate
+
+T = TypeVar("T")
+
+
+def take_fields(cls: type[T], kw: dict[str, Any]) -> T:
+    """The dataclass ``cls`` built from its fields found in ``kw`` (popped from it)."""
+    return cls(**{f.name: kw.pop(f.name) for f in fields(cls) if f.name in kw})
+
+
+@dataclass(frozen=True)
+class ProblemArgs:
+    """The keywords every problem factory takes (the protocol of :data:`PROBLEMS`).
+
+    ``K`` workers (required), ``d`` coordinates, the noise model (see
+    :data:`~theory.problems.base.NOISE_MODELS`), ``sigma`` the noise level (``None``: the
+    problem's default), ``zeta`` the requested heterogeneity, ``seed`` the seed of the
+    problem's data only (not of a simulation).
+    """
+
+    K: int
+    d: int = 10
+    noise: str = "gaussian"
+    sigma: float | None = None
+    zeta: float = 0.0
+    seed: int = 0
+
+    @classmethod
+    def take(cls, kw: dict[str, Any]) -> ProblemArgs:
+        """Pop these keywords from a factory's ``kw``, leaving its own options."""
+        if "K" not in kw:
+            raise TypeError("a problem factory needs the keyword argument K (workers)")
+        return take_fields(cls, kw)
+
+    def keywords(self) -> dict[str, Any]:
+        """The keywords as a dict, to pass on to a factory."""
+        return asdict(self)
+
+    def rng(self) -> np.random.Generator:
+        """The generator of the problem's data."""
+        return np.random.default_rng(self.seed)
 
 
 def center_and_scale(u: Array, target_sq: float, what: str) -> Array:

@@ -12,6 +12,8 @@ import numpy as np
 from theory.validation import ParameterError, UserInputError, validate
 
 NOISE_MODELS = ("gaussian", "rademacher", "finite_sum", "none")
+#: the constants a problem declares (A1-A4 of ``theory.assumptions``)
+CONSTANTS = ("L", "sigma2", "zeta2", "f_star")
 
 Array = np.ndarray
 
@@ -77,7 +79,7 @@ class Problem(ABC):
         self._x0 = np.zeros(self.d) if x0 is None else np.asarray(x0, dtype=float).copy()
         if self._x0.shape != (self.d,):
             raise UserInputError(f"x0 must have shape ({self.d},), got {self._x0.shape}")
-        self.exactness = {"L": "exact", "sigma2": "exact", "zeta2": "exact", "f_star": "exact"}
+        self.exactness = dict.fromkeys(CONSTANTS, "exact")
         self.exactness.update(exactness or {})
         self.info: dict[str, Any] = {}
 
@@ -113,15 +115,9 @@ class Problem(ABC):
 
     def declared(self) -> dict[str, float]:
         """The declared constants (``sigma``/``zeta`` are the square roots)."""
-        return {
-            "L": self.L,
-            "sigma2": self.sigma2,
-            "zeta2": self.zeta2,
-            "f_star": self.f_star,
-            "F0": self.F0,
-            "sigma": math.sqrt(self.sigma2),
-            "zeta": math.sqrt(self.zeta2),
-        }
+        out = {k: getattr(self, k) for k in (*CONSTANTS, "F0")}
+        out.update(sigma=math.sqrt(self.sigma2), zeta=math.sqrt(self.zeta2))
+        return out
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description: name, sizes, noise model, constants and their exactness."""

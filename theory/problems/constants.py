@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from theory.problems.base import Problem
+from theory.problems.base import CONSTANTS, Problem
 from theory.validation import ParameterError, UserInputError
 
 
@@ -292,10 +292,9 @@ def _search_f_min(problem: Problem, P: np.ndarray, fv: np.ndarray, gd_steps: int
 
 def with_declared(problem: Problem, **constants: float) -> Problem:
     """A shallow copy of ``problem`` with some declared constants replaced (for what-ifs)."""
-    allowed = {"L", "sigma2", "zeta2", "f_star"}
-    bad = set(constants) - allowed
+    bad = set(constants) - set(CONSTANTS)
     if bad:
-        raise UserInputError(f"unknown constant(s) {sorted(bad)}: choose from {sorted(allowed)}")
+        raise UserInputError(f"unknown constant(s) {sorted(bad)}: choose from {sorted(CONSTANTS)}")
     new = copy.copy(problem)
     for k, val in constants.items():
         setattr(new, k, float(val))

@@ -10,6 +10,7 @@ import numpy as np
 from scipy import optimize
 
 from theory.problems.args import (
+    ProblemArgs,
     center_and_scale,
     centred_shifts,
     finite_sum_args,
@@ -152,12 +153,6 @@ class CosineProblem(Problem):
 
 def make_cosine(
     *,
-    K: int,
-    d: int = 10,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    zeta: float = 0.0,
-    seed: int = 0,
     c: float = 0.5,
     w: float = 2.0,
     x0_value: float = 3.0,
@@ -167,9 +162,12 @@ def make_cosine(
 
     Defaults ``c = 0.5, w = 2``: ``L = 3``, curvature in ``[-1, 3]``. ``x0 = x0_value * 1``.
     ``zeta2 = zeta^2`` and ``sigma2 = sigma^2`` exactly (see :class:`CosineProblem`).
+    Takes the keywords of :class:`~theory.problems.args.ProblemArgs` (``K`` required).
     """
-    rng = np.random.default_rng(seed)
-    sigma2 = sigma2_arg(noise, sigma)
+    a = ProblemArgs.take(kw)
+    K, d, noise, zeta = a.K, a.d, a.noise, a.zeta
+    rng = a.rng()
+    sigma2 = sigma2_arg(noise, a.sigma)
     n_s, batch = finite_sum_args(kw) if noise == "finite_sum" else (0, 1)
     no_extra(kw, "cosine")
     shifts = center_and_scale(rng.standard_normal((K, d)), zeta * zeta, "zeta")

@@ -8,7 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from theory.problems.args import finite_sum_args, no_extra, offset_finite_sum, sigma2_arg
+from theory.problems.args import (
+    ProblemArgs,
+    finite_sum_args,
+    no_extra,
+    offset_finite_sum,
+    sigma2_arg,
+)
 from theory.problems.base import Array, Problem, into
 from theory.validation import ParameterError, UserInputError, validate
 
@@ -116,12 +122,6 @@ class QuadraticProblem(Problem):
 
 def make_quadratic(
     *,
-    K: int,
-    d: int = 10,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    zeta: float = 0.0,
-    seed: int = 0,
     L: float = 1.0,
     lam_min: float = 0.01,
     spectrum: str | Sequence[float] = "linear",
@@ -136,10 +136,13 @@ def make_quadratic(
     or explicit eigenvalues (then ``L`` is their maximum). ``rotate=True`` uses a random
     orthogonal eigenbasis (dense ``A``). ``bbar ~ N(0, center_scale^2 I)``, ``x0 = 0``;
     ``b_k = bbar + u_k`` with ``u_k`` scaled so that ``zeta2 = zeta^2`` exactly. Finite sums
-    (``n_samples``, ``batch``) are scaled so that ``sigma2 = sigma^2`` exactly.
+    (``n_samples``, ``batch``) are scaled so that ``sigma2 = sigma^2`` exactly. Takes the
+    keywords of :class:`~theory.problems.args.ProblemArgs` (``K`` required).
     """
-    rng = np.random.default_rng(seed)
-    sigma2 = sigma2_arg(noise, sigma)
+    a = ProblemArgs.take(kw)
+    K, d, noise, zeta = a.K, a.d, a.noise, a.zeta
+    rng = a.rng()
+    sigma2 = sigma2_arg(noise, a.sigma)
     n_s, batch = finite_sum_args(kw) if noise == "finite_sum" else (0, 1)
     no_extra(kw, "quadratic")
     validate(L=L)

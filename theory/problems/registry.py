@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import Any
 
+from theory.problems.args import ProblemArgs
 from theory.problems.base import Problem, check_noise
 from theory.problems.cosine import make_cosine
 from theory.problems.quadratic import make_quadratic
-from theory.problems.regression import make_logistic, make_robust_regression
+from theory.problems.regression import DataOptions, make_logistic, make_robust_regression
 from theory.validation import ParameterError, UserInputError, check_memory, validate
 
 ProblemFactory = Callable[..., Problem]
@@ -23,7 +25,8 @@ PROBLEMS: dict[str, ProblemFactory] = {
 
 
 def register_problem(name: str, factory: ProblemFactory, *, replace: bool = False) -> None:
-    """Register ``factory(K=..., d=..., noise=..., sigma=..., zeta=..., seed=..., **kw)``."""
+    """Register ``factory(K=..., d=..., noise=..., sigma=..., zeta=..., seed=..., **kw)``
+    (the keywords of :class:`ProblemArgs` and the problem's own options)."""
     if not callable(factory):
         raise TypeError("factory must be callable")
     if name in PROBLEMS and not replace and PROBLEMS[name] is not factory:
@@ -36,15 +39,27 @@ def problem_names() -> list[str]:
     return sorted(PROBLEMS)
 
 
+#: the factories that take the keywords of :class:`DataOptions`
+_DATA_FACTORIES = (make_robust_regression, make_logistic)
+
+
+def _default_n_samples(factory: Any) -> Any:
+    """The ``n_samples`` a factory uses when not given: its keyword's default, that of
+    :class:`DataOptions` for the data problems, else ``None``."""
+    if factory in _DATA_FACTORIES:
+        return DataOptions.n_samples
+    try:
+        param = inspect.signature(factory).parameters.get("n_samples")
+    except (TypeError, ValueError):
+        param = None
+    return None if param is None else param.default
+
+
 def _problem_bytes(factory: Any, K: float, d: float, noise: str, kw: dict[str, Any]) -> float:
     """An estimate of the bytes a problem's arrays take: a K x d array of shifts, the
     K x n x d samples of a finite sum or of a data problem (``n_samples``, the factory's
     default when not given), a d x d rotation."""
-    try:
-        default = inspect.signature(factory).parameters.get("n_samples")
-    except (TypeError, ValueError):
-        default = None
-    n = kw.get("n_samples", None if default is None else default.default)
+    n = kw.get("n_samples", _default_n_samples(factory))
     if n is None or n is inspect.Parameter.empty:
         n = 32 if noise == "finite_sum" else 0
     try:
@@ -54,18 +69,10 @@ def _problem_bytes(factory: Any, K: float, d: float, noise: str, kw: dict[str, A
     return 8.0 * (2.0 * K * d + K * n * d + (d * d if kw.get("rotate") else 0.0))
 
 
-def make_problem(
-    name: str,
-    *,
-    K: int,
-    d: int = 10,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    zeta: float = 0.0,
-    seed: int = 0,
-    **kw: Any,
-) -> Problem:
-    """Build a registered problem.
+def make_problem(name: str, **kw: Any) -> Problem:
+    """Build a registered problem from the keywords of :class:`ProblemArgs` (``K``
+    required; ``d = 10``, ``noise = 'gaussian'``, ``sigma = None``, ``zeta = 0``,
+    ``seed = 0``) and the problem's own options.
 
     ``sigma`` defaults to 1 for additive noise and finite sums of offsets; for the data
     problems with ``noise='finite_sum'`` it is set by the data and ``batch`` (leave it
@@ -74,17 +81,17 @@ def make_problem(
     """
     if name not in PROBLEMS:
         raise UserInputError(f"unknown problem {name!r}: registered problems are {problem_names()}")
-    validate(K=K, d=d, zeta=zeta)
-    check_noise(noise)
+    a = ProblemArgs.take(kw)
+    validate(K=a.K, d=a.d, zeta=a.zeta)
+    check_noise(a.noise)
     check_memory(
-        _problem_bytes(PROBLEMS[name], float(K), float(d), noise, kw),
-        f"make_problem({name!r}): K = {K} workers x d = {d} coordinates",
+        _problem_bytes(PROBLEMS[name], float(a.K), float(a.d), a.noise, kw),
+        f"make_problem({name!r}): K = {a.K} workers x d = {a.d} coordinates",
     )
-    if int(seed) < 0:
-        raise ParameterError("seed", seed, "integer in [0, inf)")
-    prob = PROBLEMS[name](
-        K=int(K), d=int(d), noise=noise, sigma=sigma, zeta=zeta, seed=int(seed), **kw
-    )
+    if int(a.seed) < 0:
+        raise ParameterError("seed", a.seed, "integer in [0, inf)")
+    a = dataclasses.replace(a, K=int(a.K), d=int(a.d), seed=int(a.seed))
+    prob = PROBLEMS[name](**a.keywords(), **kw)
     if not isinstance(prob, Problem):
         raise TypeError(f"factory of {name!r} returned {type(prob).__name__}, not a Problem")
     return prob

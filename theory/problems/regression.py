@@ -4,12 +4,13 @@ regulariser, with their factories."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import special
 
-from theory.problems.args import data_sigma2_arg, no_extra, shifts_arg
+from theory.problems.args import ProblemArgs, data_sigma2_arg, no_extra, shifts_arg, take_fields
 from theory.problems.base import Array
 from theory.problems.data import DataProblem
 from theory.validation import ParameterError, UserInputError
@@ -99,44 +100,65 @@ class LogisticProblem(DataProblem):
         return pts
 
 
+@dataclass(frozen=True)
+class DataOptions:
+    """The data keywords both data problems take: ``n_samples`` rows (per worker with
+    ``shards``), per-worker data ``shards`` whose rows and planted ``x_true`` are shifted by
+    ``shard_spread``, the minibatch ``batch`` of ``noise='finite_sum'``."""
+
+    n_samples: int = 256
+    shards: bool = False
+    shard_spread: float = 1.0
+    batch: int = 1
+
+
 def _planted_design(
-    rng: np.random.Generator, K: int, n: int, d: int, shards: bool, spread: float
+    rng: np.random.Generator, a: ProblemArgs, o: DataOptions
 ) -> tuple[Array, Array, Array]:
     """Gaussian design ``A``, a planted ``x_true`` and the clean margins ``a_i^T x_true``.
 
     With shards each worker's rows get their own mean (covariate shift) and each worker
-    its own ``x_true_k = x_true + spread N(0, I/d)``.
+    its own ``x_true_k = x_true + shard_spread N(0, I/d)``.
     """
+    K, n, d = a.K, o.n_samples, a.d
     if n < 1:
         raise ParameterError("n_samples", n, "integer in [1, inf)")
-    if shards:
-        means = spread * rng.standard_normal((K, 1, d)) / math.sqrt(d)
+    if o.shards:
+        means = o.shard_spread * rng.standard_normal((K, 1, d)) / math.sqrt(d)
         A = rng.standard_normal((K, n, d)) + means
     else:
         A = rng.standard_normal((n, d))
     x_true = rng.standard_normal(d) / math.sqrt(d) * 2.0
-    if shards:
-        xt = x_true + spread * rng.standard_normal((K, d)) / math.sqrt(d)
+    if o.shards:
+        xt = x_true + o.shard_spread * rng.standard_normal((K, d)) / math.sqrt(d)
         return A, x_true, np.einsum("knd,kd->kn", A, xt)
     return A, x_true, A @ x_true
 
 
+def _data_keywords(
+    a: ProblemArgs, o: DataOptions, rng: np.random.Generator, A: Array, y: Array, sigma2: Any
+) -> dict[str, Any]:
+    """The keywords of a data problem on the rows ``A`` and labels ``y`` that both factories
+    share: linear terms of heterogeneity ``zeta`` unless ``shards`` (drawn last from
+    ``rng``), ``f_star = 0``."""
+    return {
+        "K": a.K,
+        "data": A,
+        "labels": y,
+        "shifts": shifts_arg(rng, a.K, a.d, a.zeta, o.shards),
+        "noise": a.noise,
+        "sigma2": sigma2,
+        "batch": o.batch,
+        "f_star": 0.0,
+    }
+
+
 def make_robust_regression(
     *,
-    K: int,
-    d: int = 10,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    zeta: float = 0.0,
-    seed: int = 0,
     loss: str = "geman_mcclure",
     scale: float = 1.0,
-    n_samples: int = 256,
     outliers: float = 0.1,
     outlier_scale: float = 10.0,
-    shards: bool = False,
-    shard_spread: float = 1.0,
-    batch: int = 1,
     **kw: Any,
 ) -> RobustRegressionProblem:
     """Robust regression (see :class:`RobustRegressionProblem`).
@@ -146,37 +168,31 @@ def make_robust_regression(
     ``zeta2 = zeta^2`` exactly (``shards=False``, shared data), or per-worker data shards
     with their own ``x_true_k`` and covariate shift (``shards=True``; ``zeta2`` is then the
     upper bound ``G^2 mean_k min(mean_i ||a_{k,i}||, ||A_k||_2/sqrt(n))^2`` and ``zeta``
-    must be 0). ``x0 = 0``.
+    must be 0). ``x0 = 0``. Takes the keywords of :class:`~theory.problems.args.ProblemArgs`
+    (``K`` required) and of :class:`DataOptions`.
     """
+    a, o = ProblemArgs.take(kw), take_fields(DataOptions, kw)
     no_extra(kw, "robust_regression")
-    rng = np.random.default_rng(seed)
-    sigma2 = data_sigma2_arg(noise, sigma)
+    rng = a.rng()
+    sigma2 = data_sigma2_arg(a.noise, a.sigma)
     if not 0 <= outliers <= 1:
         raise ParameterError("outliers", outliers, "[0, 1]")
-    A, x_true, y = _planted_design(rng, K, n_samples, d, shards, shard_spread)
+    A, x_true, y = _planted_design(rng, a, o)
     mask = rng.random(y.shape) < outliers
     y = y + mask * outlier_scale * scale * rng.standard_normal(y.shape)
     realisable = not mask.any()
-    shifts = shifts_arg(rng, K, d, zeta, shards)
     exact = {
         "L": "exact" if realisable else "upper bound",
-        "f_star": "exact" if realisable and not shards else "lower bound",
+        "f_star": "exact" if realisable and not o.shards else "lower bound",
     }
     prob = RobustRegressionProblem(
         name="robust_regression",
-        K=K,
-        data=A,
-        labels=y,
-        shifts=shifts,
-        noise=noise,
-        sigma2=sigma2,
-        batch=batch,
-        f_star=0.0,
         exactness=exact,
         loss=loss,
         scale=scale,
+        **_data_keywords(a, o, rng, A, y, sigma2),
     )
-    if not shards:
+    if not o.shards:
         prob.info["_x_true"] = x_true
     prob.info.update({"outliers": float(outliers), "realisable": realisable})
     return prob
@@ -184,45 +200,29 @@ def make_robust_regression(
 
 def make_logistic(
     *,
-    K: int,
-    d: int = 10,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    zeta: float = 0.0,
-    seed: int = 0,
     lam: float = 0.1,
-    n_samples: int = 256,
     label_noise: float = 0.1,
-    shards: bool = False,
-    shard_spread: float = 1.0,
-    batch: int = 1,
     **kw: Any,
 ) -> LogisticProblem:
     """Logistic regression with nonconvex regulariser (see :class:`LogisticProblem`).
 
     Rows ``a_i ~ N(0, I_d)`` (plus a per-worker mean with ``shards``), labels
     ``sign(a_i^T x_true)`` flipped with probability ``label_noise``. Heterogeneity as in
-    :func:`make_robust_regression`. ``x0 = 0``.
+    :func:`make_robust_regression`. ``x0 = 0``. Takes the keywords of
+    :class:`~theory.problems.args.ProblemArgs` (``K`` required) and of :class:`DataOptions`.
     """
+    a, o = ProblemArgs.take(kw), take_fields(DataOptions, kw)
     no_extra(kw, "logistic")
-    rng = np.random.default_rng(seed)
-    sigma2 = data_sigma2_arg(noise, sigma)
+    rng = a.rng()
+    sigma2 = data_sigma2_arg(a.noise, a.sigma)
     if not 0 <= label_noise <= 1:
         raise ParameterError("label_noise", label_noise, "[0, 1]")
-    A, _, m = _planted_design(rng, K, n_samples, d, shards, shard_spread)
+    A, _, m = _planted_design(rng, a, o)
     y = np.where(m >= 0, 1.0, -1.0)
     y = np.where(rng.random(y.shape) < label_noise, -y, y)
-    shifts = shifts_arg(rng, K, d, zeta, shards)
     return LogisticProblem(
         name="logistic",
-        K=K,
-        data=A,
-        labels=y,
-        shifts=shifts,
-        noise=noise,
-        sigma2=sigma2,
-        batch=batch,
-        f_star=0.0,
         exactness={"f_star": "lower bound"},
         lam=lam,
+        **_data_keywords(a, o, rng, A, y, sigma2),
     )

@@ -29,6 +29,7 @@ design), ``sampling.py``, ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agre
 whole run), ``report.py``, ``plots.py``, ``plots_exact.py``, ``cli.py``.
 """
 
+from theory.verify import settings
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.checks import leading_exponent, rate_check, speedup_check
 from theory.verify.montecarlo import verify_configs
@@ -50,23 +51,7 @@ from theory.verify.sampling import (
     problem_constants,
     sample_configs,
 )
-from theory.verify.settings import (
-    CONSENSUS_COLUMNS,
-    CORRECTIONS,
-    DEFAULT_PROBLEMS,
-    EXACT_COLUMNS,
-    HOLDS,
-    INCONCLUSIVE,
-    NOT_VERIFIABLE,
-    OUTSIDE,
-    RATES_COLUMNS,
-    RESULTS_COLUMNS,
-    SPEEDUP_COLUMNS,
-    VERDICTS,
-    VIOLATED,
-    Config,
-    VerifySettings,
-)
+from theory.verify.settings import *  # noqa: F403 (the names of settings.__all__)
 from theory.verify.stats import (
     BootstrapPlan,
     Correction,
@@ -79,19 +64,7 @@ from theory.verify.stats import (
 )
 
 __all__ = [
-    "VERDICTS",
-    "HOLDS",
-    "VIOLATED",
-    "INCONCLUSIVE",
-    "OUTSIDE",
-    "NOT_VERIFIABLE",
-    "CORRECTIONS",
-    "RESULTS_COLUMNS",
-    "RATES_COLUMNS",
-    "EXACT_COLUMNS",
-    "SPEEDUP_COLUMNS",
-    "CONSENSUS_COLUMNS",
-    "DEFAULT_PROBLEMS",
+    *settings.__all__,
     "BootstrapPlan",
     "MeanTest",
     "mean_test",
@@ -100,8 +73,6 @@ __all__ = [
     "decide",
     "RateFit",
     "fit_power_law",
-    "Config",
-    "VerifySettings",
     "algorithm_for",
     "sample_configs",
     "verify_configs",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -38,21 +39,32 @@ class Control:
     term: str | None
     bound: Bound
     result: ExactResult | None = None
+    hetero: Any = None  # a theory.verify.hetero.HeteroResult, for heterogeneous bounds
+
+    @property
+    def rejected_by(self) -> str:
+        """``"quadratics"``, ``"heterogeneous instances"`` (the first that rejects) or ``""``."""
+        if self.result is not None and self.result.verdict == VIOLATED:
+            return "quadratics"
+        if self.hetero is not None and self.hetero.verdict == VIOLATED:
+            return "heterogeneous instances"
+        return ""
 
     @property
     def status(self) -> str:
         if self.result is None:
             return "not run"
-        return REJECTED if self.result.verdict == VIOLATED else NOT_SHOWN_FALSE
+        return REJECTED if self.rejected_by else NOT_SHOWN_FALSE
 
     def to_dict(self) -> dict:
-        r = self.result
+        r = self.result if self.rejected_by != "heterogeneous instances" else self.hetero
         return {
             "bound": self.parent,
             "control": self.bound.name,
             "kind": self.kind,
             "term": self.term,
             "status": self.status,
+            "rejected_by": self.rejected_by,
             "worst_ratio": None if r is None else r.worst_ratio,
             "command": "" if r is None else r.worst_command,
         }

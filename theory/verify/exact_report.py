@@ -9,6 +9,7 @@ __all__ = [
     "EXACT_COLUMNS_CSV",
     "TIGHTNESS_COLUMNS",
     "CONTROLS_COLUMNS",
+    "HETERO_COLUMNS",
     "exact_summary",
     "format_exact",
 ]
@@ -22,7 +23,13 @@ EXACT_COLUMNS_CSV = (
 #: columns of ``tightness.csv`` (one row per bound and term)
 TIGHTNESS_COLUMNS = ("bound", "term_index", "term", "designs", "max_ratio", "status", "command")
 #: columns of ``controls.csv`` (one row per negative control)
-CONTROLS_COLUMNS = ("bound", "control", "kind", "term", "status", "worst_ratio", "command")
+CONTROLS_COLUMNS = (
+    "bound", "control", "kind", "term", "status", "rejected_by", "worst_ratio", "command",
+)  # fmt: skip
+#: columns of ``hetero.csv`` (one row per bound checked on the heterogeneous instances)
+HETERO_COLUMNS = (
+    "bound", "verdict", "designs", "inside", "worst_ratio", "elapsed_s", "worst_command",
+)  # fmt: skip
 
 
 def exact_summary(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -30,7 +37,9 @@ def exact_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     exact = report.get("exact", [])
     return {
         "exact_bounds": len(exact),
-        "exact_violated": [r["bound"] for r in exact if r["verdict"] == "violated"],
+        "exact_violated": [r["bound"] for r in exact if r["verdict"] == "violated"]
+        + [r["bound"] for r in report.get("hetero", []) if r["verdict"] == "violated"],
+        "hetero_worst": {r["bound"]: r["worst_ratio"] for r in report.get("hetero", [])},
         "exact_worst": {r["bound"]: r["worst_ratio"] for r in exact},
         "vacuous_share": {r["bound"]: r["vacuous_share"] for r in exact},
         "untested_terms": [
@@ -96,6 +105,7 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
             )
         )
     lines += _table(("bound", "term", "designs", "max ratio"), body)
+    lines += _hetero_lines(report.get("hetero", []))
     pw = report.get("power") or {}
     if pw.get("controls"):
         lines.append("")
@@ -110,3 +120,27 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
             "(it may be true); never counted as a pass"
         )
     return "\n".join(lines)
+
+
+def _hetero_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The heterogeneous-instance verdicts (:mod:`theory.verify.hetero`)."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "heterogeneous instances (two curvatures, sigma = 0, F0 = 0; exact value / bound):",
+    ]
+    body = [
+        (
+            r["bound"],
+            "!! VIOLATED !!" if r["verdict"] == "violated" else r["verdict"],
+            _f(r["worst_ratio"], ".4g"),
+            f"{r['inside']}/{r['designs']}",
+        )
+        for r in rows
+    ]
+    lines += _table(("bound", "verdict", "worst ratio", "inside/designs"), body)
+    for r in rows:
+        if r["worst_command"]:
+            lines.append(f"  {r['bound']}: {r['worst_command']}")
+    return lines

@@ -19,6 +19,7 @@ from theory.validation import UserInputError
 from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
     EXACT_COLUMNS_CSV,
+    HETERO_COLUMNS,
     TIGHTNESS_COLUMNS,
     exact_summary,
     format_exact,
@@ -281,6 +282,7 @@ _CSV_FILES = (
     ("exact.csv", "exact", EXACT_COLUMNS_CSV),
     ("tightness.csv", "tightness", TIGHTNESS_COLUMNS),
     ("controls.csv", "controls", CONTROLS_COLUMNS),
+    ("hetero.csv", "hetero", HETERO_COLUMNS),
     ("results.csv", "results", RESULTS_COLUMNS),
     ("rates.csv", "rates", RATES_COLUMNS),
     ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),

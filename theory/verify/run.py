@@ -24,6 +24,10 @@ from theory.verify.bound_file import load_bound_file
 from theory.verify.checks import rate_check, speedup_check
 from theory.verify.controls import Control, controls_of, power, run_controls
 from theory.verify.exact import QUICK_BUDGET, Budget, ExactResult, verify_exact
+from theory.verify.hetero import QUICK as HETERO_QUICK
+from theory.verify.hetero import HeteroResult, verify_hetero
+from theory.verify.hetero import applies as applies_hetero
+from theory.verify.hetero import judge as judge_hetero
 from theory.verify.montecarlo import _family_resamples, _test_family
 from theory.verify.oracle import family_of
 from theory.verify.report import summary_of
@@ -170,9 +174,9 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
     pnames = resolve_problems(settings.problems)
     cache = ProblemCache(settings)
     exact_bounds = [b for b in bounds if family_of(b).exact] if settings.search else []
-    exact_results, controls = _exact_stage(exact_bounds, settings, progress)
+    exact_results, controls, hetero = _exact_stage(exact_bounds, settings, progress)
     if settings.controls_only:
-        return _report(settings, bounds, cache, exact_results, controls, t_start)
+        return _report(settings, bounds, cache, exact_results, controls, t_start, hetero)
     done_exactly = {b.name for b in exact_bounds}
 
     items, skipped, verifiable = _monte_carlo_plan(bounds, pnames, cache, settings, done_exactly)
@@ -198,7 +202,7 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
         if bar is not None:
             bar.close()
     n_tested = sum(1 for r in rows if r.get("verdict") in (HOLDS, VIOLATED, INCONCLUSIVE))
-    report = _report(settings, bounds, cache, exact_results, controls, t_start)
+    report = _report(settings, bounds, cache, exact_results, controls, t_start, hetero)
     report.update(
         {
             "statistics": _statistics(settings, n_tested, len(items)),
@@ -214,8 +218,9 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
 
 def _exact_stage(
     bounds: Sequence[Bound], settings: VerifySettings, progress: bool
-) -> tuple[list[ExactResult], list[Control]]:
-    """Exact verification of every bound with an exact oracle, then its negative controls."""
+) -> tuple[list[ExactResult], list[Control], list[HeteroResult]]:
+    """Exact verification of every bound with an exact oracle, then its negative controls;
+    a heterogeneous bound and its controls also on the heterogeneous instances."""
     budget = Budget().scaled(settings.budget) if not settings.quick else QUICK_BUDGET
     cbudget = Budget().scaled(settings.control_budget) if not settings.quick else QUICK_BUDGET
     variants = {b.name: controls_of(b) for b in bounds} if settings.controls else {}
@@ -223,6 +228,7 @@ def _exact_stage(
     bar = _progress_bar(len(bounds) + n_ctrl, progress, "exact + controls")
     results: list[ExactResult] = []
     ctrls: list[Control] = []
+    hetero: list[HeteroResult] = []
     try:
         for bi, bound in enumerate(bounds):
             seed = _child_seed(settings.seed, 20, bi)
@@ -235,10 +241,23 @@ def _exact_stage(
                 ctrls += run_controls(
                     bound, budget=cbudget, seed=seed, progress=bar, controls=variants[bound.name]
                 )
+            if applies_hetero(bound):
+                hetero.append(_hetero_stage(bound, variants.get(bound.name, []), settings, seed))
     finally:
         if bar is not None:
             bar.close()
-    return results, ctrls
+    return results, ctrls, hetero
+
+
+def _hetero_stage(
+    bound: Bound, controls: Sequence[Control], settings: VerifySettings, seed: int
+) -> HeteroResult:
+    """``bound`` on the heterogeneous instances; its controls judged on the same designs."""
+    size = HETERO_QUICK if settings.quick else {}
+    res, designs, lower = verify_hetero(bound, seed=seed, **size)
+    for c in controls:
+        c.hetero = judge_hetero(c.bound, designs, lower)
+    return res
 
 
 def _monte_carlo_stages(
@@ -308,12 +327,13 @@ def _statistics(settings: VerifySettings, n_tested: int, n_items: int) -> dict[s
     }
 
 
-def _report(settings, bounds, cache, exact_results, controls, t_start) -> dict[str, Any]:
+def _report(settings, bounds, cache, exact_results, controls, t_start, hetero=()) -> dict[str, Any]:
     report: dict[str, Any] = {
         "tool": "palsgd verify",
         "settings": jsonable(dataclasses.asdict(settings)),
         "versions": _versions(),
         "exact": jsonable([r.to_dict() for r in exact_results]),
+        "hetero": jsonable([r.to_dict() for r in hetero]),
         "tightness": jsonable(tightness_rows(exact_results)),
         "controls": jsonable([c.to_dict() for c in controls]),
         "power": jsonable(power(controls)),

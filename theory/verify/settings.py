@@ -10,6 +10,24 @@ import numpy as np
 
 from theory.validation import UserInputError, check_memory, validate_one
 
+__all__ = [
+    "VERDICTS",
+    "HOLDS",
+    "VIOLATED",
+    "INCONCLUSIVE",
+    "OUTSIDE",
+    "NOT_VERIFIABLE",
+    "CORRECTIONS",
+    "RESULTS_COLUMNS",
+    "RATES_COLUMNS",
+    "EXACT_COLUMNS",
+    "SPEEDUP_COLUMNS",
+    "CONSENSUS_COLUMNS",
+    "DEFAULT_PROBLEMS",
+    "Config",
+    "VerifySettings",
+]
+
 #: verdict labels
 HOLDS, VIOLATED, INCONCLUSIVE = "holds", "violated", "inconclusive"
 OUTSIDE = "outside conditions"

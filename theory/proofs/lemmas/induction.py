@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import sympy as sp
 
 from theory.proofs.lemmas.deciders import is_zero
-from theory.proofs.lemmas.kinds import CheckResult, Inequality, Lemma
+from theory.proofs.lemmas.kinds import CheckResult, Inequality, Lemma, mapped_sides
 
 
 @dataclass(frozen=True)
@@ -89,23 +89,20 @@ class Induction(Lemma):
     def check(self) -> CheckResult:
         problem = self._structure()
         if problem is not None:
-            return CheckResult(self.key, False, self.method, problem)
+            return self.result(False, problem)
         for part in (self.base, self.step, *self.extra):
             res = part.check()  # type: ignore[union-attr]
             if not res.ok:
-                return CheckResult(self.key, False, self.method, f"{part.key}: {res.detail}")
-        return CheckResult(
-            self.key,
+                return self.result(False, f"{part.key}: {res.detail}")
+        return self.result(
             True,
-            self.method,
             f"base n = {self.start} and step n -> n + 1 certified; {len(self.extra)} cross-checks",
         )
 
     def map(self, fn: Callable[[sp.Expr], sp.Expr]) -> Induction:
         return replace(
             self,
-            lhs=fn(sp.sympify(self.lhs)),
-            rhs=fn(sp.sympify(self.rhs)),
+            **mapped_sides(fn, self),
             base=self.base.map(fn) if self.base is not None else None,
             step=self.step.map(fn) if self.step is not None else None,
             extra=tuple(e.map(fn) for e in self.extra),

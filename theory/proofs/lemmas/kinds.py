@@ -65,6 +65,12 @@ def _map_expr(fn: Callable[[sp.Expr], sp.Expr], x: Any) -> Any:
     return fn(sp.sympify(x))
 
 
+def mapped_sides(fn: Callable[[sp.Expr], sp.Expr], lemma: Any) -> dict[str, Any]:
+    """``lhs`` and ``rhs`` of ``lemma`` with ``fn`` applied (matrices entrywise), as the
+    keywords of :func:`dataclasses.replace`."""
+    return {"lhs": _map_expr(fn, lemma.lhs), "rhs": _map_expr(fn, lemma.rhs)}
+
+
 @dataclass(frozen=True)
 class Lemma:
     """Base class: one numbered, checkable proof step.
@@ -83,6 +89,10 @@ class Lemma:
 
     def check(self) -> CheckResult:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def result(self, ok: bool, detail: str) -> CheckResult:
+        """The :class:`CheckResult` of this lemma: ``ok`` and a one-line ``detail``."""
+        return CheckResult(self.key, ok, self.method, detail)
 
     def map(self, fn: Callable[[sp.Expr], sp.Expr]) -> Lemma:
         """The same lemma with ``fn`` applied to every expression (e.g. a specialisation)."""
@@ -113,10 +123,10 @@ class Identity(Lemma):
             if isinstance(self.lhs, sp.MatrixBase)
             else is_zero(sp.sympify(self.lhs) - sp.sympify(self.rhs))
         )
-        return CheckResult(self.key, ok, self.method, "lhs - rhs == 0" if ok else "lhs != rhs")
+        return self.result(ok, "lhs - rhs == 0" if ok else "lhs != rhs")
 
     def map(self, fn: Callable[[sp.Expr], sp.Expr]) -> Identity:
-        return replace(self, lhs=_map_expr(fn, self.lhs), rhs=_map_expr(fn, self.rhs))
+        return replace(self, **mapped_sides(fn, self))
 
 
 @dataclass(frozen=True)
@@ -155,22 +165,18 @@ class Inequality(Lemma):
 
     def check(self) -> CheckResult:
         if not is_zero(self.residual()):
-            return CheckResult(self.key, False, self.method, "certificate identity fails")
+            return self.result(False, "certificate identity fails")
         hyp = {h.name: h for h in self.hypotheses}
         for name, m in self.multipliers.items():
             if hyp[name].equality:
                 continue
             if not manifestly_nonnegative(m, self.domain):
-                return CheckResult(
-                    self.key, False, self.method, f"multiplier of {name!r} not shown >= 0: {m}"
-                )
+                return self.result(False, f"multiplier of {name!r} not shown >= 0: {m}")
         for n in self.nonneg_terms:
             if not manifestly_nonnegative(n, self.domain):
-                return CheckResult(self.key, False, self.method, f"term not shown >= 0: {n}")
-        return CheckResult(
-            self.key,
+                return self.result(False, f"term not shown >= 0: {n}")
+        return self.result(
             True,
-            self.method,
             f"certificate with {len(self.multipliers)} hypotheses and "
             f"{len(self.nonneg_terms)} nonnegative terms",
         )
@@ -178,8 +184,7 @@ class Inequality(Lemma):
     def map(self, fn: Callable[[sp.Expr], sp.Expr]) -> Inequality:
         return replace(
             self,
-            lhs=fn(sp.sympify(self.lhs)),
-            rhs=fn(sp.sympify(self.rhs)),
+            **mapped_sides(fn, self),
             hypotheses=tuple(h.map(fn) for h in self.hypotheses),
             multipliers={k: fn(sp.sympify(v)) for k, v in self.multipliers.items()},
             nonneg_terms=tuple(fn(sp.sympify(n)) for n in self.nonneg_terms),
@@ -203,9 +208,9 @@ class Cited(Lemma):
 
     def check(self) -> CheckResult:
         if self.spot_check is None:
-            return CheckResult(self.key, True, self.method, f"cited: {self.reference}")
+            return self.result(True, f"cited: {self.reference}")
         ok, detail = self.spot_check()
-        return CheckResult(self.key, bool(ok), self.method, f"{self.reference}; {detail}")
+        return self.result(bool(ok), f"{self.reference}; {detail}")
 
 
 @dataclass(frozen=True)
@@ -227,8 +232,8 @@ class Family(Lemma):
         for part in self.parts:
             res = part.check()
             if not res.ok:
-                return CheckResult(self.key, False, self.method, f"part {part.key}: {res.detail}")
-        return CheckResult(self.key, True, self.method, f"{len(self.parts)} parts checked")
+                return self.result(False, f"part {part.key}: {res.detail}")
+        return self.result(True, f"{len(self.parts)} parts checked")
 
     def map(self, fn: Callable[[sp.Expr], sp.Expr]) -> Family:
         return replace(self, parts=tuple(p.map(fn) for p in self.parts))

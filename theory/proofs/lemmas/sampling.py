@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
-from theory.proofs.lemmas.kinds import CheckResult, Lemma
+from theory.proofs.lemmas.kinds import CheckResult, Lemma, mapped_sides
 
 
 def _random_rational(rng: random.Random, lo: Fraction, hi: Fraction, log: bool) -> Fraction:
@@ -90,9 +90,7 @@ class SampledInequality(Lemma):
         syms = sorted(self.ranges, key=lambda s: s.name)
         slack = exact_function(sp.sympify(self.rhs) - sp.sympify(self.lhs), syms)
         if any(r is sp.false for r in self.region):
-            return CheckResult(
-                self.key, False, self.method, "the region is empty (a relation is False)"
-            )
+            return self.result(False, "the region is empty (a relation is False)")
         rels = [r for r in self.region if r is not sp.true]
         region = [
             exact_function(r.rhs - r.lhs if r.rel_op in ("<=", "<") else r.lhs - r.rhs, syms)
@@ -120,14 +118,10 @@ class SampledInequality(Lemma):
             value = slack(*point)
             if value < 0:
                 shown = {s.name: str(v) for s, v in zip(syms, point, strict=True)}
-                return CheckResult(
-                    self.key, False, self.method, f"violated at {shown}: rhs - lhs = {value}"
-                )
+                return self.result(False, f"violated at {shown}: rhs - lhs = {value}")
         if kept < self.min_kept:
-            return CheckResult(
-                self.key, False, self.method, f"only {kept} of {self.n} points inside the region"
-            )
-        return CheckResult(self.key, True, self.method, f"{kept} rational points, no violation")
+            return self.result(False, f"only {kept} of {self.n} points inside the region")
+        return self.result(True, f"{kept} rational points, no violation")
 
     def map(self, fn: Callable[[sp.Expr], sp.Expr]) -> SampledInequality:
-        return replace(self, lhs=fn(sp.sympify(self.lhs)), rhs=fn(sp.sympify(self.rhs)))
+        return replace(self, **mapped_sides(fn, self))

@@ -10,7 +10,6 @@ import sympy as sp
 
 from theory.proofs.lemmas import (
     Branches,
-    CheckResult,
     Domain,
     Family,
     Hypothesis,
@@ -84,7 +83,7 @@ class _SumIdentity(Identity):
             else:
                 rest += term
         ok = is_zero(rest) and all(is_zero(_common_powers(sp.Add(*fs))) for fs in groups.values())
-        return CheckResult(self.key, ok, self.method, "lhs - rhs == 0" if ok else "lhs != rhs")
+        return self.result(ok, "lhs - rhs == 0" if ok else "lhs != rhs")
 
 
 def _common_powers(expr: sp.Expr) -> sp.Expr:

@@ -1,0 +1,56 @@
+"""Lower bounds: what no valid upper bound may go below. Kept apart from the upper bounds.
+
+Files: ``quadratic.py`` (the exact value on the isotropic quadratic, a closed form:
+``local_sgd_quadratic_lower``), ``hetero.py`` (the exact value on two-curvature
+heterogeneous instances: ``local_sgd_heterogeneity_lower``). This package imports
+neither sympy nor the upper-bound registry, so ``palsgd check`` shows the lower bounds
+without loading sympy.
+
+A lower bound has ``kind = "lower"``, ``name``, ``title``, ``provenance``, ``algorithms``,
+``parameters`` and ``evaluate(**values)``. It lives in a registry of its own
+(:func:`register_lower`): :func:`theory.bounds.all_bounds`, :func:`theory.bounds.names` and
+:func:`theory.bounds.get` never return one, so nothing that iterates the upper bounds can
+treat it as one, and :func:`theory.bounds.register` refuses one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from theory.lower.hetero import LOCAL_SGD_HETEROGENEITY_LOWER, InstanceLowerBound
+from theory.lower.quadratic import LOCAL_SGD_QUADRATIC_LOWER, ClosedFormLowerBound
+from theory.validation import UserInputError, check_choice
+
+__all__ = [
+    "ClosedFormLowerBound",
+    "InstanceLowerBound",
+    "register_lower",
+    "get_lower",
+    "lower_bounds",
+]
+
+_LOWER: dict[str, Any] = {}
+
+
+def register_lower(bound: Any) -> Any:
+    """Add ``bound`` (``kind = "lower"``) to the lower-bound registry, never to the upper one."""
+    if getattr(bound, "kind", None) != "lower" or not callable(getattr(bound, "evaluate", None)):
+        raise TypeError("register_lower() takes a lower bound (kind = 'lower', with evaluate)")
+    if bound.name in _LOWER and _LOWER[bound.name] is not bound:
+        raise UserInputError(f"a lower bound named {bound.name!r} is already registered")
+    _LOWER[bound.name] = bound
+    return bound
+
+
+def get_lower(name: str) -> Any:
+    """The registered lower bound called ``name``."""
+    return _LOWER[check_choice("lower bound", name, sorted(_LOWER))]
+
+
+def lower_bounds() -> list[Any]:
+    """Every registered lower bound (sorted by name)."""
+    return [_LOWER[n] for n in sorted(_LOWER)]
+
+
+register_lower(LOCAL_SGD_QUADRATIC_LOWER)
+register_lower(LOCAL_SGD_HETEROGENEITY_LOWER)

@@ -1,0 +1,409 @@
+"""The heterogeneity lower bound (derived here): the exact value on two-curvature instances.
+
+Instance (one dimension, ``sigma = 0``, ``F0 = 0``). For ``K = 2j`` workers, ``j`` workers
+have ``f_A`` and ``j`` have ``f_B``; for ``K = 2j + 1`` one more worker has ``f_N``:
+
+    f_A'(x) = L x + c,    f_B'(x) = b x - c,    f_N'(x) = m x          for |x| <= R,
+
+with ``-L < b <= L``, ``m = (L + b)/2``, ``c > 0``, and for ``|x| > R`` every worker's
+gradient continues with slope ``m`` (so each gradient is continuous and piecewise linear
+with slopes in ``[-L, L]``: every ``f_k`` is ``L``-smooth and bounded below). The sum of the
+gradients is ``K m x`` everywhere, so ``f(x) = m x^2/2``, ``f_star = 0 = f(0)``, and with
+``x_0 = 0`` the initial gap is 0. ``||f_A' - f'||`` and ``||f_B' - f'||`` both equal
+``|(L - b) x/2 + c|`` inside and keep the value at ``x = +-R`` outside, and ``f_N' = f'``, so
+the heterogeneity ``(1/K) sum_k ||f_k'(x) - f'(x)||^2 <= zeta^2`` holds for every ``x`` when
+``(2j/K) ((L - b) R/2 + c)^2 <= zeta^2``. The instance is in the class of A1 (L-smooth),
+A2 (noise variance <= sigma^2, any sigma >= 0), A3 (heterogeneity <= zeta^2) and A4 (lower
+bounded, gap <= F0, any F0 >= 0) for every ``sigma`` and ``F0``.
+
+Exact value. Started at 0, every iterate of Local SGD / PALSGD (independent coins; outer
+averaging, SGD with momentum or Nesterov) is ``c`` times the iterate of the ``c = 1`` run, and as
+long as every worker stays in ``[-R, R]`` each step is affine in the state. Per round a
+worker ends at ``A z + B`` with ``(A, B)`` depending on its own coins only; the workers are
+independent given ``z``, so the moments ``E z^2, E z`` and the per-step ``E xbar_t^2`` follow
+an exact recursion over the rounds (:func:`unit_value`). The region ``R`` is the largest
+``|x|`` any worker or anchor reaches on any coin path (interval propagation; exact for
+``p = 0``), scaled by ``c``; ``c`` is then the largest value the heterogeneity constraint
+allows. The value
+
+    (1/T) sum_{t<T} E||grad f(xbar_t)||^2 = c^2 (1/T) sum_t m^2 E ubar_t^2
+
+is exact on an instance of the class, so it is a lower bound on the worst case over the
+class at the same ``(alpha, K, H, T, L, zeta, p, eta, gamma, mu)``. The registered bound
+takes the largest value over a fixed grid of ``b`` (each grid point is an instance, so the
+maximum is still a lower bound). At ``H = 1`` and ``p = 0`` the average follows gradient
+descent on ``f`` from its minimiser and the value is 0: heterogeneity costs nothing there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from theory.algorithm import OUTERS, outer_step
+from theory.validation import UserInputError, check_choice, validate
+
+__all__ = [
+    "B_GRID",
+    "HeteroInstance",
+    "InstanceLowerBound",
+    "LOCAL_SGD_HETEROGENEITY_LOWER",
+    "instance_value",
+    "unit_value",
+]
+
+#: curvatures ``b / L`` of the second worker group tried by the registered lower bound
+B_GRID = (-0.9, -0.5, 0.0, 0.5)
+
+
+@dataclass(frozen=True)
+class HeteroInstance:
+    """The instance of the module docstring at one ``b``: ``c``, ``R`` and its exact value."""
+
+    L: float
+    b: float
+    K: int
+    c: float
+    R: float
+    value: float
+
+
+def _groups(K: int, L: float, b: float) -> list[tuple[float, float, float]]:
+    """``(weight n_g/K, curvature, sign of the linear term)`` of each worker group."""
+    j = K // 2
+    out = [(j / K, L, 1.0), (j / K, b, -1.0)]
+    if K % 2:
+        out.append((1.0 / K, 0.5 * (L + b), 0.0))
+    return out
+
+
+def _worker_moments(
+    h: float, s: float, n: int, alpha: float, p: float, eta: float
+) -> tuple[np.ndarray, ...]:
+    """Moments of one worker's ``x_t = A_t z + B_t`` over its coins, ``t = 0..n``.
+
+    Returns ``(EA, EB, EA2, EAB, EB2)``, each of length ``n + 1``. A gradient step (prob.
+    ``1 - p``) is ``x <- x - (alpha/(1-p)) (h x + s)``; a pull (prob. ``p``) is
+    ``x <- x - (alpha eta/p)(x - z)``: both map ``(A, B)`` to ``(u A + v, u B + w)``.
+    """
+    branches = [(1.0 - p, 1.0 - alpha * h / (1.0 - p), 0.0, -alpha * s / (1.0 - p))]
+    if p > 0:
+        beta = alpha * eta / p
+        branches.append((p, 1.0 - beta, beta, 0.0))
+    out = np.zeros((5, n + 1))
+    m = np.array([1.0, 0.0, 1.0, 0.0, 0.0])  # EA, EB, EA2, EAB, EB2 at t = 0 (x = z)
+    out[:, 0] = m
+    for t in range(n):
+        ea, eb, ea2, eab, eb2 = m
+        new = np.zeros(5)
+        for prob, u, v, w in branches:
+            new += prob * np.array(
+                [
+                    u * ea + v,
+                    u * eb + w,
+                    u * u * ea2 + 2 * u * v * ea + v * v,
+                    u * u * eab + u * w * ea + u * v * eb + v * w,
+                    u * u * eb2 + 2 * u * w * eb + w * w,
+                ]
+            )
+        m = new
+        out[:, t + 1] = m
+    return tuple(out)
+
+
+def _mean_moments(groups, K: int, per_group) -> tuple[np.ndarray, ...]:
+    """Moments of ``Abar_t, Bbar_t`` (the workers' mean) from each group's worker moments."""
+    eA = sum(w * g[0] for (w, _, _), g in zip(groups, per_group, strict=True))
+    eB = sum(w * g[1] for (w, _, _), g in zip(groups, per_group, strict=True))
+    vA = sum(w / K * (g[2] - g[0] ** 2) for (w, _, _), g in zip(groups, per_group, strict=True))
+    cAB = sum(w / K * (g[3] - g[0] * g[1]) for (w, _, _), g in zip(groups, per_group, strict=True))
+    vB = sum(w / K * (g[4] - g[1] ** 2) for (w, _, _), g in zip(groups, per_group, strict=True))
+    return eA, eB, eA**2 + vA, eA * eB + cAB, eB**2 + vB
+
+
+def _sync_maps(outer: str, gamma: float, mu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``G0, G1, G2`` with ``(z', buf', 1) = (G0 + Abar G1 + Bbar G2) (z, buf, 1)``."""
+    e = np.eye(3)
+    zero = np.zeros(3)
+    parts = [(e[0], e[1], e[0]), (zero, zero, -e[0]), (zero, zero, -e[2])]
+    maps = []
+    for i, (z, buf, delta) in enumerate(parts):
+        z2, b2 = outer_step(z, buf, delta, outer=outer, gamma=gamma, mu=mu)
+        maps.append(np.stack([z2, b2, e[2] if i == 0 else zero]))
+    return maps[0], maps[1], maps[2]
+
+
+def _round_lengths(H: int, T: int) -> list[tuple[int, int]]:
+    """``(rounds, steps per round)``: the full rounds, then the final partial one."""
+    return [(T // H, H)] + ([(1, T % H)] if T % H else [])
+
+
+def _filled(hist: list[float], total: int) -> np.ndarray:
+    """``hist`` (cumulative reach per round) continued to ``total`` rounds: after a fixed
+    point every later round repeats the last one."""
+    last = hist[-1] if hist else 0.0
+    return np.array(hist + [last] * (total - len(hist)))
+
+
+def _reach_points(groups, lengths, alpha, outer, gamma, mu) -> np.ndarray:
+    """:func:`_reach_history` for ``p = 0``: one deterministic path, each round in closed form."""
+    z = buf = 0.0
+    reach, hist = 0.0, []
+    for k, (rounds, n) in enumerate(lengths):
+        t = np.arange(1, n + 1)
+        for _ in range(rounds):
+            ends = []
+            for _, h, s in groups:
+                q = 1.0 - alpha * h
+                path = q**t * z - alpha * s * (t if q == 1 else (1 - q**t) / (1 - q))
+                reach = max(reach, float(np.max(np.abs(path))))
+                ends.append(path[-1])
+            xbar = sum(w * e for (w, _, _), e in zip(groups, ends, strict=True))
+            z_new, buf_new = outer_step(z, buf, z - xbar, outer=outer, gamma=gamma, mu=mu)
+            reach = max(reach, abs(z_new)) if math.isfinite(reach) else math.inf
+            hist.append(reach)
+            if (z_new, buf_new) == (z, buf) or not math.isfinite(reach):
+                break  # a fixed point (later rounds repeat this one), or divergence
+            z, buf = z_new, buf_new
+        hist = list(_filled(hist, sum(r for r, _ in lengths[: k + 1])))
+    return np.array(hist)
+
+
+def _sync_box(box, xlo, xhi, outer, gamma, mu):
+    """The box of ``(z', buf')`` over ``z, buf`` in ``box`` and ``xbar`` in ``[xlo, xhi]``.
+
+    The outer step is linear in ``(z, buf, xbar)``, so the image of the box is the convex
+    hull of the images of its corners.
+    """
+    zlo, zhi, blo, bhi = box
+    if outer == "average" or (gamma == 1.0 and mu == 0.0):
+        return xlo, xhi, blo, bhi
+    corners = [
+        outer_step(z, bf, z - x, outer=outer, gamma=gamma, mu=mu)
+        for z in (zlo, zhi) for bf in (blo, bhi) for x in (xlo, xhi)
+    ]  # fmt: skip
+    zs, bs = [c[0] for c in corners], [c[1] for c in corners]
+    return min(zs), max(zs), min(bs), max(bs)
+
+
+def _reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarray:
+    """After each round, the largest ``|x|`` any worker or the anchor has reached so far on
+    any coin path of the ``c = 1`` run (one entry per round, the partial one included).
+
+    ``p = 0``: the one path, exactly. ``p > 0``: interval propagation, each step the hull of
+    the gradient branch's and the pull branch's images of the current interval (the pull
+    mixes with the anchor's interval), and at each sync the box of :func:`_sync_box`: every
+    coin path's iterates lie inside.
+    """
+    if p == 0:
+        return _reach_points(groups, lengths, alpha, outer, gamma, mu)
+    beta = alpha * eta / p
+    box = (0.0, 0.0, 0.0, 0.0)  # z and buf intervals
+    reach, hist = 0.0, []
+    for k, (rounds, n) in enumerate(lengths):
+        for _ in range(rounds):
+            zlo, zhi = box[0], box[1]
+            ends = []
+            for _, h, s in groups:
+                lo, hi = zlo, zhi
+                q, off = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
+                for _ in range(n):
+                    g0, g1 = sorted((q * lo + off, q * hi + off))
+                    pl = ((1 - beta) * lo + beta * zlo, (1 - beta) * hi + beta * zhi)
+                    lo, hi = min(g0, *pl), max(g1, *pl)
+                    reach = max(reach, abs(lo), abs(hi))
+                ends.append((lo, hi))
+            xlo = sum(w * e[0] for (w, _, _), e in zip(groups, ends, strict=True))
+            xhi = sum(w * e[1] for (w, _, _), e in zip(groups, ends, strict=True))
+            new = _sync_box(box, xlo, xhi, outer, gamma, mu)
+            reach = max(reach, abs(new[0]), abs(new[1])) if math.isfinite(reach) else math.inf
+            hist.append(reach)
+            if new == box or not math.isfinite(reach):
+                break
+            box = new
+        hist = list(_filled(hist, sum(r for r, _ in lengths[: k + 1])))
+    return np.array(hist)
+
+
+def _round_matrix(moments, n: int, Gs, count: str) -> np.ndarray:
+    """The 11 x 11 map of ``(vec E s s^T, sum, 1)`` over one round of ``n`` steps.
+
+    ``s = (z, buf, 1)`` goes through the sync. ``sum`` gains ``sum_{t<n} E ubar_t^2``
+    (``count = "iterates"``), ``E z^2`` at the round's start (``"anchor"``, a full round),
+    or nothing (``"none"``, the final partial round when anchors are measured).
+    """
+    eA, eB, eA2, eAB, eB2 = moments
+    C = np.array([[1, eA[n], eB[n]], [eA[n], eA2[n], eAB[n]], [eB[n], eAB[n], eB2[n]]])
+    Phi = np.zeros((11, 11))
+    Phi[:9, :9] = sum(C[i, j] * np.kron(Gs[i], Gs[j]) for i in range(3) for j in range(3))
+    Phi[9, 9] = Phi[10, 10] = 1.0
+    if count == "anchor":
+        Phi[9, 0] = 1.0
+    elif count == "iterates":
+        Phi[9, 0] = np.sum(eA2[:n])  # E z^2 = M[0, 0]
+        Phi[9, 2] = Phi[9, 6] = np.sum(eAB[:n])  # E z = M[0, 2] = M[2, 0]
+        Phi[9, 10] = np.sum(eB2[:n])
+    return Phi
+
+
+MEASURED = ("iterates", "anchors")
+
+
+def unit_value(
+    *, alpha: float, L: float, b: float, K: int, H: int, T: int, p: float = 0.0,
+    eta: float = 0.0, outer: str = "average", gamma: float = 1.0, mu: float = 0.0,
+    measured: str = "iterates", reach: float | None = None,
+) -> tuple[float, float]:  # fmt: skip
+    """``(value, U)`` for the ``c = 1`` run, ``U`` its reach (``reach``: a known bound on it,
+    e.g. from the history of a longer run, :func:`_reach_history`). ``value`` is
+    ``(1/T) sum_{t<T} m^2 E ubar_t^2`` (``measured = "iterates"``) or, over the anchors of
+    the ``R = T // H`` full rounds, ``(1/R) sum_{r<R} m^2 E z_r^2`` (``"anchors"``).
+
+    Per round the second moments of ``s = (z, buf, 1)`` map linearly, so the full rounds
+    are one matrix power.
+    """
+    check_choice("measured", measured, MEASURED)
+    groups = _groups(K, L, b)
+    lengths = _round_lengths(H, T)
+    if reach is None:
+        reach = float(_reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu)[-1])
+    U = reach
+    Gs = _sync_maps(outer, gamma, mu)
+    y = np.zeros(11)
+    y[8] = y[10] = 1.0  # M = E s s^T with s = (0, 0, 1); the running sum 0
+    for rounds, n in lengths:
+        count = "iterates" if measured == "iterates" else "anchor" if n == H else "none"
+        per = [_worker_moments(h, s, n, alpha, p, eta) for _, h, s in groups]
+        Phi = _round_matrix(_mean_moments(groups, K, per), n, Gs, count)
+        y = np.linalg.matrix_power(Phi, rounds) @ y
+    denom = T if measured == "iterates" else T // H
+    value = (0.5 * (L + b)) ** 2 * float(y[9]) / denom if denom else 0.0
+    return value, U
+
+
+def instance_value(
+    *, alpha: float, L: float, zeta: float, K: int, H: int, T: int, b: float,
+    p: float = 0.0, eta: float = 0.0, outer: str = "average", gamma: float = 1.0,
+    mu: float = 0.0, horizon: int | None = None, measured: str = "iterates",
+    reach: float | None = None,
+) -> HeteroInstance:  # fmt: skip
+    """The instance at curvature ``b`` (``-L < b <= L``) with the largest ``c`` allowed.
+
+    ``horizon`` ``T' <= T`` (default ``T``): the region covers the first ``T'`` steps only,
+    and the value counts only them, ``(1/T) sum_{t<T'}``: the later terms are ``>= 0``, so
+    it is still a lower bound on the average over ``T`` steps. With coins the region must
+    hold for every coin path, which widens with the horizon; a shorter one can give more.
+    """
+    if not -L < b <= L:
+        raise UserInputError(f"b = {b} must lie in (-L, L] = (-{L}, {L}]")
+    Tp = T if horizon is None else min(int(horizon), T)
+    if K < 2 or zeta == 0:
+        return HeteroInstance(L, b, K, 0.0, 0.0, 0.0)
+    unit, U = unit_value(
+        alpha=alpha, L=L, b=b, K=K, H=H, T=Tp, p=p, eta=eta, outer=outer, gamma=gamma, mu=mu,
+        measured=measured, reach=reach,
+    )  # fmt: skip
+    if not (math.isfinite(U) and math.isfinite(unit)):
+        return HeteroInstance(L, b, K, 0.0, math.inf, 0.0)
+    c = zeta * math.sqrt(K / (2 * (K // 2))) / (1.0 + 0.5 * (L - b) * U)
+    share = Tp / T if measured == "iterates" else (Tp // H) / max(T // H, 1)
+    return HeteroInstance(L, b, K, c, c * U, c * c * unit * share)
+
+
+def _horizons(H: int, T: int, p: float) -> list[int]:
+    """``T`` without coins; with coins ``H 2^k < T`` and then ``T`` (see
+    :func:`instance_value`), shortest first."""
+    if p == 0:
+        return [T]
+    out, n = [], H
+    while n < T:
+        out.append(n)
+        n *= 2
+    return [*out, T]
+
+
+@dataclass(frozen=True, eq=False)
+class InstanceLowerBound:
+    """A lower bound evaluated as the exact value on explicit instances of the class.
+
+    Same reading as every lower bound of :mod:`theory.lower` (``kind = "lower"``): no valid
+    upper bound may be below it inside its conditions. ``evaluate`` takes scalars.
+    """
+
+    name: str
+    title: str
+    provenance: str
+    algorithms: tuple[str, ...]
+    parameters: tuple[str, ...]
+    optional: dict[str, float] = field(default_factory=dict)
+    derived_here: bool = True
+    notes: str = ""
+    b_grid: Sequence[float] = B_GRID
+    kind: str = "lower"
+
+    def instances(self, **values: Any) -> list[HeteroInstance]:
+        """The instance at each ``b`` of the grid and each horizon (value, ``c``, region)."""
+        v = self._inputs(values)
+        out = []
+        H, T = v["H"], v["T"]
+        for f in self.b_grid:
+            best = 0.0
+            hist = _reach_history(
+                _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, T), v["alpha"],
+                v["p"], v["eta"], v["outer"], v["gamma"], v["mu"],
+            )  # fmt: skip
+            for n in _horizons(H, T, v["p"]):
+                U = float(hist[-1] if n == T else hist[n // H - 1])
+                ins = instance_value(b=f * v["L"], horizon=n, reach=U, **v)
+                out.append(ins)
+                if ins.value < 0.5 * best:  # past the best horizon: longer ones cost more
+                    break
+                best = max(best, ins.value)
+        return out
+
+    def evaluate(self, **values: Any) -> float:
+        """The largest exact value over the grid of instances (a lower bound)."""
+        return max(i.value for i in self.instances(**values))
+
+    def _inputs(self, values: dict[str, Any]) -> dict[str, Any]:
+        missing = sorted(set(self.parameters) - set(values))
+        if missing:
+            raise UserInputError(f"{self.name}: missing parameter(s) {missing}")
+        known = set(self.parameters) | set(self.optional) | {"outer", "measured"}
+        v = {**self.optional, **{k: x for k, x in values.items() if k in known}}
+        outer = v.pop("outer", None)
+        measured = check_choice("measured", v.pop("measured", "iterates"), MEASURED)
+        num = validate({k: x for k, x in v.items()})
+        out: dict[str, Any] = {k: float(np.asarray(x).reshape(())) for k, x in num.items()}
+        for k in ("K", "H", "T"):
+            out[k] = int(out[k])
+        plain = out["gamma"] == 1 and out["mu"] == 0
+        if outer is None and not plain:
+            raise UserInputError(
+                f"{self.name}: gamma = {out['gamma']:g}, mu = {out['mu']:g} given without "
+                f"outer: say which outer optimiser ({list(OUTERS)})"
+            )
+        outer = check_choice("outer optimiser", outer or "average", OUTERS)
+        return {**out, "outer": outer, "measured": measured}
+
+
+LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
+    name="local_sgd_heterogeneity_lower",
+    title="Local SGD / PALSGD: exact value on a two-curvature heterogeneous instance (lower bound)",
+    provenance=(
+        "derived here: exact moments of Local SGD / PALSGD (independent coins) on the "
+        "piecewise-quadratic instances of theory.lower.hetero (docs/lower_bounds.md)"
+    ),
+    algorithms=("local_sgd", "palsgd", "diloco"),
+    parameters=("alpha", "L", "zeta", "K", "H", "T"),
+    optional={"p": 0.0, "eta": 0.0, "gamma": 1.0, "mu": 0.0},
+    notes=(
+        "A lower bound (kind = 'lower'): the exact (1/T) sum_t E||grad f(xbar_t)||^2 on "
+        "instances with sigma = 0 and F0 = 0 that satisfy A1-A4 at the given L and zeta; "
+        f"the largest over b/L in {list(B_GRID)}. It grows with H and zeta and is 0 at H = 1."
+    ),
+)

@@ -1,0 +1,223 @@
+"""The verifier's second exact oracle: heterogeneous instances (:mod:`theory.lower.hetero`).
+
+On quadratics that share one Hessian the workers' mean under Local SGD is minibatch SGD, so
+the heterogeneity and drift terms of a Local SGD bound cannot be shown false there
+(:mod:`theory.verify.exact`). The two-curvature instances of :mod:`theory.lower.hetero` have
+different Hessians and bounded heterogeneity, with ``sigma = 0`` and initial gap 0; their
+exact value is a lower bound on the worst case over the class. A bound (or a negative
+control) that is below it by more than ``REL_TOL`` at a design inside its conditions is
+**violated** there; otherwise it is **not shown false** on these instances.
+
+Designs: ``sigma = 0``, ``F0 = 0`` (every term without ``zeta`` vanishes), random ``L``,
+``K``, ``H``, ``T``, ``p``, ``eta``, ``gamma``, ``mu`` and a step up to the bound's largest,
+then a few rounds of perturbing the worst ones (step, ``H``, ``T``, ``p``, ``eta``). A bound
+with an outer optimiser is checked under SGD momentum and under Nesterov (it claims both);
+one that averages the anchors is compared on the anchors. Reproduce a design with
+:func:`at` (the command in the report).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from theory.bound import Bound
+from theory.bounds import get
+from theory.lower import get_lower
+from theory.verify.controls import controls_of
+from theory.verify.oracle import REL_TOL, family_of
+
+__all__ = [
+    "HeteroResult", "QUICK", "applies", "at", "designs_for", "lower_at", "judge", "verify_hetero",
+]  # fmt: skip
+
+LOWER = "local_sgd_heterogeneity_lower"
+VIOLATED, NOT_SHOWN_FALSE = "violated", "not shown false"
+#: the sizes of :func:`verify_hetero` for ``palsgd verify --quick``
+QUICK = {"n": 8, "rounds": 1, "top": 2, "k": 2}
+#: the design keys passed to the lower bound (besides ``alpha``)
+_KEYS = ("L", "zeta", "K", "H", "T", "p", "eta", "gamma", "mu")
+
+
+@dataclass
+class HeteroResult:
+    """The check of one bound (or control) on the heterogeneous instances."""
+
+    bound: str
+    verdict: str
+    designs: int
+    inside: int
+    worst_ratio: float | None
+    worst_design: dict[str, Any] = field(default_factory=dict)
+    worst_command: str = ""
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def applies(bound: Bound) -> bool:
+    """Whether the instances cover ``bound``: a heterogeneous (``zeta``) bound for Local SGD,
+    DiLoCo or PALSGD with independent coins."""
+    fam = family_of(bound)
+    return (
+        "zeta" in bound.parameters
+        and not fam.iid
+        and fam.algorithm in ("local_sgd", "diloco", "palsgd")
+        and fam.coins == "independent"
+    )
+
+
+def _outers(bound: Bound) -> tuple[str, ...]:
+    return ("sgd", "nesterov") if "gamma" in bound.parameters else ("average",)
+
+
+def _args(bound: Bound, d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The bound's parameters at the designs; a design without a step gets a placeholder
+    (and is outside by :func:`_inside`)."""
+    args = {k: v for k, v in d.items() if k in bound.parameters}
+    args["alpha"] = np.where(np.isfinite(d["alpha"]), d["alpha"], 1.0)
+    return args
+
+
+def _inside(bound: Bound, d: dict[str, np.ndarray]) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        held = np.asarray(bound.conditions_hold(**_args(bound, d)), dtype=bool)
+    return held & np.isfinite(d["alpha"])
+
+
+def _value(bound: Bound, d: dict[str, np.ndarray]) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(bound.evaluate(**_args(bound, d)), dtype=float)
+
+
+def _with_step(bound: Bound, d: dict[str, np.ndarray], u: np.ndarray) -> dict[str, np.ndarray]:
+    """``d`` with ``alpha = max_step * exp(-3 u)`` (``u`` in ``[0, 1]``)."""
+    args = {k: v for k, v in d.items() if k in bound.parameters and k != "alpha"}
+    with np.errstate(all="ignore"):
+        amax = np.asarray(bound.max_step(**args), dtype=float)
+    amax = np.where(np.isfinite(amax) & (amax > 0), amax, np.nan)
+    return {**d, "alpha": amax * np.exp(-3.0 * u)}
+
+
+def designs_for(bound: Bound, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``n`` random designs for ``bound`` (``sigma = F0 = 0``), the step still to set."""
+    uses = set(bound.parameters)
+    H = np.round(2.0 ** rng.uniform(1, 8 if "p" not in uses else 6, n))
+    T = H * np.round(2.0 ** rng.uniform(1, 7, n)) + rng.integers(0, 2, n) * np.floor(H / 2)
+    d = {
+        "L": np.exp(rng.uniform(-1, 1, n)),
+        "zeta": np.ones(n),
+        "K": rng.integers(2, 17, n).astype(float),
+        "H": H,
+        "T": np.minimum(T, 2048.0 if "p" in uses else 32768.0),
+        "sigma": np.zeros(n),
+        "F0": np.zeros(n),
+        "p": rng.uniform(0.05, 0.9, n) if "p" in uses else np.zeros(n),
+        "eta": np.exp(rng.uniform(-2, 3, n)) if "eta" in uses else np.zeros(n),
+        "gamma": rng.uniform(0.2, 1.5, n) if "gamma" in uses else np.ones(n),
+        "mu": rng.uniform(0.0, 0.95, n) if "mu" in uses else np.zeros(n),
+    }
+    d["eta"] = np.where(d["eta"] > 0, d["eta"] * d["L"], d["eta"])
+    return _with_step(bound, d, rng.uniform(0, 1, n))
+
+
+def lower_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
+    """The exact value on the instances at each design in ``mask`` (NaN elsewhere); the
+    larger over the outer optimisers the bound claims."""
+    lb = get_lower(LOWER)
+    measured = getattr(bound, "measured", "iterates")
+    out = np.full(mask.shape, np.nan)
+    for i in np.flatnonzero(mask):
+        args = {k: float(d[k][i]) for k in _KEYS}
+        out[i] = max(
+            lb.evaluate(alpha=float(d["alpha"][i]), **args, outer=o, measured=measured)
+            for o in _outers(bound)
+        )
+    return out
+
+
+def judge(bound: Bound, d: dict[str, np.ndarray], lower: np.ndarray) -> HeteroResult:
+    """The verdict of ``bound`` against the exact values ``lower`` at the designs ``d``."""
+    inside = _inside(bound, d) & np.isfinite(lower)
+    value = _value(bound, d)
+    ratio = np.where(inside & (value > 0), lower / np.where(value > 0, value, 1.0), 0.0)
+    ratio = np.where(inside & (value <= 0) & (lower > 0), np.inf, ratio)
+    res = HeteroResult(bound.name, NOT_SHOWN_FALSE, int(lower.size), int(inside.sum()), None)
+    if inside.any():
+        i = int(np.argmax(ratio))
+        res.worst_ratio = float(ratio[i])
+        res.worst_design = {k: float(d[k][i]) for k in ("alpha", *_KEYS)}
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in res.worst_design.items())
+        res.worst_command = (
+            f"python -c \"from theory.verify.hetero import at; at('{bound.name}', {shown})\""
+        )
+        if res.worst_ratio > 1.0 + REL_TOL:
+            res.verdict = VIOLATED
+    return res
+
+
+def _perturb(bound, d, worst, rng, k):
+    """``k`` proposals around each design index in ``worst``."""
+    idx = np.repeat(worst, k)
+    m = idx.size
+    new = {key: v[idx].copy() for key, v in d.items()}
+    new["H"] = np.maximum(2.0, np.round(new["H"] * 2.0 ** rng.choice([-1, 0, 1], m)))
+    rounds = np.maximum(1.0, np.round(new["T"] / new["H"] * 2.0 ** rng.normal(0, 0.7, m)))
+    new["T"] = np.minimum(new["H"] * rounds, d["T"].max())
+    if np.any(d["p"] > 0):
+        new["p"] = np.clip(new["p"] * np.exp(rng.normal(0, 0.3, m)), 0.02, 0.95)
+        new["eta"] = new["eta"] * np.exp(rng.normal(0, 0.5, m))
+    return _with_step(bound, new, rng.uniform(0, 0.7, m))
+
+
+def verify_hetero(
+    bound: Bound, *, n: int = 24, rounds: int = 2, top: int = 4, k: int = 3, seed: int = 0
+) -> tuple[HeteroResult, dict[str, np.ndarray], np.ndarray]:
+    """Check ``bound`` on ``n`` random designs plus ``rounds`` of ``top x k`` perturbations
+    of the worst; returns the result, the designs and the exact values (for the controls)."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    d = designs_for(bound, n, rng)
+    lower = lower_at(bound, d, _inside(bound, d))
+    for _ in range(rounds):
+        value = _value(bound, d)
+        score = np.where(
+            np.isfinite(lower) & (value > 0), lower / np.where(value > 0, value, 1), -1
+        )
+        worst = np.argsort(-score)[:top]
+        new = _perturb(bound, d, worst[score[worst] > 0], rng, k)
+        if new["alpha"].size == 0:
+            break
+        low_new = lower_at(bound, new, _inside(bound, new))
+        d = {key: np.concatenate([d[key], new[key]]) for key in d}
+        lower = np.concatenate([lower, low_new])
+    res = judge(bound, d, lower)
+    res.elapsed_s = time.perf_counter() - t0
+    return res, d, lower
+
+
+def at(name: str, **design: float) -> dict[str, float]:
+    """Print and return the exact value, the bound and their ratio at one design.
+
+    ``name``: a registered bound or a negative control of one (``parent~kind[i]``).
+    """
+    parent = name.split("~", 1)[0]
+    bound = get(parent)
+    if name != parent:
+        bound = next(c.bound for c in controls_of(bound) if c.bound.name == name)
+    d = {k: np.array([float(v)]) for k, v in design.items()}
+    d.setdefault("sigma", np.zeros(1))
+    d.setdefault("F0", np.zeros(1))
+    for key, default in (("p", 0.0), ("eta", 0.0), ("gamma", 1.0), ("mu", 0.0)):
+        d.setdefault(key, np.array([default]))
+    lower = lower_at(bound, d, np.ones(1, dtype=bool))
+    res = judge(bound, d, lower)
+    value = float(lower[0] / res.worst_ratio) if res.worst_ratio else math.nan
+    out = {"exact": float(lower[0]), "bound": value, "ratio": res.worst_ratio or math.nan}
+    print(f"{name}: exact {out['exact']:.6g}, bound {out['bound']:.6g}, ratio {out['ratio']:.6g}")
+    return out
