@@ -166,7 +166,7 @@ def _at_pinned_step(
     bound: Bound, d: dict[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Designs at the bound's own step (a bound stated at one step,
-    :func:`theory.verify.oracle.pinned_step`); admitted where every condition holds there."""
+    :func:`theory.verify.pinned.pinned_step`); admitted where every condition holds there."""
     vals = bound_params(bound, {**d, "alpha": d["L"]})
     with np.errstate(all="ignore"):
         rec = np.asarray(bound.recommended_step_value(**vals), dtype=float) * np.ones_like(d["L"])

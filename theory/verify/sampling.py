@@ -19,7 +19,8 @@ def algorithm_for(bound: Bound) -> str:
 
     A bound depending on ``p`` is a PALSGD bound even if it also lists ``local_sgd``; one
     free of ``p`` that lists ``local_sgd`` is simulated as Local SGD.
-    Unknown algorithm names are returned as given (and then reported as not verifiable).
+    Other algorithm names are returned as given (verified exactly where an exact oracle
+    covers them, :data:`theory.verify.oracle.EXACT_ALGORITHMS`; else not verifiable).
     """
     algos = [a.lower() for a in bound.algorithms]
     if not algos:
