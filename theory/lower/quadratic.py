@@ -71,11 +71,10 @@ class ClosedFormLowerBound:
         return np.asarray(self.condition(**self._inputs(values)))
 
     def evaluate(self, **values: Any) -> np.ndarray:
-        """The closed form at ``values`` (NaN where :meth:`conditions_hold` is false)."""
+        """The closed form at ``values`` (it may overflow to ``inf`` outside the condition)."""
         v = self._inputs(values)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            out = np.asarray(self.formula(**v), dtype=float)
-        return np.where(self.condition(**v), out, np.nan)
+            return np.asarray(self.formula(**v), dtype=float)
 
     def expression(self) -> Any:
         """The closed form as a sympy expression in :mod:`theory.symbols`."""
