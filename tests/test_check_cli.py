@@ -458,3 +458,16 @@ def test_broken_pipe_is_quiet(cmd):
         os.close(write_end)
     assert proc.returncode == exitcodes.BROKEN_PIPE
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_a_refuted_bound_is_a_caveat_and_never_covers():
+    """slowmo_ar_sgd is shown false by verify (docs/verification.md, section 7): check says so
+    even where its conditions hold, and the verdict is not "covered"."""
+    K, T, gamma, mu = 1, 133, 0.05, 0.95
+    alpha = (1 - mu) / gamma * np.sqrt(K / T)
+    vals = dict(L=1.0, sigma=0.0, F0=1.0, K=K, H=1, T=T, gamma=gamma, mu=mu, alpha=alpha)
+    rep = check(vals, bounds=["slowmo_ar_sgd"])
+    b = rep.bound("slowmo_ar_sgd")
+    assert b.conditions_hold
+    assert any("shown false" in c for c in b.caveats)
+    assert rep.verdict_code != "covered"

@@ -128,6 +128,8 @@ class Bound:
     measured: what the left-hand side averages: ``"iterates"`` (default,
         ``(1/T) sum_t E||grad f(xbar_t)||^2``) or ``"anchors"``
         (``(1/R) sum_{r<R} E||grad f(z_r)||^2`` over the anchors of the ``R = T/H`` rounds).
+    refuted: empty, or where a finding shows this statement false inside its conditions
+        (``palsgd check`` then reports it as a caveat, so it never counts as covering a run).
     """
 
     name: str
@@ -142,6 +144,7 @@ class Bound:
     notes: str = ""
     step_symbol: sp.Symbol = field(default=S.alpha)
     measured: str = "iterates"
+    refuted: str = ""
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -249,6 +252,7 @@ class Bound:
             if self.recommended_step is None
             else str(self.recommended_step),
             "notes": self.notes,
+            "refuted": self.refuted,
         }
 
     # ----------------------------------------------------------------- compiled pieces

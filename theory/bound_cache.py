@@ -129,6 +129,7 @@ def _meta(bound: Any) -> dict[str, Any]:
         "step_name": bound.step_name,
         "descriptions": [c.description for c in bound.conditions],
         "measured": getattr(bound, "measured", "iterates"),
+        "refuted": getattr(bound, "refuted", ""),
     }
 
 
@@ -161,6 +162,7 @@ def _build(entry: dict[str, Any], meta: dict[str, Any]) -> Any:
         recommended_step=meta["recommended_step"],
         step_name=meta["step_name"],
         measured=meta.get("measured", "iterates"),
+        refuted=meta.get("refuted", ""),
         parameters=tuple(entry["parameters"]),
         uses_H=bool(entry["uses_H"]),
         terms=tuple(entry["terms"]),

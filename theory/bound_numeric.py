@@ -67,7 +67,8 @@ class CompiledBound:
     ``conditions``: ``(name, text, description, strict)`` per condition; ``terms``: the
     labels of the additive terms; ``recommended_step``: its text (``None``: none);
     ``speedup``: the compiled (leading, rest) split of the rate at the recommended step.
-    ``measured``: what the bound's left-hand side averages (:attr:`theory.bound.Bound.measured`).
+    ``measured``: what the bound's left-hand side averages (:attr:`theory.bound.Bound.measured`);
+    ``refuted``: :attr:`theory.bound.Bound.refuted`.
     """
 
     name: str
@@ -89,6 +90,7 @@ class CompiledBound:
     f_recommended: CompiledFn | None
     speedup: tuple[CompiledFn, CompiledFn] | None
     measured: str = "iterates"
+    refuted: str = ""
 
     # ----------------------------------------------------------------- input handling
     def _arrays(

@@ -98,6 +98,11 @@ SLOWMO_AR_SGD = register(
         ),
         algorithms=("slowmo_ar_sgd",),
         recommended_step=slowmo_step(),
+        refuted=(
+            "palsgd verify finds Theorem 1 as stated in the paper's main text false at two "
+            "designs (heavy-ball GD at H = 1: ratio 1.345; diverging inner steps at "
+            "alpha L = 3.1): docs/verification.md, section 7"
+        ),
         notes=(
             "Stated at a single inner step (alpha gamma/(1 - mu) = sqrt(K/T)), as two conditions; "
             "verify pins every design to that step. The base optimizer synchronises every step "

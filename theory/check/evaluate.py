@@ -111,6 +111,8 @@ def _check_bound(
             f"this bound covers {list(b.algorithms)}, the configuration is {algorithm!r}: "
             "evaluated because it was asked for"
         )
+    if b.refuted:
+        rep.caveats.append(f"shown false inside its conditions: {b.refuted}")
     if OUTER_AVERAGING in b.assumptions and outer_not_averaging(v):
         rep.caveats.append(
             "assumes plain averaging (gamma = 1, mu = 0); the configured outer optimizer is "
