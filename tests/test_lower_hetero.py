@@ -226,3 +226,17 @@ def test_a_shorter_horizon_is_the_truncated_sum():
     lb = get_lower(LB)
     v = dict(alpha=0.05, L=1.0, zeta=1.0, K=4, H=8, T=200, p=0.3, eta=2.0)
     assert lb.evaluate(**v) >= short.value > 0
+
+
+@pytest.mark.parametrize("outer,gamma,mu", [("average", 1.0, 0.0), ("nesterov", 0.5, 0.8)])
+def test_long_runs_bound_the_tail_in_closed_form(outer, gamma, mu):
+    """Past the first rounds the region comes from the contraction of the round map: the
+    simulated path of the instance stays inside it and the value is still exact."""
+    L, zeta, K, alpha, H, T = 1.0, 1.0, 4, 0.05, 4, 4002
+    kw = dict(outer=outer, gamma=gamma, mu=mu)
+    ins = instance_value(alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=T, b=0.0, **kw)
+    sim, reach = _simulate(alpha=alpha, L=L, b=ins.b, c=ins.c, R=ins.R, K=K, H=H, T=T, **kw)
+    assert reach <= ins.R * (1 + 1e-12) and ins.value > 0
+    assert float(sim[0]) == pytest.approx(ins.value, rel=1e-9)
+    far = get_lower(LB).evaluate(alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=10**9, **kw)
+    assert 0 < far < np.inf

@@ -90,28 +90,28 @@ def _worker_moments(
     ``1 - p``) is ``x <- x - (alpha/(1-p)) (h x + s)``; a pull (prob. ``p``) is
     ``x <- x - (alpha eta/p)(x - z)``: both map ``(A, B)`` to ``(u A + v, u B + w)``.
     """
-    branches = [(1.0 - p, 1.0 - alpha * h / (1.0 - p), 0.0, -alpha * s / (1.0 - p))]
-    if p > 0:
-        beta = alpha * eta / p
-        branches.append((p, 1.0 - beta, beta, 0.0))
+    u0, w0 = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
+    if p == 0:  # no coins: x_t = u0^t z + b_t exactly
+        t = np.arange(n + 1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            qt = u0**t
+            bt = w0 * (t if u0 == 1 else (1 - qt) / (1 - u0))
+        return qt, bt, qt * qt, qt * bt, bt * bt
+    beta = alpha * eta / p
+    branches = ((1.0 - p, u0, 0.0, w0), (p, 1.0 - beta, beta, 0.0))
     out = np.zeros((5, n + 1))
-    m = np.array([1.0, 0.0, 1.0, 0.0, 0.0])  # EA, EB, EA2, EAB, EB2 at t = 0 (x = z)
-    out[:, 0] = m
+    ea, eb, ea2, eab, eb2 = 1.0, 0.0, 1.0, 0.0, 0.0  # at t = 0 (x = z)
+    out[:, 0] = (ea, eb, ea2, eab, eb2)
     for t in range(n):
-        ea, eb, ea2, eab, eb2 = m
-        new = np.zeros(5)
+        new = [0.0] * 5
         for prob, u, v, w in branches:
-            new += prob * np.array(
-                [
-                    u * ea + v,
-                    u * eb + w,
-                    u * u * ea2 + 2 * u * v * ea + v * v,
-                    u * u * eab + u * w * ea + u * v * eb + v * w,
-                    u * u * eb2 + 2 * u * w * eb + w * w,
-                ]
-            )
-        m = new
-        out[:, t + 1] = m
+            new[0] += prob * (u * ea + v)
+            new[1] += prob * (u * eb + w)
+            new[2] += prob * (u * u * ea2 + 2 * u * v * ea + v * v)
+            new[3] += prob * (u * u * eab + u * w * ea + u * v * eb + v * w)
+            new[4] += prob * (u * u * eb2 + 2 * u * w * eb + w * w)
+        ea, eb, ea2, eab, eb2 = new
+        out[:, t + 1] = new
     return tuple(out)
 
 
@@ -139,7 +139,7 @@ def _sync_maps(outer: str, gamma: float, mu: float) -> tuple[np.ndarray, np.ndar
 
 def _round_lengths(H: int, T: int) -> list[tuple[int, int]]:
     """``(rounds, steps per round)``: the full rounds, then the final partial one."""
-    return [(T // H, H)] + ([(1, T % H)] if T % H else [])
+    return ([(T // H, H)] if T >= H else []) + ([(1, T % H)] if T % H else [])
 
 
 def _filled(hist: list[float], total: int) -> np.ndarray:
@@ -149,28 +149,95 @@ def _filled(hist: list[float], total: int) -> np.ndarray:
     return np.array(hist + [last] * (total - len(hist)))
 
 
+#: rounds a deterministic path is followed before its tail is bounded in closed form
+_MAX_ROUNDS = 4096
+#: steps of interval propagation at most (with coins), the longest horizon tried
+_MAX_COIN_STEPS = 2**15
+
+
+def _round_affine(groups, n, alpha, outer, gamma, mu):
+    """Without coins one round is affine: ``(z', buf') = G (z, buf) + g``; and each group's
+    path from ``z`` is ``x_t = q^t z + b_t`` (``t = 1..n``). Returns ``G, g, paths``."""
+    t = np.arange(1, n + 1)
+    paths, a_end, b_end = [], 0.0, 0.0
+    for w, h, s in groups:
+        q = 1.0 - alpha * h
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence: reach is inf
+            qt = q**t
+            bt = -alpha * s * (t if q == 1 else (1 - qt) / (1 - q))
+        paths.append((qt, bt))
+        a_end, b_end = a_end + w * qt[-1], b_end + w * bt[-1]
+    cols = []
+    for z, buf, one in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging path: inf or nan
+            xbar = a_end * z + b_end * one
+            cols.append(outer_step(z, buf, z - xbar, outer=outer, gamma=gamma, mu=mu))
+    G = np.array([[cols[0][0], cols[1][0]], [cols[0][1], cols[1][1]]], dtype=float)
+    return G, np.array(cols[2], dtype=float), paths
+
+
+def _contraction(G, g, buf0: float):
+    """``(s*, C, reduce)`` of the round map ``s -> G s + g``: its fixed point, ``C =
+    max_k ||G^k||`` and whether ``buf`` is dropped (no momentum: it stays at ``buf0 = 0``);
+    ``None`` when it does not contract (or is not finite)."""
+    if not (np.all(np.isfinite(G)) and np.all(np.isfinite(g))):
+        return None
+    reduce = G[1, 0] == 0 and G[1, 1] == 1 and g[1] == 0 and buf0 == 0
+    if reduce:
+        G, g = G[:1, :1], g[:1]
+    if max(abs(np.linalg.eigvals(G))) >= 1.0:
+        return None
+    star = np.linalg.solve(np.eye(len(g)) - G, g)
+    C, P = 1.0, np.eye(len(g))
+    for _ in range(100_000):
+        P = G @ P
+        norm = float(np.linalg.norm(P, 2))
+        C = max(C, norm)
+        if norm < 1e-3:
+            break
+    return star, C, reduce
+
+
+def _tail_reach(fixed, paths, state) -> float:
+    """A bound on ``|x|`` over every later round of the same length, from ``state``.
+
+    ``fixed = (s*, C, reduce)`` of :func:`_contraction` (``None``: no bound, ``inf``). The
+    state tends to ``s*`` with ``||s_r - s*|| <= C ||state - s*||``, so every later anchor has
+    ``|z| <= Z = |z*| + C ||state - s*||`` and every iterate ``|q^t| Z + |b_t|``.
+    """
+    if fixed is None:
+        return math.inf
+    star, C, reduce = fixed
+    st = np.asarray(state)[: len(star)]
+    Z = abs(float(star[0])) + C * float(np.linalg.norm(st - star))
+    inner = max(float(np.max(np.abs(qt) * Z + np.abs(bt))) for qt, bt in paths)
+    return max(Z, inner)
+
+
 def _reach_points(groups, lengths, alpha, outer, gamma, mu) -> np.ndarray:
-    """:func:`_reach_history` for ``p = 0``: one deterministic path, each round in closed form."""
-    z = buf = 0.0
-    reach, hist = 0.0, []
-    for k, (rounds, n) in enumerate(lengths):
-        t = np.arange(1, n + 1)
-        for _ in range(rounds):
-            ends = []
-            for _, h, s in groups:
-                q = 1.0 - alpha * h
-                path = q**t * z - alpha * s * (t if q == 1 else (1 - q**t) / (1 - q))
-                reach = max(reach, float(np.max(np.abs(path))))
-                ends.append(path[-1])
-            xbar = sum(w * e for (w, _, _), e in zip(groups, ends, strict=True))
-            z_new, buf_new = outer_step(z, buf, z - xbar, outer=outer, gamma=gamma, mu=mu)
-            reach = max(reach, abs(z_new)) if math.isfinite(reach) else math.inf
-            hist.append(reach)
-            if (z_new, buf_new) == (z, buf) or not math.isfinite(reach):
-                break  # a fixed point (later rounds repeat this one), or divergence
-            z, buf = z_new, buf_new
-        hist = list(_filled(hist, sum(r for r, _ in lengths[: k + 1])))
-    return np.array(hist)
+    """:func:`_reach_history` for ``p = 0`` (one entry, the whole run): one deterministic
+    path, each round in closed form; after :data:`_MAX_ROUNDS` rounds of one length, or
+    once the path has settled, the rest of them are bounded by :func:`_tail_reach`."""
+    state = np.zeros(2)  # (z, buf)
+    reach = 0.0
+    for rounds, n in lengths:
+        G, g, paths = _round_affine(groups, n, alpha, outer, gamma, mu)
+        fixed = _contraction(G, g, 0.0) if rounds > 64 else None
+        for r in range(rounds):
+            z = float(state[0])
+            with np.errstate(over="ignore", invalid="ignore"):
+                step = max(float(np.max(np.abs(qt * z + bt))) for qt, bt in paths)
+                state = G @ state + g
+            reach = max(reach, step, abs(float(state[0])))
+            if not (math.isfinite(step) and math.isfinite(reach) and np.isfinite(state[0])):
+                return np.array([math.inf])
+            if r + 1 < rounds and (r + 1 >= _MAX_ROUNDS or (r + 1) % 64 == 0):
+                tail = _tail_reach(fixed, paths, state)
+                if r + 1 >= _MAX_ROUNDS or tail <= reach * (1 + 1e-9):
+                    # the bound covers the remaining full rounds and the final partial one:
+                    # its anchor obeys the same |z| <= Z, its path is a prefix of a round's
+                    return np.array([max(reach, tail)])
+    return np.array([reach])
 
 
 def _sync_box(box, xlo, xhi, outer, gamma, mu):
@@ -192,7 +259,8 @@ def _sync_box(box, xlo, xhi, outer, gamma, mu):
 
 def _reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarray:
     """After each round, the largest ``|x|`` any worker or the anchor has reached so far on
-    any coin path of the ``c = 1`` run (one entry per round, the partial one included).
+    any coin path of the ``c = 1`` run (one entry per round, the partial one included;
+    without coins one entry, for the whole run).
 
     ``p = 0``: the one path, exactly. ``p > 0``: interval propagation, each step the hull of
     the gradient branch's and the pull branch's images of the current interval (the pull
@@ -275,11 +343,14 @@ def unit_value(
     Gs = _sync_maps(outer, gamma, mu)
     y = np.zeros(11)
     y[8] = y[10] = 1.0  # M = E s s^T with s = (0, 0, 1); the running sum 0
+    if not math.isfinite(U):  # a diverging run leaves every region: no instance here
+        return math.inf, U
     for rounds, n in lengths:
         count = "iterates" if measured == "iterates" else "anchor" if n == H else "none"
         per = [_worker_moments(h, s, n, alpha, p, eta) for _, h, s in groups]
         Phi = _round_matrix(_mean_moments(groups, K, per), n, Gs, count)
-        y = np.linalg.matrix_power(Phi, rounds) @ y
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = np.linalg.matrix_power(Phi, rounds) @ y
     denom = T if measured == "iterates" else T // H
     value = (0.5 * (L + b)) ** 2 * float(y[9]) / denom if denom else 0.0
     return value, U
@@ -316,14 +387,17 @@ def instance_value(
 
 def _horizons(H: int, T: int, p: float) -> list[int]:
     """``T`` without coins; with coins ``H 2^k < T`` and then ``T`` (see
-    :func:`instance_value`), shortest first."""
+    :func:`instance_value`), shortest first, none beyond :data:`_MAX_COIN_STEPS` (then
+    that many steps, part of the first round)."""
     if p == 0:
         return [T]
     out, n = [], H
     while n < T:
         out.append(n)
         n *= 2
-    return [*out, T]
+    out.append(T)
+    short = [h for h in out if h <= _MAX_COIN_STEPS]
+    return short or [_MAX_COIN_STEPS]  # H beyond the cap: part of the first round
 
 
 @dataclass(frozen=True, eq=False)
@@ -352,11 +426,12 @@ class InstanceLowerBound:
         H, T = v["H"], v["T"]
         for f in self.b_grid:
             best = 0.0
+            horizons = _horizons(H, T, v["p"])
             hist = _reach_history(
-                _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, T), v["alpha"],
-                v["p"], v["eta"], v["outer"], v["gamma"], v["mu"],
+                _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, max(horizons)),
+                v["alpha"], v["p"], v["eta"], v["outer"], v["gamma"], v["mu"],
             )  # fmt: skip
-            for n in _horizons(H, T, v["p"]):
+            for n in horizons:
                 U = float(hist[-1] if n == T else hist[n // H - 1])
                 ins = instance_value(b=f * v["L"], horizon=n, reach=U, **v)
                 out.append(ins)
