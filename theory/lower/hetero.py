@@ -177,9 +177,9 @@ def _round_affine(groups, n, alpha, outer, gamma, mu):
 
 
 def _contraction(G, g, buf0: float):
-    """``(s*, C, reduce)`` of the round map ``s -> G s + g``: its fixed point, ``C =
+    """``(s*, C, reduce)`` of the round map ``s -> G s + g``: its fixed point, a ``C >=
     max_k ||G^k||`` and whether ``buf`` is dropped (no momentum: it stays at ``buf0 = 0``);
-    ``None`` when it does not contract (or is not finite)."""
+    ``None`` when it does not contract (or is not finite, or contracts too slowly to tell)."""
     if not (np.all(np.isfinite(G)) and np.all(np.isfinite(g))):
         return None
     reduce = G[1, 0] == 0 and G[1, 1] == 1 and g[1] == 0 and buf0 == 0
@@ -188,14 +188,18 @@ def _contraction(G, g, buf0: float):
     if max(abs(np.linalg.eigvals(G))) >= 1.0:
         return None
     star = np.linalg.solve(np.eye(len(g)) - G, g)
-    C, P = 1.0, np.eye(len(g))
-    for _ in range(100_000):
-        P = G @ P
-        norm = float(np.linalg.norm(P, 2))
+    if reduce:
+        return star, 1.0, reduce  # |G| < 1: every power is a contraction
+    # max_k ||G^k||_F (>= the spectral norm) over the powers until they are small
+    (a, b), (c, d) = G.tolist()
+    C, (p, q, r, s) = 1.0, (1.0, 0.0, 0.0, 1.0)
+    for _ in range(10**6):
+        p, q, r, s = a * p + b * r, a * q + b * s, c * p + d * r, c * q + d * s
+        norm = math.sqrt(p * p + q * q + r * r + s * s)
         C = max(C, norm)
         if norm < 1e-3:
-            break
-    return star, C, reduce
+            return star, C, reduce
+    return None
 
 
 def _tail_reach(fixed, paths, state) -> float:
