@@ -2,7 +2,8 @@
 
 Files: ``quadratic.py`` (the exact value on the isotropic quadratic, a closed form:
 ``local_sgd_quadratic_lower``), ``hetero.py`` (the exact value on two-curvature
-heterogeneous instances: ``local_sgd_heterogeneity_lower``). This package imports
+heterogeneous instances: ``local_sgd_heterogeneity_lower``), ``region.py`` (how far the
+iterates of those instances reach, which sizes them). This package imports
 neither sympy nor the upper-bound registry, so ``palsgd check`` shows the lower bounds
 without loading sympy.
 

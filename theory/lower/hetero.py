@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from theory.algorithm import OUTERS, outer_step
+from theory.lower.region import MAX_COIN_STEPS, reach_history
 from theory.validation import UserInputError, check_choice, validate
 
 __all__ = [
@@ -142,165 +143,6 @@ def _round_lengths(H: int, T: int) -> list[tuple[int, int]]:
     return ([(T // H, H)] if T >= H else []) + ([(1, T % H)] if T % H else [])
 
 
-def _filled(hist: list[float], total: int) -> np.ndarray:
-    """``hist`` (cumulative reach per round) continued to ``total`` rounds: after a fixed
-    point every later round repeats the last one."""
-    last = hist[-1] if hist else 0.0
-    return np.array(hist + [last] * (total - len(hist)))
-
-
-#: rounds a deterministic path is followed before its tail is bounded in closed form
-_MAX_ROUNDS = 4096
-#: steps of interval propagation at most (with coins), the longest horizon tried
-_MAX_COIN_STEPS = 2**15
-
-
-def _round_affine(groups, n, alpha, outer, gamma, mu):
-    """Without coins one round is affine: ``(z', buf') = G (z, buf) + g``; and each group's
-    path from ``z`` is ``x_t = q^t z + b_t`` (``t = 1..n``). Returns ``G, g, paths``."""
-    t = np.arange(1, n + 1)
-    paths, a_end, b_end = [], 0.0, 0.0
-    for w, h, s in groups:
-        q = 1.0 - alpha * h
-        with np.errstate(over="ignore", invalid="ignore"):  # divergence: reach is inf
-            qt = q**t
-            bt = -alpha * s * (t if q == 1 else (1 - qt) / (1 - q))
-        paths.append((qt, bt))
-        a_end, b_end = a_end + w * qt[-1], b_end + w * bt[-1]
-    cols = []
-    for z, buf, one in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging path: inf or nan
-            xbar = a_end * z + b_end * one
-            cols.append(outer_step(z, buf, z - xbar, outer=outer, gamma=gamma, mu=mu))
-    G = np.array([[cols[0][0], cols[1][0]], [cols[0][1], cols[1][1]]], dtype=float)
-    return G, np.array(cols[2], dtype=float), paths
-
-
-def _contraction(G, g, buf0: float):
-    """``(s*, C, reduce)`` of the round map ``s -> G s + g``: its fixed point, a ``C >=
-    max_k ||G^k||`` and whether ``buf`` is dropped (no momentum: it stays at ``buf0 = 0``);
-    ``None`` when it does not contract (or is not finite, or contracts too slowly to tell)."""
-    if not (np.all(np.isfinite(G)) and np.all(np.isfinite(g))):
-        return None
-    reduce = G[1, 0] == 0 and G[1, 1] == 1 and g[1] == 0 and buf0 == 0
-    if reduce:
-        G, g = G[:1, :1], g[:1]
-    if max(abs(np.linalg.eigvals(G))) >= 1.0:
-        return None
-    star = np.linalg.solve(np.eye(len(g)) - G, g)
-    if reduce:
-        return star, 1.0, reduce  # |G| < 1: every power is a contraction
-    # max_k ||G^k||_F (>= the spectral norm) over the powers until they are small
-    (a, b), (c, d) = G.tolist()
-    C, (p, q, r, s) = 1.0, (1.0, 0.0, 0.0, 1.0)
-    for _ in range(10**6):
-        p, q, r, s = a * p + b * r, a * q + b * s, c * p + d * r, c * q + d * s
-        norm = math.sqrt(p * p + q * q + r * r + s * s)
-        C = max(C, norm)
-        if norm < 1e-3:
-            return star, C, reduce
-    return None
-
-
-def _tail_reach(fixed, paths, state) -> float:
-    """A bound on ``|x|`` over every later round of the same length, from ``state``.
-
-    ``fixed = (s*, C, reduce)`` of :func:`_contraction` (``None``: no bound, ``inf``). The
-    state tends to ``s*`` with ``||s_r - s*|| <= C ||state - s*||``, so every later anchor has
-    ``|z| <= Z = |z*| + C ||state - s*||`` and every iterate ``|q^t| Z + |b_t|``.
-    """
-    if fixed is None:
-        return math.inf
-    star, C, reduce = fixed
-    st = np.asarray(state)[: len(star)]
-    Z = abs(float(star[0])) + C * float(np.linalg.norm(st - star))
-    inner = max(float(np.max(np.abs(qt) * Z + np.abs(bt))) for qt, bt in paths)
-    return max(Z, inner)
-
-
-def _reach_points(groups, lengths, alpha, outer, gamma, mu) -> np.ndarray:
-    """:func:`_reach_history` for ``p = 0`` (one entry, the whole run): one deterministic
-    path, each round in closed form; after :data:`_MAX_ROUNDS` rounds of one length, or
-    once the path has settled, the rest of them are bounded by :func:`_tail_reach`."""
-    state = np.zeros(2)  # (z, buf)
-    reach = 0.0
-    for rounds, n in lengths:
-        G, g, paths = _round_affine(groups, n, alpha, outer, gamma, mu)
-        fixed = _contraction(G, g, 0.0) if rounds > 64 else None
-        for r in range(rounds):
-            z = float(state[0])
-            with np.errstate(over="ignore", invalid="ignore"):
-                step = max(float(np.max(np.abs(qt * z + bt))) for qt, bt in paths)
-                state = G @ state + g
-            reach = max(reach, step, abs(float(state[0])))
-            if not (math.isfinite(step) and math.isfinite(reach) and np.isfinite(state[0])):
-                return np.array([math.inf])
-            if r + 1 < rounds and (r + 1 >= _MAX_ROUNDS or (r + 1) % 64 == 0):
-                tail = _tail_reach(fixed, paths, state)
-                if r + 1 >= _MAX_ROUNDS or tail <= reach * (1 + 1e-9):
-                    # the bound covers the remaining full rounds and the final partial one:
-                    # its anchor obeys the same |z| <= Z, its path is a prefix of a round's
-                    return np.array([max(reach, tail)])
-    return np.array([reach])
-
-
-def _sync_box(box, xlo, xhi, outer, gamma, mu):
-    """The box of ``(z', buf')`` over ``z, buf`` in ``box`` and ``xbar`` in ``[xlo, xhi]``.
-
-    The outer step is linear in ``(z, buf, xbar)``, so the image of the box is the convex
-    hull of the images of its corners.
-    """
-    zlo, zhi, blo, bhi = box
-    if outer == "average" or (gamma == 1.0 and mu == 0.0):
-        return xlo, xhi, blo, bhi
-    corners = [
-        outer_step(z, bf, z - x, outer=outer, gamma=gamma, mu=mu)
-        for z in (zlo, zhi) for bf in (blo, bhi) for x in (xlo, xhi)
-    ]  # fmt: skip
-    zs, bs = [c[0] for c in corners], [c[1] for c in corners]
-    return min(zs), max(zs), min(bs), max(bs)
-
-
-def _reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarray:
-    """After each round, the largest ``|x|`` any worker or the anchor has reached so far on
-    any coin path of the ``c = 1`` run (one entry per round, the partial one included;
-    without coins one entry, for the whole run).
-
-    ``p = 0``: the one path, exactly. ``p > 0``: interval propagation, each step the hull of
-    the gradient branch's and the pull branch's images of the current interval (the pull
-    mixes with the anchor's interval), and at each sync the box of :func:`_sync_box`: every
-    coin path's iterates lie inside.
-    """
-    if p == 0:
-        return _reach_points(groups, lengths, alpha, outer, gamma, mu)
-    beta = alpha * eta / p
-    box = (0.0, 0.0, 0.0, 0.0)  # z and buf intervals
-    reach, hist = 0.0, []
-    for k, (rounds, n) in enumerate(lengths):
-        for _ in range(rounds):
-            zlo, zhi = box[0], box[1]
-            ends = []
-            for _, h, s in groups:
-                lo, hi = zlo, zhi
-                q, off = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
-                for _ in range(n):
-                    g0, g1 = sorted((q * lo + off, q * hi + off))
-                    pl = ((1 - beta) * lo + beta * zlo, (1 - beta) * hi + beta * zhi)
-                    lo, hi = min(g0, *pl), max(g1, *pl)
-                    reach = max(reach, abs(lo), abs(hi))
-                ends.append((lo, hi))
-            xlo = sum(w * e[0] for (w, _, _), e in zip(groups, ends, strict=True))
-            xhi = sum(w * e[1] for (w, _, _), e in zip(groups, ends, strict=True))
-            new = _sync_box(box, xlo, xhi, outer, gamma, mu)
-            reach = max(reach, abs(new[0]), abs(new[1])) if math.isfinite(reach) else math.inf
-            hist.append(reach)
-            if new == box or not math.isfinite(reach):
-                break
-            box = new
-        hist = list(_filled(hist, sum(r for r, _ in lengths[: k + 1])))
-    return np.array(hist)
-
-
 def _round_matrix(moments, n: int, Gs, count: str) -> np.ndarray:
     """The 11 x 11 map of ``(vec E s s^T, sum, 1)`` over one round of ``n`` steps.
 
@@ -331,7 +173,7 @@ def unit_value(
     measured: str = "iterates", reach: float | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """``(value, U)`` for the ``c = 1`` run, ``U`` its reach (``reach``: a known bound on it,
-    e.g. from the history of a longer run, :func:`_reach_history`). ``value`` is
+    e.g. from the history of a longer run, :func:`reach_history`). ``value`` is
     ``(1/T) sum_{t<T} m^2 E ubar_t^2`` (``measured = "iterates"``) or, over the anchors of
     the ``R = T // H`` full rounds, ``(1/R) sum_{r<R} m^2 E z_r^2`` (``"anchors"``).
 
@@ -342,7 +184,7 @@ def unit_value(
     groups = _groups(K, L, b)
     lengths = _round_lengths(H, T)
     if reach is None:
-        reach = float(_reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu)[-1])
+        reach = float(reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu)[-1])
     U = reach
     Gs = _sync_maps(outer, gamma, mu)
     y = np.zeros(11)
@@ -391,7 +233,7 @@ def instance_value(
 
 def _horizons(H: int, T: int, p: float) -> list[int]:
     """``T`` without coins; with coins ``H 2^k < T`` and then ``T`` (see
-    :func:`instance_value`), shortest first, none beyond :data:`_MAX_COIN_STEPS` (then
+    :func:`instance_value`), shortest first, none beyond :data:`MAX_COIN_STEPS` (then
     that many steps, part of the first round)."""
     if p == 0:
         return [T]
@@ -400,8 +242,8 @@ def _horizons(H: int, T: int, p: float) -> list[int]:
         out.append(n)
         n *= 2
     out.append(T)
-    short = [h for h in out if h <= _MAX_COIN_STEPS]
-    return short or [_MAX_COIN_STEPS]  # H beyond the cap: part of the first round
+    short = [h for h in out if h <= MAX_COIN_STEPS]
+    return short or [MAX_COIN_STEPS]  # H beyond the cap: part of the first round
 
 
 @dataclass(frozen=True, eq=False)
@@ -431,7 +273,7 @@ class InstanceLowerBound:
         for f in self.b_grid:
             best = 0.0
             horizons = _horizons(H, T, v["p"])
-            hist = _reach_history(
+            hist = reach_history(
                 _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, max(horizons)),
                 v["alpha"], v["p"], v["eta"], v["outer"], v["gamma"], v["mu"],
             )  # fmt: skip

@@ -11,6 +11,9 @@ conditions. The run is a straight line, one file per role:
 * :mod:`~theory.verify.search`: adversarial search of measured/bound inside the conditions;
 * :mod:`~theory.verify.exact`: the exact verdict, per-term tightness, vacuous share and the
   worst case of one bound;
+* :mod:`~theory.verify.pinned`: bounds stated at one step (designs take that step);
+* :mod:`~theory.verify.hetero`: the second exact oracle, heterogeneous two-curvature
+  instances (:mod:`theory.lower.hetero`), for the heterogeneity terms;
 * :mod:`~theory.verify.controls`: false variants of a bound and the detection power;
 * :mod:`~theory.verify.sampling`, :mod:`~theory.verify.montecarlo`,
   :mod:`~theory.verify.stats`: Monte-Carlo tests where no exact recursion exists
@@ -22,7 +25,7 @@ conditions. The run is a straight line, one file per role:
 
 Files: ``settings.py`` (settings, verdicts, columns), ``designs.py``, ``oracle.py``,
 ``search.py``, ``exact.py``, ``exact_report.py`` (exact verification on quadratics),
-``pinned.py`` (bounds stated at one step),
+``pinned.py`` (bounds stated at one step), ``hetero.py`` (heterogeneous instances),
 ``controls.py`` (negative controls), ``bound_file.py`` (user bounds), ``at.py`` (one
 design), ``sampling.py``, ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py``
 (Monte Carlo on nonconvex problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the
