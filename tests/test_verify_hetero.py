@@ -10,6 +10,7 @@ import pytest
 
 from theory import bounds as registry
 from theory import symbols as S
+from theory.validation import UserInputError
 from theory.verify.controls import controls_of
 from theory.verify.hetero import VIOLATED, applies, at, judge, verify_hetero
 from theory.verify.run import _hetero_stage
@@ -69,3 +70,13 @@ def test_at_reproduces_the_worst_design(checked, capsys):
     assert "palsgd: exact" in capsys.readouterr().out
     ctrl = controls_of(registry.get("palsgd"))[0].bound.name
     assert np.isfinite(at(ctrl, **res.worst_design)["ratio"])
+
+
+def test_at_refuses_unknown_names_and_missing_values(checked):
+    res, _, _ = checked["palsgd"]
+    with pytest.raises(UserInputError, match="control"):
+        at("palsgd~nope", **res.worst_design)
+    with pytest.raises(UserInputError, match="missing"):
+        at("palsgd", L=1.0)
+    outside = {**res.worst_design, "alpha": 1e3}
+    assert at("palsgd", **outside)["inside"] is False

@@ -28,6 +28,7 @@ import numpy as np
 from theory.bound import Bound
 from theory.bounds import get
 from theory.lower import get_lower
+from theory.validation import UserInputError, check_choice
 from theory.verify.controls import controls_of
 from theory.verify.oracle import REL_TOL, family_of
 
@@ -201,23 +202,32 @@ def verify_hetero(
     return res, d, lower
 
 
-def at(name: str, **design: float) -> dict[str, float]:
-    """Print and return the exact value, the bound and their ratio at one design.
+def at(name: str, **design: float) -> dict[str, Any]:
+    """Print and return the exact value, the bound, their ratio and whether the design is
+    inside the bound's conditions, at one design (the command of the report).
 
     ``name``: a registered bound or a negative control of one (``parent~kind[i]``).
+    ``design``: ``alpha, L, zeta, K, H, T`` and, where the bound uses them, ``p, eta, gamma,
+    mu`` (``sigma`` and ``F0`` are 0 on these instances).
     """
     parent = name.split("~", 1)[0]
     bound = get(parent)
     if name != parent:
-        bound = next(c.bound for c in controls_of(bound) if c.bound.name == name)
+        controls = {c.bound.name: c.bound for c in controls_of(bound)}
+        bound = controls[check_choice("control", name, sorted(controls))]
+    missing = sorted({"alpha", "L", "zeta", "K", "H", "T"} - set(design))
+    if missing:
+        raise UserInputError(f"at({name!r}): missing design value(s) {missing}")
     d = {k: np.array([float(v)]) for k, v in design.items()}
     d.setdefault("sigma", np.zeros(1))
     d.setdefault("F0", np.zeros(1))
     for key, default in (("p", 0.0), ("eta", 0.0), ("gamma", 1.0), ("mu", 0.0)):
         d.setdefault(key, np.array([default]))
-    lower = lower_at(bound, d, np.ones(1, dtype=bool))
-    res = judge(bound, d, lower)
-    value = float(lower[0] / res.worst_ratio) if res.worst_ratio else math.nan
-    out = {"exact": float(lower[0]), "bound": value, "ratio": res.worst_ratio or math.nan}
-    print(f"{name}: exact {out['exact']:.6g}, bound {out['bound']:.6g}, ratio {out['ratio']:.6g}")
+    exact = float(lower_at(bound, d, np.ones(1, dtype=bool))[0])
+    value = float(_value(bound, d)[0])
+    inside = bool(_inside(bound, d)[0])
+    ratio = exact / value if value > 0 else math.inf
+    out = {"exact": exact, "bound": value, "ratio": ratio, "inside": inside}
+    where = "" if inside else " (outside the bound's conditions: not a test of it)"
+    print(f"{name}: exact {exact:.6g}, bound {value:.6g}, ratio {ratio:.6g}{where}")
     return out
