@@ -240,3 +240,12 @@ def test_long_runs_bound_the_tail_in_closed_form(outer, gamma, mu):
     assert float(sim[0]) == pytest.approx(ins.value, rel=1e-9)
     far = get_lower(LB).evaluate(alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=10**9, **kw)
     assert 0 < far < np.inf
+
+
+@pytest.mark.parametrize(
+    "extra,match",
+    [({"zetta": 1.0}, "unknown parameter"), ({"p": 0.3}, "eta"), ({"p": 1.5, "eta": 1.0}, "p")],
+)
+def test_bad_inputs_are_refused_by_name(extra, match):
+    with pytest.raises(UserInputError, match=match):
+        get_lower(LB).evaluate(alpha=0.01, L=1, zeta=1, K=4, H=8, T=64, **extra)

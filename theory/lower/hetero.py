@@ -295,6 +295,14 @@ class InstanceLowerBound:
         if missing:
             raise UserInputError(f"{self.name}: missing parameter(s) {missing}")
         known = set(self.parameters) | set(self.optional) | {"outer", "measured"}
+        # sigma and F0: the instances have no noise and no initial gap, in the class for any
+        unknown = sorted(set(values) - known - {"sigma", "F0"})
+        if unknown:
+            raise UserInputError(
+                f"{self.name}: unknown parameter(s) {unknown}; it takes {sorted(known)}"
+            )
+        if values.get("p", 0) and "eta" not in values:
+            raise UserInputError(f"{self.name}: p > 0 (PALSGD) needs the pull rate eta")
         v = {**self.optional, **{k: x for k, x in values.items() if k in known}}
         outer = v.pop("outer", None)
         measured = check_choice("measured", v.pop("measured", "iterates"), MEASURED)
