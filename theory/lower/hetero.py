@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from theory.algorithm import OUTERS, outer_step
-from theory.lower.region import MAX_COIN_STEPS, reach_history
+from theory.algorithm import OUTERS
+from theory.lower.region import MAX_COIN_STEPS, no_coin_path, reach_history, sync_maps
 from theory.validation import UserInputError, check_choice, validate
 
 __all__ = [
@@ -91,13 +91,11 @@ def _worker_moments(
     ``1 - p``) is ``x <- x - (alpha/(1-p)) (h x + s)``; a pull (prob. ``p``) is
     ``x <- x - (alpha eta/p)(x - z)``: both map ``(A, B)`` to ``(u A + v, u B + w)``.
     """
-    u0, w0 = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
-    if p == 0:  # no coins: x_t = u0^t z + b_t exactly
-        t = np.arange(n + 1)
+    if p == 0:  # no coins: x_t = q^t z + b_t exactly
+        qt, bt = no_coin_path(h, s, n, alpha)
         with np.errstate(over="ignore", invalid="ignore"):
-            qt = u0**t
-            bt = w0 * (t if u0 == 1 else (1 - qt) / (1 - u0))
-        return qt, bt, qt * qt, qt * bt, bt * bt
+            return qt, bt, qt * qt, qt * bt, bt * bt
+    u0, w0 = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
     beta = alpha * eta / p
     branches = ((1.0 - p, u0, 0.0, w0), (p, 1.0 - beta, beta, 0.0))
     out = np.zeros((5, n + 1))
@@ -117,25 +115,15 @@ def _worker_moments(
 
 
 def _mean_moments(groups, K: int, per_group) -> tuple[np.ndarray, ...]:
-    """Moments of ``Abar_t, Bbar_t`` (the workers' mean) from each group's worker moments."""
-    eA = sum(w * g[0] for (w, _, _), g in zip(groups, per_group, strict=True))
-    eB = sum(w * g[1] for (w, _, _), g in zip(groups, per_group, strict=True))
-    vA = sum(w / K * (g[2] - g[0] ** 2) for (w, _, _), g in zip(groups, per_group, strict=True))
-    cAB = sum(w / K * (g[3] - g[0] * g[1]) for (w, _, _), g in zip(groups, per_group, strict=True))
-    vB = sum(w / K * (g[4] - g[1] ** 2) for (w, _, _), g in zip(groups, per_group, strict=True))
-    return eA, eB, eA**2 + vA, eA * eB + cAB, eB**2 + vB
-
-
-def _sync_maps(outer: str, gamma: float, mu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``G0, G1, G2`` with ``(z', buf', 1) = (G0 + Abar G1 + Bbar G2) (z, buf, 1)``."""
-    e = np.eye(3)
-    zero = np.zeros(3)
-    parts = [(e[0], e[1], e[0]), (zero, zero, -e[0]), (zero, zero, -e[2])]
-    maps = []
-    for i, (z, buf, delta) in enumerate(parts):
-        z2, b2 = outer_step(z, buf, delta, outer=outer, gamma=gamma, mu=mu)
-        maps.append(np.stack([z2, b2, e[2] if i == 0 else zero]))
-    return maps[0], maps[1], maps[2]
+    """Moments of ``Abar_t, Bbar_t`` (the workers' mean) from each group's worker moments:
+    means weighted by the group sizes, (co)variances by ``weight/K`` (independent workers)."""
+    w = np.array([g[0] for g in groups])
+    P = np.array(per_group)  # (groups, 5, n + 1): EA, EB, EA2, EAB, EB2
+    eA, eB = np.tensordot(w, P[:, 0], 1), np.tensordot(w, P[:, 1], 1)
+    cov = np.tensordot(
+        w / K, P[:, 2:] - np.stack([P[:, 0] ** 2, P[:, 0] * P[:, 1], P[:, 1] ** 2], 1), 1
+    )
+    return eA, eB, eA**2 + cov[0], eA * eB + cov[1], eB**2 + cov[2]
 
 
 def _round_lengths(H: int, T: int) -> list[tuple[int, int]]:
@@ -185,12 +173,11 @@ def unit_value(
     lengths = _round_lengths(H, T)
     if reach is None:
         reach = float(reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu)[-1])
-    U = reach
-    Gs = _sync_maps(outer, gamma, mu)
+    if not math.isfinite(reach):  # a diverging run leaves every region: no instance here
+        return math.inf, reach
+    Gs = sync_maps(outer, gamma, mu)
     y = np.zeros(11)
     y[8] = y[10] = 1.0  # M = E s s^T with s = (0, 0, 1); the running sum 0
-    if not math.isfinite(U):  # a diverging run leaves every region: no instance here
-        return math.inf, U
     for rounds, n in lengths:
         count = "iterates" if measured == "iterates" else "anchor" if n == H else "none"
         per = [_worker_moments(h, s, n, alpha, p, eta) for _, h, s in groups]
@@ -199,7 +186,7 @@ def unit_value(
             y = np.linalg.matrix_power(Phi, rounds) @ y
     denom = T if measured == "iterates" else T // H
     value = (0.5 * (L + b)) ** 2 * float(y[9]) / denom if denom else 0.0
-    return value, U
+    return value, reach
 
 
 def instance_value(
@@ -270,9 +257,9 @@ class InstanceLowerBound:
         v = self._inputs(values)
         out = []
         H, T = v["H"], v["T"]
+        horizons = _horizons(H, T, v["p"])
         for f in self.b_grid:
             best = 0.0
-            horizons = _horizons(H, T, v["p"])
             hist = reach_history(
                 _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, max(horizons)),
                 v["alpha"], v["p"], v["eta"], v["outer"], v["gamma"], v["mu"],

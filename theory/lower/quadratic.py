@@ -10,7 +10,8 @@ xibar``, ``Var xibar = sigma^2/K``; the mechanism of Woodworth et al., ICML 2020
     (1/T) sum_{t<T} E||grad f(xbar_t)||^2
         = 2 L F0 (1 - r^T)/(T (1 - r)) + (L^2 alpha^2 sigma^2/(K (1 - r))) (1 - (1 - r^T)/(T (1 - r)))
 
-exactly. It is a lower bound on the worst case over the assumption class at the same
+exactly, for every step but ``alpha L = 2`` (``r = 1``, where it is the limit and the
+form reads 0/0). It is a lower bound on the worst case over the assumption class at the same
 ``(alpha, K, T, L, sigma, F0)`` and any ``H``: an upper bound for Local SGD or minibatch SGD
 that is smaller somewhere inside its conditions is false there.
 """
@@ -40,8 +41,7 @@ def quadratic_lower(alpha: Any, L: Any, sigma: Any, K: Any, T: Any, F0: Any) -> 
 
 @dataclass(frozen=True, eq=False)
 class ClosedFormLowerBound:
-    """A lower bound given by a closed form ``formula(**parameters)``, valid where
-    ``condition`` holds (a description of it in ``condition_text``).
+    """A lower bound given by a closed form ``formula(**parameters)``.
 
     ``kind = "lower"``: a valid upper bound is never below it inside its own conditions.
     ``evaluate`` takes numbers or arrays; :meth:`expression` is the sympy form.
@@ -53,8 +53,6 @@ class ClosedFormLowerBound:
     algorithms: tuple[str, ...]
     parameters: tuple[str, ...]
     formula: Callable[..., Any]
-    condition: Callable[..., Any]
-    condition_text: str
     derived_here: bool = True
     notes: str = ""
     kind: str = "lower"
@@ -66,12 +64,8 @@ class ClosedFormLowerBound:
         vals = validate({k: values[k] for k in self.parameters})
         return {k: np.asarray(v, dtype=float) for k, v in vals.items()}
 
-    def conditions_hold(self, **values: Any) -> np.ndarray:
-        """Where the closed form is valid."""
-        return np.asarray(self.condition(**self._inputs(values)))
-
     def evaluate(self, **values: Any) -> np.ndarray:
-        """The closed form at ``values`` (it may overflow to ``inf`` outside the condition)."""
+        """The closed form at ``values`` (it grows without limit when ``alpha L > 2``)."""
         v = self._inputs(values)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return np.asarray(self.formula(**v), dtype=float)
@@ -94,8 +88,6 @@ LOCAL_SGD_QUADRATIC_LOWER = ClosedFormLowerBound(
     algorithms=("sgd", "local_sgd"),
     parameters=("alpha", "L", "sigma", "K", "T", "F0"),
     formula=quadratic_lower,
-    condition=lambda alpha, L, **_: alpha * L < 2,
-    condition_text="alpha L < 2 (r < 1)",
     notes=(
         "A lower bound (kind = 'lower'): no valid Local SGD or minibatch-SGD upper bound "
         "at the same (alpha, K, T, L, sigma, F0) may be smaller inside its conditions. It "

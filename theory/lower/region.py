@@ -19,7 +19,9 @@ import numpy as np
 
 from theory.algorithm import outer_step
 
-__all__ = ["MAX_COIN_STEPS", "MAX_ROUNDS", "reach_history", "tail_reach"]
+__all__ = [
+    "MAX_COIN_STEPS", "MAX_ROUNDS", "no_coin_path", "reach_history", "sync_maps", "tail_reach",
+]  # fmt: skip
 
 
 def _filled(hist: list[float], total: int) -> np.ndarray:
@@ -35,25 +37,39 @@ MAX_ROUNDS = 4096
 MAX_COIN_STEPS = 2**15
 
 
+def no_coin_path(h: float, s: float, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(q^t, b_t)``, ``t = 0..n``: without coins a worker of curvature ``h`` and linear term
+    ``s`` started at ``z`` is at ``x_t = q^t z + b_t``, ``q = 1 - alpha h``."""
+    t = np.arange(n + 1)
+    q = 1.0 - alpha * h
+    with np.errstate(over="ignore", invalid="ignore"):  # divergence: inf, the reach says so
+        qt = q**t
+        return qt, -alpha * s * (t if q == 1 else (1 - qt) / (1 - q))
+
+
+def sync_maps(outer: str, gamma: float, mu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``G0, G1, G2`` with ``(z', buf', 1) = (G0 + Abar G1 + Bbar G2) (z, buf, 1)`` when the
+    workers' mean ends the round at ``Abar z + Bbar`` (:func:`theory.algorithm.outer_step`)."""
+    e = np.eye(3)
+    zero = np.zeros(3)
+    parts = [(e[0], e[1], e[0]), (zero, zero, -e[0]), (zero, zero, -e[2])]
+    maps = []
+    for i, (z, buf, delta) in enumerate(parts):
+        z2, b2 = outer_step(z, buf, delta, outer=outer, gamma=gamma, mu=mu)
+        maps.append(np.stack([z2, b2, e[2] if i == 0 else zero]))
+    return maps[0], maps[1], maps[2]
+
+
 def _round_affine(groups, n, alpha, outer, gamma, mu):
     """Without coins one round is affine: ``(z', buf') = G (z, buf) + g``; and each group's
     path from ``z`` is ``x_t = q^t z + b_t`` (``t = 1..n``). Returns ``G, g, paths``."""
-    t = np.arange(1, n + 1)
-    paths, a_end, b_end = [], 0.0, 0.0
-    for w, h, s in groups:
-        q = 1.0 - alpha * h
-        with np.errstate(over="ignore", invalid="ignore"):  # divergence: reach is inf
-            qt = q**t
-            bt = -alpha * s * (t if q == 1 else (1 - qt) / (1 - q))
-        paths.append((qt, bt))
-        a_end, b_end = a_end + w * qt[-1], b_end + w * bt[-1]
-    cols = []
-    for z, buf, one in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging path: inf or nan
-            xbar = a_end * z + b_end * one
-            cols.append(outer_step(z, buf, z - xbar, outer=outer, gamma=gamma, mu=mu))
-    G = np.array([[cols[0][0], cols[1][0]], [cols[0][1], cols[1][1]]], dtype=float)
-    return G, np.array(cols[2], dtype=float), paths
+    paths = [tuple(a[1:] for a in no_coin_path(h, s, n, alpha)) for _, h, s in groups]
+    a_end = sum(w * qt[-1] for (w, _, _), (qt, _) in zip(groups, paths, strict=True))
+    b_end = sum(w * bt[-1] for (w, _, _), (_, bt) in zip(groups, paths, strict=True))
+    G0, G1, G2 = sync_maps(outer, gamma, mu)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging path: inf or nan
+        M = G0 + a_end * G1 + b_end * G2
+    return M[:2, :2], M[:2, 2], paths
 
 
 def _contraction(G, g, buf0: float):
