@@ -135,6 +135,17 @@ def _planted_design(
     return A, x_true, A @ x_true
 
 
+def _data_arguments(
+    kw: dict[str, Any], name: str
+) -> tuple[ProblemArgs, DataOptions, np.random.Generator, Any]:
+    """The shared keywords of a data-problem factory, taken out of ``kw`` (anything left is
+    refused, naming ``name``): ``ProblemArgs``, ``DataOptions``, the seeded generator and the
+    noise variance."""
+    a, o = ProblemArgs.take(kw), take_fields(DataOptions, kw)
+    no_extra(kw, name)
+    return a, o, a.rng(), data_sigma2_arg(a.noise, a.sigma)
+
+
 def _data_keywords(
     a: ProblemArgs, o: DataOptions, rng: np.random.Generator, A: Array, y: Array, sigma2: Any
 ) -> dict[str, Any]:
@@ -171,10 +182,7 @@ def make_robust_regression(
     must be 0). ``x0 = 0``. Takes the keywords of :class:`~theory.problems.args.ProblemArgs`
     (``K`` required) and of :class:`DataOptions`.
     """
-    a, o = ProblemArgs.take(kw), take_fields(DataOptions, kw)
-    no_extra(kw, "robust_regression")
-    rng = a.rng()
-    sigma2 = data_sigma2_arg(a.noise, a.sigma)
+    a, o, rng, sigma2 = _data_arguments(kw, "robust_regression")
     if not 0 <= outliers <= 1:
         raise ParameterError("outliers", outliers, "[0, 1]")
     A, x_true, y = _planted_design(rng, a, o)
@@ -211,10 +219,7 @@ def make_logistic(
     :func:`make_robust_regression`. ``x0 = 0``. Takes the keywords of
     :class:`~theory.problems.args.ProblemArgs` (``K`` required) and of :class:`DataOptions`.
     """
-    a, o = ProblemArgs.take(kw), take_fields(DataOptions, kw)
-    no_extra(kw, "logistic")
-    rng = a.rng()
-    sigma2 = data_sigma2_arg(a.noise, a.sigma)
+    a, o, rng, sigma2 = _data_arguments(kw, "logistic")
     if not 0 <= label_noise <= 1:
         raise ParameterError("label_noise", label_noise, "[0, 1]")
     A, _, m = _planted_design(rng, a, o)
