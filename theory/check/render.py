@@ -106,8 +106,10 @@ def _lower_lines(b: BoundCheck) -> list[str]:
         if lo.value is None:
             out.append(f"     {lo.name}: not evaluated ({lo.reason})")
             continue
-        ratio = b.value / lo.value if lo.value and b.value is not None else math.inf
-        note = f"this bound is {fmt(ratio)} x it" if math.isfinite(ratio) else "0"
+        if not lo.value or b.value is None:
+            note = "no constraint here"
+        else:
+            note = f"this bound is {fmt(b.value / lo.value)} x it"
         if b.conditions_hold and b.value is not None and b.value < lo.value:
             note = "this bound is BELOW it: the bound is false at this configuration"
         out.append(f"     {lo.name}: {fmt(lo.value)}  ({note})")
