@@ -19,15 +19,12 @@ from theory.bound import Bound
 from theory.check import jsonable
 from theory.io import package_versions
 from theory.validation import UserInputError
+from theory.verify import hetero as hetero_oracle
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.bound_file import load_bound_file
 from theory.verify.checks import rate_check, speedup_check
 from theory.verify.controls import Control, controls_of, power, run_controls
 from theory.verify.exact import QUICK_BUDGET, Budget, ExactResult, verify_exact
-from theory.verify.hetero import QUICK as HETERO_QUICK
-from theory.verify.hetero import HeteroResult, verify_hetero
-from theory.verify.hetero import applies as applies_hetero
-from theory.verify.hetero import judge as judge_hetero
 from theory.verify.montecarlo import _family_resamples, _test_family
 from theory.verify.oracle import family_of
 from theory.verify.report import summary_of
@@ -109,10 +106,10 @@ def _monte_carlo_plan(
     items: list[tuple[Bound, Any, Config]] = []
     skipped: list[dict[str, Any]] = []
     verifiable: list[Bound] = []
+    exact_only = [pn for pn in pnames if pn != "quadratic"]
     for bi, bound in enumerate(bounds):
         algo = algorithm_for(bound)
         reason = None
-        exact_only = [pn for pn in pnames if pn != "quadratic"]
         if algo not in kinds and bound.name in done_exactly:
             if not exact_only:
                 continue  # verified exactly on every quadratic of the class above
@@ -218,7 +215,7 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
 
 def _exact_stage(
     bounds: Sequence[Bound], settings: VerifySettings, progress: bool
-) -> tuple[list[ExactResult], list[Control], list[HeteroResult]]:
+) -> tuple[list[ExactResult], list[Control], list[hetero_oracle.HeteroResult]]:
     """Exact verification of every bound with an exact oracle, then its negative controls;
     a heterogeneous bound and its controls also on the heterogeneous instances."""
     budget = Budget().scaled(settings.budget) if not settings.quick else QUICK_BUDGET
@@ -228,7 +225,7 @@ def _exact_stage(
     bar = _progress_bar(len(bounds) + n_ctrl, progress, "exact + controls")
     results: list[ExactResult] = []
     ctrls: list[Control] = []
-    hetero: list[HeteroResult] = []
+    hetero: list[hetero_oracle.HeteroResult] = []
     try:
         for bi, bound in enumerate(bounds):
             seed = _child_seed(settings.seed, 20, bi)
@@ -241,7 +238,7 @@ def _exact_stage(
                 ctrls += run_controls(
                     bound, budget=cbudget, seed=seed, progress=bar, controls=variants[bound.name]
                 )
-            if applies_hetero(bound):
+            if hetero_oracle.applies(bound):
                 hetero.append(_hetero_stage(bound, variants.get(bound.name, []), settings, seed))
     finally:
         if bar is not None:
@@ -251,12 +248,12 @@ def _exact_stage(
 
 def _hetero_stage(
     bound: Bound, controls: Sequence[Control], settings: VerifySettings, seed: int
-) -> HeteroResult:
+) -> hetero_oracle.HeteroResult:
     """``bound`` on the heterogeneous instances; its controls judged on the same designs."""
-    size = HETERO_QUICK if settings.quick else {}
-    res, designs, lower = verify_hetero(bound, seed=seed, **size)
+    size = hetero_oracle.QUICK if settings.quick else {}
+    res, designs, lower = hetero_oracle.verify_hetero(bound, seed=seed, **size)
     for c in controls:
-        c.hetero = judge_hetero(c.bound, designs, lower)
+        c.hetero = hetero_oracle.judge(c.bound, designs, lower)
     return res
 
 
