@@ -37,8 +37,13 @@ def exact_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     exact = report.get("exact", [])
     return {
         "exact_bounds": len(exact),
-        "exact_violated": [r["bound"] for r in exact if r["verdict"] == "violated"]
-        + [r["bound"] for r in report.get("hetero", []) if r["verdict"] == "violated"],
+        "exact_violated": list(  # by either exact oracle, each bound once
+            dict.fromkeys(
+                r["bound"]
+                for r in (*exact, *report.get("hetero", []))
+                if r["verdict"] == "violated"
+            )
+        ),
         "hetero_worst": {r["bound"]: r["worst_ratio"] for r in report.get("hetero", [])},
         "exact_worst": {r["bound"]: r["worst_ratio"] for r in exact},
         "vacuous_share": {r["bound"]: r["vacuous_share"] for r in exact},
