@@ -18,7 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["uniforms", "pull_coins", "normals", "CoinChunks", "STREAM_COINS", "STREAM_NOISE"]
+__all__ = [
+    "uniforms",
+    "pull_coins",
+    "normals",
+    "CoinChunks",
+    "STREAM_COINS",
+    "STREAM_NOISE",
+    "expected_max_binomial",
+    "round_excess",
+]
 
 STREAM_COINS = 0
 STREAM_NOISE = 1
@@ -121,3 +130,24 @@ class CoinChunks:
             self.grad_evals = 1.0 - np.count_nonzero(self.coins, axis=2) / self.K
             self.pull_steps += np.count_nonzero(self.coins, axis=0)
         return t - self.start
+
+
+def expected_max_binomial(n: int, q: float, K: int) -> float:
+    """``E[max_k G_k]`` for ``K`` independent ``G_k ~ Binomial(n, q)``:
+    ``sum_{j=0}^{n-1} (1 - F(j)^K)`` with ``F`` the binomial CDF."""
+    from scipy.stats import binom
+
+    if n <= 0:
+        return 0.0
+    j = np.arange(n)
+    return float(np.sum(1.0 - binom.cdf(j, n, q) ** K))
+
+
+def round_excess(H: int, p: float, K: int, coins: str) -> float:
+    """Expected extra gradient steps per round on the critical path (the most gradient steps
+    of any worker minus one worker's mean): a sync waits for the slowest worker, and with
+    independent coins the workers' gradient-step counts in a round of ``H`` steps are
+    independent ``Binomial(H, 1 - p)``. 0 with shared coins, ``p = 0`` or one worker."""
+    if coins == "shared" or p <= 0 or K <= 1:
+        return 0.0
+    return expected_max_binomial(H, 1.0 - p, K) - H * (1.0 - p)

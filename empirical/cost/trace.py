@@ -16,7 +16,7 @@ import numpy as np
 from empirical.cost.checks import check_workers
 from empirical.metrics import read_jsonl
 from theory.algorithm import WARMUP_NAMES, is_sync_step
-from theory.coins import pull_coins
+from theory.coins import expected_max_binomial, pull_coins, round_excess
 from theory.validation import UserInputError, validate
 
 __all__ = [
@@ -26,25 +26,6 @@ __all__ = [
     "expected_trace",
     "load_trace",
 ]
-
-
-def expected_max_binomial(n: int, q: float, K: int) -> float:
-    """``E[max_k G_k]`` for ``K`` independent ``G_k ~ Binomial(n, q)``:
-    ``sum_{j=0}^{n-1} (1 - F(j)^K)`` with ``F`` the binomial CDF."""
-    from scipy.stats import binom
-
-    if n <= 0:
-        return 0.0
-    j = np.arange(n)
-    return float(np.sum(1.0 - binom.cdf(j, n, q) ** K))
-
-
-def round_excess(H: int, p: float, K: int, coins: str) -> float:
-    """Expected extra gradient steps per round on the critical path (max over workers minus
-    one worker's mean): 0 with shared coins, ``p = 0`` or one worker."""
-    if coins == "shared" or p <= 0 or K <= 1:
-        return 0.0
-    return expected_max_binomial(H, 1.0 - p, K) - H * (1.0 - p)
 
 
 def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:

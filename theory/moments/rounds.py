@@ -113,25 +113,41 @@ def outer_coefficients(
     return np.asarray(zc, dtype=float), np.asarray(bc, dtype=float)
 
 
-def round_map(a1: Any, AA_: Any, VD: Any, zc: np.ndarray, bc: np.ndarray) -> np.ndarray:
+def round_map(
+    a1: Any, AA_: Any, VD: Any, zc: np.ndarray, bc: np.ndarray, b1: Any = 0.0, ab: Any = 0.0
+) -> np.ndarray:
     """The affine map of ``v`` over one round and its sync, ``(..., 6, 6)``.
 
-    ``a1 = E A``, ``AA_ = E Abar^2``, ``VD`` the anchor-free part of ``E ybar^2`` at the end
-    of the round; ``Delta = z - ybar``; ``zc``, ``bc`` from :func:`outer_coefficients`.
+    At the end of the round the workers' mean is ``ybar = Abar z + Bbar + Nbar`` with the
+    coins and noise of the round independent of ``(z, buf)``: ``a1 = E Abar``,
+    ``AA_ = E Abar^2``, ``VD = E Bbar^2 + E Nbar^2`` (the anchor-free part of
+    ``E ybar^2``), ``b1 = E Bbar`` and ``ab = E Abar Bbar`` (both 0 when the workers share
+    one Hessian, :mod:`theory.moments.oracle`; the drift terms of
+    :mod:`theory.compare.pairs` otherwise). ``Delta = z - ybar``; ``zc``, ``bc`` from
+    :func:`outer_coefficients`.
     """
-    shape = np.shape(a1)
+    shape = np.broadcast_shapes(np.shape(a1), np.shape(b1), np.shape(ab))
     one = np.ones(shape)
-    u = 1 - a1
+    u = 1 - a1 + 0 * one
+    b1 = np.asarray(b1, dtype=float) + 0 * one
     e = np.eye(NV)
     # second moments of (z, buf, Delta) as linear forms on v
     G = [[None] * 3 for _ in range(3)]
     G[0][0] = e[Z2] * one[..., None]
     G[0][1] = G[1][0] = e[ZB] * one[..., None]
     G[1][1] = e[B2] * one[..., None]
-    G[0][2] = G[2][0] = e[Z2] * u[..., None]
-    G[1][2] = G[2][1] = e[ZB] * u[..., None]
-    G[2][2] = e[Z2] * (1 - 2 * a1 + AA_)[..., None] + e[ONE] * np.asarray(VD)[..., None]
-    mvec = [e[Z1] * one[..., None], e[BUF1] * one[..., None], e[Z1] * u[..., None]]
+    G[0][2] = G[2][0] = e[Z2] * u[..., None] - e[Z1] * b1[..., None]
+    G[1][2] = G[2][1] = e[ZB] * u[..., None] - e[BUF1] * b1[..., None]
+    G[2][2] = (
+        e[Z2] * (1 - 2 * a1 + AA_ + 0 * one)[..., None]
+        - 2 * e[Z1] * (b1 - ab)[..., None]
+        + e[ONE] * (np.asarray(VD) + 0 * one)[..., None]
+    )
+    mvec = [
+        e[Z1] * one[..., None],
+        e[BUF1] * one[..., None],
+        e[Z1] * u[..., None] - e[ONE] * b1[..., None],
+    ]
     zc = [np.broadcast_to(zc[..., i], shape)[..., None] for i in range(3)]
     bc = [np.broadcast_to(bc[..., i], shape)[..., None] for i in range(3)]
 

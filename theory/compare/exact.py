@@ -1,0 +1,122 @@
+"""Exact first-passage rounds of many configurations of one method on one quadratic.
+
+:func:`exact_rounds` evaluates configurations ``(eta, p, alpha, gamma)`` of a
+:class:`~theory.compare.methods.Method` at one sync interval ``H`` on a
+:class:`~theory.problems.hessians.HeteroHessianQuadratic`: the within-round moments
+(:func:`theory.compare.pairs.round_moments`), the anchor's round map
+(:func:`theory.compare.scan.anchor_map`) and the first round at which
+``E||grad f(z_r)||^2 <= eps`` (:func:`theory.compare.scan.first_passage`). Minibatch SGD is
+Local SGD with ``H = 1`` and averaging (one local step then the mean is exactly a
+minibatch-SGD step: the workers' mean gradient at a common point is ``grad f``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory.algorithm import DILOCO_DEFAULT_MU
+from theory.compare.methods import Method
+from theory.compare.pairs import round_moments
+from theory.compare.scan import anchor_map, first_passage, start_vector
+from theory.problems.hessians import HeteroHessianQuadratic
+
+__all__ = ["Quadratic", "exact_rounds", "CHUNK"]
+
+#: configurations evaluated per batch (bounds the memory of the stacked maps)
+CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class Quadratic:
+    """What the exact recursions read from a :class:`HeteroHessianQuadratic`, per coordinate:
+    curvatures ``lam`` and shifted minimisers ``delta`` ``(d, K)``, noise variance ``s2``
+    ``(d,)``, shifted start ``y0`` ``(d,)``, gradient weight ``lbar^2`` ``(d,)``."""
+
+    lam: np.ndarray
+    delta: np.ndarray
+    s2: np.ndarray
+    y0: np.ndarray
+    weight: np.ndarray
+    K: int
+
+    @classmethod
+    def of(cls, problem: HeteroHessianQuadratic) -> Quadratic:
+        return cls(
+            lam=problem.eigenvalues.T.copy(),
+            delta=problem.delta.T.copy(),
+            s2=np.full(problem.d, problem.sigma2 / problem.d),
+            y0=problem.x0() - problem.x_star,
+            weight=problem.lbar**2,
+            K=problem.K,
+        )
+
+    def initial_value(self) -> float:
+        """``||grad f(x0)||^2``."""
+        return float(np.sum(self.weight * self.y0**2))
+
+
+def exact_rounds(
+    q: Quadratic,
+    m: Method,
+    *,
+    H: int,
+    eta: np.ndarray,
+    p: np.ndarray,
+    alpha: np.ndarray,
+    gamma: np.ndarray,
+    eps: np.ndarray,
+    cap: np.ndarray,
+    group: np.ndarray,
+    mu: float = DILOCO_DEFAULT_MU,
+) -> tuple[np.ndarray, np.ndarray]:
+    """First rounds ``(N, E)`` reaching each ``eps`` (-1: not by ``cap``, -2: skipped, see
+    :func:`theory.compare.scan.first_passage`) and the diverged flags ``(N,)``.
+
+    ``eta, p, alpha, gamma, cap, group``: ``(N,)`` per configuration (``eta, p`` ignored
+    unless ``m`` pulls; ``gamma`` ignored without an outer rate); ``mu``: the outer momentum
+    of the Nesterov methods.
+    """
+    N = np.asarray(alpha).size
+    eps = np.asarray(eps, dtype=float).reshape(-1)
+    out = np.empty((N, eps.size), dtype=np.int64)
+    div = np.empty(N, dtype=bool)
+    # a group's configurations stay in one chunk so that the group's skipping stays exact
+    order = np.argsort(group, kind="stable")
+    bounds = _chunks(np.asarray(group)[order], CHUNK)
+    for lo, hi in bounds:
+        idx = order[lo:hi]
+        out[idx], div[idx] = _evaluate(
+            q, m, H, *(np.asarray(x, dtype=float)[idx] for x in (eta, p, alpha, gamma)),
+            eps, np.asarray(cap)[idx], np.asarray(group)[idx], mu,
+        )  # fmt: skip
+    return out, div
+
+
+def _chunks(sorted_groups: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """Cut points near every ``size`` rows that never split a group."""
+    out, lo, n = [], 0, sorted_groups.size
+    while lo < n:
+        hi = min(n, lo + size)
+        while hi < n and sorted_groups[hi] == sorted_groups[hi - 1]:
+            hi += 1
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _evaluate(q, m, H, eta, p, alpha, gamma, eps, cap, group, mu):
+    n = alpha.size
+    if m.kind == "sgd":
+        Hn, p_, eta_, outer, g, mu_ = 1, np.zeros(n), np.zeros(n), "sgd", np.ones(n), 0.0
+    else:
+        Hn = H
+        p_, eta_ = (p, eta) if m.pulls else (np.zeros(n), np.zeros(n))
+        outer, g, mu_ = ("sgd", gamma, 0.0) if m.outer == "sgd" else ("nesterov", gamma, mu)
+    with np.errstate(all="ignore"):
+        mom = round_moments(
+            q.lam, q.delta, q.s2, alpha=alpha, eta=eta_, p=p_, H=np.full(n, Hn), shared=m.shared
+        )
+        M = anchor_map(mom, outer, g, np.full(n, mu_))
+    return first_passage(M, start_vector(q.y0, n), q.weight, eps, cap, group=group)
