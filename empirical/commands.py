@@ -10,6 +10,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "empirical.probe",
         "estimate L, sigma^2, zeta^2, F0 on a real model and check the run",
     ),
+    "map": (
+        "empirical.map_cli",
+        "when pulling pays: every method tuned alike, the truth from the dynamics",
+    ),
     "cost": (
         "empirical.cost.cli",
         "cost model: calibrate links, predict wall-clock and gains over DDP",

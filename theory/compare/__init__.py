@@ -1,0 +1,48 @@
+"""Which method reaches a target cheaper? The answer from the dynamics, every method tuned alike.
+
+The comparison engine behind ``palsgd map`` (README, ``docs/when_pulling_pays.md``):
+
+* ``pairs.py``: exact moments of one round on quadratics whose workers have different
+  diagonal Hessians (pair moments of the workers' coin paths, independent or shared coins);
+* ``scan.py``: the anchor's round map and the exact first round reaching a target;
+* ``exact.py``: first-passage rounds of many configurations of a method;
+* ``methods.py``: the compared methods, their tuning grids and the cost of a round
+  (gradient evaluations, communication rounds, modelled seconds with :class:`Prices`);
+* ``tune.py``: grids of one size for every method, extended at their edges;
+* ``spec.py``, ``run.py``, ``records.py``: a map's cells, its resumable computation and
+  its typed results; ``summary.py``, ``diagnose.py``, ``report.py``, ``plots.py``: the
+  answer (largest ``H`` within a budget, wins and losses, why) and its pictures;
+* ``averages.py``, ``bounds_side.py``: the registered bounds scored against the truth
+  (bound map, agreement, tightness at the tuned point, the term that misses).
+"""
+
+from theory.compare.methods import (
+    BASELINES,
+    BUDGET_KINDS,
+    METHODS,
+    PALSGD_METHODS,
+    Method,
+    Prices,
+    round_cost,
+)
+from theory.compare.records import CellResult, MapResult
+from theory.compare.run import run_map
+from theory.compare.spec import MapSpec, ProblemSource
+from theory.compare.tune import Grid, Tuned
+
+__all__ = [
+    "BASELINES",
+    "BUDGET_KINDS",
+    "METHODS",
+    "PALSGD_METHODS",
+    "Method",
+    "Prices",
+    "round_cost",
+    "CellResult",
+    "MapResult",
+    "run_map",
+    "MapSpec",
+    "ProblemSource",
+    "Grid",
+    "Tuned",
+]

@@ -34,6 +34,7 @@ import numpy as np
 
 from theory.moments.batch import power_apply
 from theory.moments.branches import local_step_branches
+from theory.moments.rounds import with_accumulators
 
 __all__ = ["NP", "RoundMoments", "pair_step_matrix", "pairs_of", "round_moments"]
 
@@ -176,35 +177,56 @@ def round_moments(
     p: np.ndarray,
     H: np.ndarray,
     shared: bool,
-) -> RoundMoments:
+    sums: bool = False,
+) -> RoundMoments | tuple[RoundMoments, RoundMoments]:
     """:class:`RoundMoments` of ``N`` designs after ``H`` local steps.
 
     ``lam``, ``delta``: ``(d, K)`` curvatures and shifted minimisers of the workers;
     ``s2``: ``(d,)`` noise variance of one gradient per coordinate; ``alpha, eta, p``:
     ``(N,)`` floats; ``H``: ``(N,)`` integers; ``shared``: one coin for all workers.
     Cost ``O(N d P log2 max H)`` with ``P`` the number of pairs (:func:`pairs_of`).
+
+    ``sums``: also return the sums over the steps ``j = 0 .. H-1`` of the round (the state
+    before each step) of the same moments, for time averages over every step; every pair is
+    then propagated (with independent coins the cross moment of two workers at each step is
+    the product of their means, which does not sum linearly).
     """
     d, K = lam.shape
     a, e, q = (np.asarray(x, dtype=float).reshape(-1, 1) for x in (alpha, eta, p))
     N = a.shape[0]
     Hn = np.asarray(H, dtype=np.int64).reshape(-1)
-    pairs = pairs_of(K, shared)
-    mom = {}
+    pairs = [(j, k) for j in range(K) for k in range(j, K)] if sums else pairs_of(K, shared)
+    end, acc = {}, {}
     for j, k in pairs:
         P = pair_step_matrix(
             lam[None, :, j], lam[None, :, k], delta[None, :, j], delta[None, :, k],
             s2[None, :], a, e, q, same_coin=shared or j == k, same_worker=j == k,
         )  # fmt: skip
         P = np.broadcast_to(P, (N, d, NP, NP))
-        mom[j, k] = power_apply(P, Hn, start_state((N, d)))
-    zero = np.zeros((N, d))
+        u0 = start_state((N, d))
+        if sums:
+            P = with_accumulators(P, [np.broadcast_to(row, (N, d, NP)) for row in np.eye(NP)])
+            u0 = np.concatenate([u0, np.zeros((N, d, NP))], axis=-1)
+            u = power_apply(P, Hn, u0)
+            end[j, k], acc[j, k] = u[..., :NP], u[..., NP:]
+        else:
+            end[j, k] = power_apply(P, Hn, u0)
+    if sums:
+        return _aggregate(end, K, shared), _aggregate(acc, K, shared)
+    return _aggregate(end, K, shared)
+
+
+def _aggregate(mom: dict[tuple[int, int], np.ndarray], K: int, shared: bool) -> RoundMoments:
+    """The workers' mean moments from the pair states (products of the means for the pairs
+    not propagated: independent coins)."""
     EA = [mom[k, k][..., AJ] for k in range(K)]
     EB = [mom[k, k][..., BJ] for k in range(K)]
+    zero = np.zeros_like(EA[0])
     aa, ab, bb = zero.copy(), zero.copy(), zero.copy()
     for j in range(K):
         for k in range(K):
-            if j == k or shared:
-                u = mom[min(j, k), max(j, k)]
+            u = mom.get((min(j, k), max(j, k)))
+            if u is not None:
                 aa += u[..., AA]
                 bb += u[..., BB]
                 ab += u[..., AB] if j <= k else u[..., BA]  # E A_j B_k

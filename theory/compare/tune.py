@@ -33,7 +33,7 @@ class Grid:
 
     n_alpha: int = 25
     n_outer: int = 4
-    span: float = 3.0
+    span: float = 4.0
     max_extend: int = 3
     mu: float = 0.9
 
@@ -137,29 +137,32 @@ def _argmins(c: _Cell, e: int) -> list[tuple[float, float]]:
 
 
 def _extend(c: _Cell, eps: np.ndarray, grid: Grid) -> bool:
-    """Extend ``c``'s grid past an edge every optimum sits on; whether anything was added."""
+    """Extend ``c``'s grid past an edge that an optimum sits on (or, when a target is not
+    reached at all, below its smallest inner step unless every configuration there
+    diverged); each edge at most once per call. Whether anything was added."""
     if c.extended >= grid.max_extend:
         return False
-    added = False
+    lo_a = min(c.alphas)
+    gs = sorted(c.gammas)
+    down = up_g = down_g = False
     for e in range(eps.size):
         arg = _argmins(c, e)
         if not arg:
+            lowest = [c.results[k] for k in c.results if k[0] == lo_a]
+            down |= not all(dv for _, dv in lowest)
             continue
-        lo_a = min(c.alphas)
-        if all(a == lo_a for a, _ in arg):
-            ratio = c.alphas[1] / c.alphas[0] if len(c.alphas) > 1 else 10.0
-            n_new = max(1, int(np.ceil(grid.n_alpha / 2)))
-            c.alphas = [lo_a / ratio**k for k in range(n_new, 0, -1)] + c.alphas
-            added = True
-        if len(c.gammas) > 1:
-            gs = sorted(c.gammas)
-            step = gs[1] / gs[0]
-            if all(g == gs[0] for _, g in arg):
-                c.gammas = [gs[0] / step] + gs
-                added = True
-            elif all(g == gs[-1] for _, g in arg):
-                c.gammas = gs + [gs[-1] * step]
-                added = True
+        down |= all(a == lo_a for a, _ in arg)
+        if len(gs) > 1:
+            down_g |= all(g == gs[0] for _, g in arg)
+            up_g |= all(g == gs[-1] for _, g in arg)
+    if down:
+        ratio = c.alphas[1] / c.alphas[0] if len(c.alphas) > 1 else 10.0
+        n_new = max(1, int(np.ceil(grid.n_alpha / 2)))
+        c.alphas = [lo_a / ratio**k for k in range(n_new, 0, -1)] + c.alphas
+    if down_g or up_g:
+        step = gs[1] / gs[0]
+        c.gammas = ([gs[0] / step] if down_g else []) + gs + ([gs[-1] * step] if up_g else [])
+    added = down or down_g or up_g
     c.extended += int(added)
     return added
 

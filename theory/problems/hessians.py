@@ -32,7 +32,13 @@ import numpy as np
 from theory.problems.base import Array, Problem, into
 from theory.validation import ParameterError, UserInputError, read_mapping_file
 
-__all__ = ["HeteroHessianQuadratic", "make_hetero_hessian", "load_hetero_hessian"]
+__all__ = [
+    "HeteroHessianQuadratic",
+    "make_hetero_hessian",
+    "load_hetero_hessian",
+    "hetero_hessian_from",
+    "with_zeta",
+]
 
 _REGION = "on the box |x_i - x*_i| <= |x0_i - x*_i| + max_k |m_ki - x*_i| (A3 fails globally)"
 
@@ -226,3 +232,27 @@ def hetero_hessian_from(data: Mapping[str, Any], where: str) -> HeteroHessianQua
         )  # fmt: skip
     except UserInputError as exc:
         raise UserInputError(f"{where}: {exc}") from None
+
+
+def with_zeta(problem: HeteroHessianQuadratic, zeta: float) -> HeteroHessianQuadratic:
+    """``problem`` with the minimisers moved about ``x*`` so that ``zeta2_star = zeta^2``.
+
+    The scaling ``m_k <- x* + s (m_k - x*)`` keeps ``x*``, the curvatures, the start, the
+    noise and ``F0 = sum_i lbar_i (x0_i - x*_i)^2 / 2``; only the heterogeneity changes.
+    """
+    if not (isinstance(zeta, int | float) and math.isfinite(zeta) and zeta >= 0):
+        raise ParameterError("zeta", zeta, "[0, inf)")
+    now = problem.zeta2_star
+    if now == 0 and zeta > 0:
+        raise UserInputError(
+            "the problem's workers share one minimiser (zeta_star = 0): its heterogeneity "
+            "cannot be scaled to zeta > 0"
+        )
+    s = 0.0 if zeta == 0 else zeta / math.sqrt(now)
+    return HeteroHessianQuadratic(
+        eigenvalues=problem.eigenvalues,
+        minimisers=problem.x_star + s * problem.delta,
+        x0=problem.x0(),
+        sigma2=problem.sigma2,
+        name=problem.name,
+    )

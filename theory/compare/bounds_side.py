@@ -1,0 +1,224 @@
+"""The bounds scored against the exact answer of a map.
+
+For every cell of a :class:`~theory.compare.records.MapResult`:
+
+* **the bound map**: the cost each method's best guarantee needs to reach ``eps``
+  (:meth:`theory.bound.Bound.rounds_to_eps` at the optimal inner step, outer rates tuned over
+  the method's own grid, times the cost of a round; ``guaranteed_cost``, and ``cost`` where
+  it fits the budget), and the same ratio as the truth's: the best PALSGD guarantee over
+  the best baseline guarantee, whatever the budget (``bounds["ratio"]``);
+* **the tuned point**: for each method's tuned configuration and each of its bounds, whether
+  the configuration lies inside the bound's conditions, the bound's value there against the
+  exact value it bounds (its ``measured`` time average over the rounds the method needed:
+  :func:`theory.compare.averages.exact_parts`), and the term family that makes it miss:
+  its ``F0``, noise (``sigma``) and heterogeneity (``zeta``) terms each against the exact
+  part from the start, the noise and the heterogeneity.
+
+The problem constants given to the bounds are exact: ``L``, ``sigma``, ``F0``, ``K``, and
+``zeta`` the heterogeneity over the problem's declared region (per-worker Hessians satisfy
+A3 on bounded regions only; :mod:`theory.problems.hessians`).
+
+:func:`agreement` scores the bound map against the truth: the share of decided cells whose
+winner agrees, and Spearman's rank correlation of the log ratios.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from theory.bounds import get
+from theory.compare.averages import exact_parts
+from theory.compare.exact import Quadratic
+from theory.compare.methods import BASELINES, METHODS, PALSGD_METHODS, round_cost
+from theory.compare.records import CellResult, best_of
+from theory.compare.spec import MapSpec
+
+__all__ = ["METHOD_BOUNDS", "score_bounds", "agreement", "term_family"]
+
+#: the registered upper bounds that cover each compared method
+METHOD_BOUNDS: dict[str, tuple[str, ...]] = {
+    "sgd": ("sgd",),
+    "local_sgd": ("local_sgd_ours", "local_sgd_noniid", "local_sgd_outer"),
+    "diloco": ("local_sgd_outer",),
+    "palsgd": ("palsgd", "palsgd_outer", "palsgd_pull_aware"),
+    "palsgd_nesterov": ("palsgd_outer", "palsgd_pull_aware"),
+    "palsgd_shared": ("palsgd_shared_coins",),
+}
+_T_MAX = 10**13
+
+
+def term_family(term: str) -> str:
+    """``"heterogeneity"``, ``"noise"``, ``"F0"`` or ``"other"``: the constant a term of a
+    bound carries (heterogeneity first: a term with ``zeta`` bounds the drift)."""
+    if hasattr(term, "free_symbols"):
+        names = {s.name for s in term.free_symbols}
+    else:
+        names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(term)))
+    if "zeta" in names:
+        return "heterogeneity"
+    if "sigma" in names:
+        return "noise"
+    if "F0" in names:
+        return "F0"
+    return "other"
+
+
+def _guarantee_rounds(m, consts, H, eta, p, eps, grid) -> dict[str, np.ndarray]:
+    """Rounds each of ``m``'s bounds needs on the ``(H, eta)`` grid, at its best outer rate
+    over ``m``'s grid (one vectorised call per bound: the outer rates on a third axis)."""
+    out = {}
+    shape = np.broadcast_shapes(np.shape(H), np.shape(eta))
+    for name in METHOD_BOUNDS[m.name]:
+        b = get(name)
+        vals: dict[str, Any] = dict(consts)
+        if "H" in b.parameters:
+            vals["H"] = np.asarray(H)[..., None]
+        if "p" in b.parameters:
+            vals.update(p=p, eta=np.asarray(eta)[..., None])
+        if "gamma" in b.parameters:
+            vals.update(
+                gamma=np.asarray(grid.gammas(m), dtype=float),
+                mu=grid.mu if m.outer == "nesterov" else 0.0,
+            )
+        r = b.rounds_to_eps(eps, **vals, t_max=_T_MAX)
+        r = np.broadcast_to(r, shape + (np.shape(r)[-1] if np.ndim(r) == len(shape) + 1 else 1,))
+        out[name] = r.min(axis=-1)
+    return out
+
+
+def _bound_map(spec: MapSpec, cells: list[CellResult], consts_by_zeta) -> None:
+    Hs = np.asarray(sorted({c.H for c in cells}), dtype=float)[:, None]
+    etas = np.asarray(sorted({c.eta for c in cells}), dtype=float)[None, :]
+    groups = defaultdict(list)
+    for c in cells:
+        groups[c.zeta, c.eps, c.p].append(c)
+    for (zeta, eps, p), cs in groups.items():
+        consts = consts_by_zeta[zeta]
+        rounds = {
+            n: _guarantee_rounds(METHODS[n], consts, Hs, etas, p, eps, spec.grid)
+            for n in cs[0].cost
+        }
+        for c in cs:
+            i, j = list(Hs[:, 0]).index(c.H), list(etas[0]).index(c.eta)
+            guaranteed: dict[str, float | None] = {}
+            per_bound: dict[str, Any] = {}
+            for n, by_bound in rounds.items():
+                m = METHODS[n]
+                price = round_cost(m, c.budget, c.H, c.p, spec.prices)
+                vals = {b: float(r[i, j]) * price for b, r in by_bound.items()}
+                per_bound[n] = {b: (v if math.isfinite(v) else None) for b, v in vals.items()}
+                best = min(vals.values()) if vals else math.inf
+                guaranteed[n] = best if math.isfinite(best) else None
+            pal, base = best_of(guaranteed, PALSGD_METHODS), best_of(guaranteed, BASELINES)
+            ratio = None
+            if math.isfinite(pal[1]) or math.isfinite(base[1]):
+                ratio = 0.0 if math.isinf(base[1]) else pal[1] / base[1]
+            within = {n: (v if v is not None and v <= c.B else None) for n, v in guaranteed.items()}
+            c.bounds.update(
+                guaranteed_cost=guaranteed, cost=within, by_bound=per_bound, ratio=ratio
+            )
+
+
+def _tuned_points(cells: list[CellResult], q: Quadratic, consts: dict[str, float]) -> None:
+    """``cell.bounds["tuned_point"]`` for cells of one problem, batched per method."""
+    for c in cells:
+        c.bounds["tuned_point"] = {}
+    names = list(cells[0].tuned) if cells else []
+    for n in names:
+        m = METHODS[n]
+        todo = [c for c in cells if (c.tuned[n].get("rounds") or 0) > 0]
+        if not todo:
+            continue
+        H = np.array([1 if m.kind == "sgd" else c.H for c in todo])
+        R = np.array([c.tuned[n]["rounds"] for c in todo])
+        cfg = {
+            "H": H, "R": R, "eta": np.array([c.eta for c in todo]),
+            "p": np.array([c.p for c in todo]),
+            "alpha": np.array([c.tuned[n]["alpha"] for c in todo]),
+            "gamma": np.array([c.tuned[n]["gamma"] or 1.0 for c in todo]),
+            "mu": np.array([c.tuned[n]["mu"] or 0.0 for c in todo]),
+        }  # fmt: skip
+        parts = exact_parts(q, m, **cfg)
+        for name in METHOD_BOUNDS[n]:
+            b = get(name)
+            vals = {**consts, "alpha": cfg["alpha"], "T": R * H, "H": H}
+            if m.pulls:
+                vals.update(p=cfg["p"], eta=cfg["eta"])
+            if "gamma" in b.parameters:
+                vals.update(gamma=cfg["gamma"], mu=cfg["mu"])
+            vals = {k: v for k, v in vals.items() if k in b.parameters}
+            inside = np.broadcast_to(b.conditions_hold(**vals), R.shape)
+            value = np.broadcast_to(b.evaluate(**vals), R.shape)
+            fam = defaultdict(lambda: np.zeros(R.shape))
+            for term, v in b.term_values(**vals):
+                fam[term_family(term)] = fam[term_family(term)] + np.broadcast_to(v, R.shape)
+            measured = parts["total"][b.measured]
+            for i, c in enumerate(todo):
+                misses = {
+                    f: {"bound": float(fam[f][i]), "exact": float(parts[f][b.measured][i])}
+                    for f in ("F0", "noise", "heterogeneity")
+                }
+                worst = max(misses, key=lambda f: misses[f]["bound"] - misses[f]["exact"])
+                v = float(value[i])
+                c.bounds["tuned_point"].setdefault(n, {})[name] = {
+                    "inside_conditions": bool(inside[i]),
+                    "bound": v,
+                    "exact": float(measured[i]),
+                    "tightness": float(measured[i]) / v if v > 0 else None,
+                    "terms": misses,
+                    "miss": worst,
+                }
+
+
+def score_bounds(
+    spec: MapSpec,
+    cells: list[CellResult],
+    quadratics: dict[Any, Quadratic],
+    consts_by_zeta: dict[Any, dict[str, float]],
+    *,
+    tuned_points: bool = True,
+) -> None:
+    """Fill ``cell.bounds`` of every cell (see the module docstring), in place."""
+    with np.errstate(all="ignore"):
+        _bound_map(spec, cells, consts_by_zeta)
+        if tuned_points:
+            by_zeta = defaultdict(list)
+            for c in cells:
+                by_zeta[c.zeta].append(c)
+            for zeta, cs in by_zeta.items():
+                _tuned_points(cs, quadratics[zeta], consts_by_zeta[zeta])
+
+
+def agreement(cells: list[CellResult]) -> dict[str, Any]:
+    """Winner agreement and Spearman's rank correlation of the log ratios, truth vs bounds,
+    over the cells where both ratios are finite and positive."""
+    from scipy.stats import spearmanr
+
+    pairs = [
+        (c.ratio, c.bounds.get("ratio"))
+        for c in cells
+        if c.ratio is not None and c.bounds.get("ratio") is not None
+    ]
+    both = [(a, b) for a, b in pairs if 0 < a < math.inf and 0 < b < math.inf]
+    decided = [(a, b) for a, b in pairs if a != 1 and b != 1]
+    agree = sum(1 for a, b in decided if (a < 1) == (b < 1))
+    rho = None
+    if len(both) >= 3:
+        x, y = np.log([a for a, _ in both]), np.log([b for _, b in both])
+        if np.ptp(x) > 0 and np.ptp(y) > 0:
+            rho = float(spearmanr(x, y).statistic)
+    truth_wins = sum(1 for a, _ in decided if a < 1)
+    bound_wins = sum(1 for _, b in decided if b < 1)
+    return {
+        "cells": len(pairs),
+        "winner_agreement": agree / len(decided) if decided else None,
+        "spearman_log_ratio": rho,
+        "palsgd_wins_truth": truth_wins,
+        "palsgd_wins_bounds": bound_wins,
+        "bound_wins_contradicted": sum(1 for a, b in decided if b < 1 and a > 1),
+    }

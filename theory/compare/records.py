@@ -1,0 +1,144 @@
+"""The typed results of a map: one :class:`CellResult` per cell, serialised in one place.
+
+A cell is ``(H, eta, p, zeta, eps, budget)``. Its ``cost`` maps every method to the least
+cost at which it reaches ``E||grad f||^2 <= eps`` at the model it returns (the anchor after a
+sync; minibatch SGD: the model after a step) within the budget ``B`` (``None``: not within
+it), each method tuned over its own grid (:mod:`theory.compare.tune`). ``ratio`` is the best
+PALSGD cost (independent coins, either outer family) over the best baseline cost (minibatch
+SGD, Local SGD, DiLoCo): below 1 the pull pays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from theory.compare.methods import BASELINES, PALSGD_METHODS
+from theory.io import atomic_write_json, write_csv
+
+__all__ = ["MEASURED_AT", "CellResult", "MapResult", "best_of"]
+
+MEASURED_AT = (
+    "E||grad f||^2 at the model each method returns: the anchor z_r after a sync "
+    "(minibatch SGD: the model after a step)"
+)
+
+
+def best_of(cost: dict[str, float | None], names: tuple[str, ...]) -> tuple[str | None, float]:
+    """The cheapest of ``names`` in ``cost`` (``(None, inf)`` when none is within budget)."""
+    best, val = None, math.inf
+    for n in names:
+        c = cost.get(n)
+        if c is not None and c < val:
+            best, val = n, c
+    return best, val
+
+
+@dataclass
+class CellResult:
+    """One cell of a map (see the module docstring). ``tuned[method]``: the tuned
+    configuration and its edges (:class:`theory.compare.tune.Tuned` as a dict);
+    ``bounds``: the bound map's view of the cell, when computed
+    (:mod:`theory.compare.bounds_side`)."""
+
+    H: int
+    eta: float
+    p: float
+    zeta: float | None
+    eps: float
+    budget: str
+    B: float
+    cost: dict[str, float | None]
+    rounds: dict[str, int | None]
+    tuned: dict[str, dict[str, Any]]
+    bounds: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best_palsgd(self) -> tuple[str | None, float]:
+        return best_of(self.cost, tuple(m for m in PALSGD_METHODS if m in self.cost))
+
+    @property
+    def best_baseline(self) -> tuple[str | None, float]:
+        return best_of(self.cost, tuple(m for m in BASELINES if m in self.cost))
+
+    @property
+    def ratio(self) -> float | None:
+        """Best PALSGD cost / best baseline cost (``inf``: only the baseline reaches eps;
+        ``0``: only PALSGD does; ``None``: neither, or a side not in the map)."""
+        _, a = self.best_palsgd
+        _, b = self.best_baseline
+        if math.isinf(a) and math.isinf(b):
+            return None
+        if math.isinf(b):
+            return 0.0
+        return a / b
+
+    @property
+    def winner(self) -> str:
+        """``"palsgd"``, ``"baseline"``, ``"tie"`` or ``"neither"`` (no method within budget)."""
+        r = self.ratio
+        if r is None:
+            return "neither"
+        return "palsgd" if r < 1 else "baseline" if r > 1 else "tie"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        pal, base = self.best_palsgd, self.best_baseline
+        out.update(
+            ratio=self.ratio, winner=self.winner, best_palsgd=pal[0], best_baseline=base[0],
+            measured_at="anchor after a sync",
+        )  # fmt: skip
+        return out
+
+    def row(self) -> dict[str, Any]:
+        """A flat CSV row: the cell, every method's cost and tuned step, the ratio."""
+        row: dict[str, Any] = {
+            "H": self.H, "eta": self.eta, "p": self.p, "zeta": self.zeta, "eps": self.eps,
+            "budget": self.budget, "B": self.B,
+        }  # fmt: skip
+        for m in self.cost:
+            t = self.tuned.get(m, {})
+            row[f"cost_{m}"] = self.cost[m]
+            row[f"rounds_{m}"] = self.rounds[m]
+            row[f"alpha_{m}"] = t.get("alpha")
+            row[f"gamma_{m}"] = t.get("gamma")
+        row.update(ratio=self.ratio, winner=self.winner)
+        for key, val in self.bounds.items():
+            if not isinstance(val, dict | list):
+                row[f"bound_{key}"] = val
+        return row
+
+
+@dataclass
+class MapResult:
+    """Every cell of a map with what produced it: the spec, the problems' constants per
+    ``zeta``, the engine (``"exact"`` or ``"montecarlo"``) and the run time."""
+
+    cells: list[CellResult]
+    spec: dict[str, Any]
+    problems: dict[str, dict[str, Any]]
+    engine: str = "exact"
+    elapsed_s: float = 0.0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "measured_at": MEASURED_AT,
+            "spec": self.spec,
+            "problems": self.problems,
+            "elapsed_s": self.elapsed_s,
+            "summary": self.summary,
+            "cells": [c.to_dict() for c in self.cells],
+        }
+
+    def write(self, json_path: str | Path | None = None, csv_path: str | Path | None = None):
+        """Write the JSON (one entry per cell) and/or the flat CSV."""
+        if json_path is not None:
+            atomic_write_json(json_path, self.to_dict())
+        if csv_path is not None:
+            rows = [c.row() for c in self.cells]
+            cols = list(dict.fromkeys(k for r in rows for k in r))
+            write_csv(csv_path, rows, cols)

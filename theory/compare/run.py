@@ -1,0 +1,196 @@
+"""Run a map: every method tuned in every cell, exactly, with a resumable cache.
+
+The work is cut into units ``(zeta, method, H)``: one call of :func:`theory.compare.tune.tune`
+over PALSGD's ``(eta, p)`` cells (one cell for the methods without pulls, whose result
+serves every ``(eta, p)``; minimisers SGD's one unit serves every ``H``). A unit's result is
+stored as JSON under ``cache_dir``, keyed by everything it depends on (the problem's arrays,
+the method, ``H``, the cells, the targets, the round caps, the grid and the engine's
+sources), so an interrupted map resumes where it stopped and a changed input recomputes only
+what it changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from theory.compare.bounds_side import agreement, score_bounds
+from theory.compare.exact import Quadratic
+from theory.compare.methods import METHODS, Method, round_cost
+from theory.compare.records import CellResult, MapResult
+from theory.compare.spec import MapSpec, ProblemSource
+from theory.compare.summary import summarize
+from theory.compare.tune import Tuned, tune
+from theory.io import atomic_write_json
+from theory.problems.hessians import HeteroHessianQuadratic
+
+__all__ = ["run_map", "problem_constants", "bound_constants"]
+
+_SOURCES = ("pairs.py", "scan.py", "exact.py", "tune.py", "methods.py")
+
+
+def _engine_hash() -> str:
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update((here / name).read_bytes())
+    h.update((here.parent / "moments" / "rounds.py").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def problem_constants(prob: HeteroHessianQuadratic) -> dict[str, Any]:
+    """The problem's exact constants (``zeta2`` on its declared region, ``zeta2_star`` at
+    the optimum) and arrays, for the map's JSON."""
+    return {
+        "K": prob.K, "d": prob.d, "L": prob.L, "sigma2": prob.sigma2, "F0": prob.F0,
+        "zeta2_region": prob.zeta2, "zeta2_star": prob.zeta2_star,
+        "grad_norm_sq_x0": float(np.sum(prob.grad(prob.x0()) ** 2)),
+        "eigenvalues": prob.eigenvalues.tolist(), "minimisers": prob.minimisers.tolist(),
+        "x0": prob.x0().tolist(),
+    }  # fmt: skip
+
+
+def bound_constants(prob: HeteroHessianQuadratic) -> dict[str, float]:
+    """The constants the bounds take: exact ``L, sigma, F0, K`` and ``zeta`` over the
+    problem's declared region (A3 holds on bounded regions only when Hessians differ)."""
+    return {
+        "L": prob.L, "sigma": math.sqrt(prob.sigma2), "zeta": math.sqrt(prob.zeta2),
+        "K": prob.K, "F0": prob.F0,
+    }  # fmt: skip
+
+
+def _caps(spec: MapSpec, m: Method, H: int, cells: list[tuple[float, float]]) -> np.ndarray:
+    caps = []
+    for _, p in cells:
+        c = max(
+            math.floor(B / round_cost(m, kind, H, p, spec.prices) + 1e-9)
+            if round_cost(m, kind, H, p, spec.prices) > 0 else spec.max_rounds
+            for kind, B in spec.budgets.items()
+        )  # fmt: skip
+        caps.append(min(c, spec.max_rounds))
+    return np.asarray(caps, dtype=np.int64)
+
+
+def _unit(
+    spec: MapSpec, q: Quadratic, prob: HeteroHessianQuadratic, m: Method, H: int, cache: Path | None
+) -> list[list[Tuned]]:
+    cells = spec.cells if m.pulls else [(0.0, 0.0)]
+    caps = _caps(spec, m, H, cells)
+    path = None
+    if cache is not None:
+        key = json.dumps(
+            [problem_constants(prob), m.name, H, cells, list(spec.eps), caps.tolist(),
+             asdict(spec.grid), _engine_hash()], sort_keys=True,
+        )  # fmt: skip
+        path = cache / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+                return [[Tuned(**t) for t in row] for row in data]
+            except (ValueError, TypeError):
+                pass  # a corrupt entry is recomputed
+    res = tune(q, m, H=H, cells=cells, eps=np.asarray(spec.eps), caps=caps, grid=spec.grid,
+               L=prob.L)  # fmt: skip
+    if path is not None:
+        atomic_write_json(path, [[t.to_dict() for t in row] for row in res])
+    return res
+
+
+def run_map(
+    spec: MapSpec,
+    source: ProblemSource | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = False,
+    bounds: bool = True,
+    tuned_points: bool = True,
+) -> MapResult:
+    """Compute every cell of ``spec`` exactly (:mod:`theory.compare.exact`).
+
+    ``source``: the problem (default: the generated heterogeneous-Hessian family);
+    ``cache_dir``: where unit results are kept between runs (``None``: no cache);
+    ``progress``: a bar over the units; ``bounds``: score the registered bounds against the
+    result (:mod:`theory.compare.bounds_side`; ``tuned_points``: also at every tuned point).
+    """
+    source = ProblemSource() if source is None else source
+    cache = None if cache_dir is None else Path(cache_dir)
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    methods = [METHODS[n] for n in spec.methods]
+    units = [
+        (z, m, H)
+        for z in spec.zetas
+        for m in methods
+        for H in ((1,) if m.kind == "sgd" else spec.H)
+    ]
+    results: dict[tuple, list[list[Tuned]]] = {}
+    problems: dict[str, dict[str, Any]] = {}
+    built: dict[Any, tuple[HeteroHessianQuadratic, Quadratic]] = {}
+    for z, m, H in tqdm(units, desc="palsgd map", unit="unit", disable=not progress):
+        if z not in built:
+            prob = source.build(z)
+            built[z] = (prob, Quadratic.of(prob))
+            problems[str(z)] = problem_constants(prob)
+        prob, q = built[z]
+        results[z, m.name, H] = _unit(spec, q, prob, m, H, cache)
+    cells = _assemble(spec, methods, results)
+    quads = {z: q for z, (_, q) in built.items()}
+    if bounds:
+        consts = {z: bound_constants(prob) for z, (prob, _) in built.items()}
+        score_bounds(spec, cells, quads, consts, tuned_points=tuned_points)
+    summary = summarize(cells, quads)
+    if bounds:
+        summary["agreement"] = agreement(cells)
+    return MapResult(
+        cells=cells,
+        spec=spec.to_dict(),
+        problems={**problems, "source": source.describe()},
+        engine="exact",
+        elapsed_s=time.perf_counter() - t0,
+        summary=summary,
+    )
+
+
+def _assemble(spec: MapSpec, methods: list[Method], results) -> list[CellResult]:
+    out = []
+    for z in spec.zetas:
+        for H in spec.H:
+            for ci, (eta, p) in enumerate(spec.cells):
+                for e, eps in enumerate(spec.eps):
+                    per = {}
+                    for m in methods:
+                        key = (z, m.name, 1 if m.kind == "sgd" else H)
+                        per[m.name] = results[key][ci if m.pulls else 0][e]
+                    for kind, B in spec.budgets.items():
+                        cost, rounds = {}, {}
+                        for m in methods:
+                            t = per[m.name]
+                            c = None
+                            if t.rounds is not None:
+                                c = t.rounds * round_cost(m, kind, H, p, spec.prices)
+                                c = c if c <= B * (1 + 1e-12) else None
+                            cost[m.name], rounds[m.name] = c, t.rounds
+                        out.append(
+                            CellResult(
+                                H=H,
+                                eta=eta,
+                                p=p,
+                                zeta=z,
+                                eps=eps,
+                                budget=kind,
+                                B=B,
+                                cost=cost,
+                                rounds=rounds,
+                                tuned={n: t.to_dict() for n, t in per.items()},
+                            )  # fmt: skip
+                        )
+    return out
