@@ -154,7 +154,7 @@ def _tuned_points(cells: list[CellResult], q: Quadratic, consts: dict[str, float
             vals = {k: v for k, v in vals.items() if k in b.parameters}
             inside = np.broadcast_to(b.conditions_hold(**vals), R.shape)
             value = np.broadcast_to(b.evaluate(**vals), R.shape)
-            fam = defaultdict(lambda: np.zeros(R.shape))
+            fam = {f: np.zeros(R.shape) for f in ("F0", "noise", "heterogeneity", "other")}
             for term, v in b.term_values(**vals):
                 fam[term_family(term)] = fam[term_family(term)] + np.broadcast_to(v, R.shape)
             measured = parts["total"][b.measured]
