@@ -14,31 +14,31 @@
 # ---
 
 # %% [markdown]
-# # 06 · When pulling pays
+# # 06 · When pulling pays: the truth first, the bounds scored against it
 #
-# Theorem 1 (`docs/palsgd_proof.md`) treats the pull as a cost: it never allows a larger
-# sync interval $H$ than Local SGD. Theorem 2 (`docs/anchor_theorem.md`, derived here)
-# follows the anchors $z_r$ instead, covers an outer learning rate $\gamma$ and outer
-# momentum $\mu$, and, for $\eta > L$, uses the pull as a force: each worker's mean step
-# is a gradient step on the $(\eta - L)$-strongly convex $f_k + \frac\eta2\|x - z\|^2$, so
-# the drift horizon is $\min(H - 1, 2/(\alpha(\eta - L)))$ instead of $H$.
+# The paper's central claim: PALSGD can sync less often than Local SGD (a longer $H$) at the
+# same quality. Comparing two upper bounds cannot settle this: a smaller guarantee is not a
+# faster algorithm. This notebook answers the question from the **dynamics**, every method
+# **tuned alike**, and then scores the bounds against that answer.
 #
-# This notebook shows
+# * **The truth** (`theory.compare`, `palsgd map`): on quadratics whose workers have
+#   *different* Hessians (so Local SGD's drift does not cancel), the exact second moments give,
+#   for each method, the least cost at which $\mathbb E\|\nabla f(z_r)\|^2 \le \varepsilon$ at
+#   the model it returns (the anchor after a sync). Methods: minibatch SGD (DDP), Local SGD
+#   (outer SGD), DiLoCo (outer Nesterov), PALSGD (independent coins, both outer families) and
+#   PALSGD with shared coins, each tuned over a grid of the same size (inner step $\alpha$ and
+#   outer rate $\gamma$), extended where the optimum sits on an edge. Costs: gradient
+#   evaluations per worker, or communication rounds.
+# * **Why**: at the tuned points, the progress per step, the long-run floor split into the drift
+#   bias, the coin variance and the noise, and the consensus error.
+# * **The bounds**: the same ratio from the registered upper bounds (the bound map), its
+#   agreement with the truth, and at each tuned point the term family that makes a bound miss.
+# * **Monte Carlo** on a nonconvex family where the exact recursions do not reach: one cell with
+#   confidence intervals.
 #
-# 1. the $(H, \eta)$ map of the communication rounds each guarantee needs to reach
-#    $\varepsilon$: the pull-aware bound `palsgd_pull_aware` (best outer rate of a small
-#    grid) against the best Local SGD bound (`local_sgd_ours`, `local_sgd_noniid`,
-#    `local_sgd_outer`), at the same $H$ and at equal gradient evaluations per round;
-# 2. the exact dynamics on the same grid (`theory.moments`, per-eigendirection moment
-#    recursions): end-of-round consensus error and anchor gradient norm;
-# 3. exact consensus and gradient-norm curves for one $H$;
-# 4. every bound beside the lower bounds (quadratic and heterogeneity) against $H$.
-#
-# Notation (the PALSGD authors'): $K$ workers, $H$ local steps per round (pull steps
-# count), $p$ pull probability, $\alpha$ inner learning rate, $\eta$ pull rate, $\gamma$
-# outer learning rate, $L$, $\sigma^2$, $\zeta^2$, $F_0$ the problem constants.
-# The two kinds of bound average different things (anchors vs every step's averaged
-# iterate); both bound an average squared gradient norm of the model the method returns.
+# Notation (the PALSGD authors'): $K$ workers, $H$ steps per round (pull steps count), $p$ pull
+# probability, $\alpha$ inner learning rate, $\eta$ pull rate, $\gamma, \mu$ outer learning rate
+# and momentum; $L$, $\sigma^2$, $\zeta^2$, $F_0$ the constants.
 
 # %%
 # %matplotlib inline
@@ -49,112 +49,152 @@ import numpy as np
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
-from theory.bounds import get
-from theory.bounds.maps import exact_map, heterogeneous_quadratic, rounds_map
+from theory.compare import Grid, MapSpec, run_map
+from theory.compare.montecarlo import build_family
+from theory.compare.plots import plot_map
+from theory.compare.report import format_summary
+from theory.compare.run_mc import run_mc_map
 from theory.lower import get_lower
-from theory.moments import exact_moments
+from theory.bounds import get
 from theory.nbtools import fmt, md_table, output_dir, write_csv
 
 OUT = output_dir("06_when_pulling_pays")
 print("data files go to", OUT)
 
 # %% [markdown]
-# ## 1. Rounds to $\varepsilon$: pull-aware bound vs the best Local SGD bound
+# ## 1. The exact map
 #
-# $L = 1$, $\sigma = 1$, $\zeta = 3$, $K = 4$, $F_0 = 1$, $\varepsilon = 0.05$, $p = 0.5$.
-# A ratio below 1 means the pull-aware guarantee needs fewer rounds.
+# The generated family (`theory.problems.hessians.make_hetero_hessian`): $K = 4$, $d = 2$,
+# curvatures log-uniform in $[0.1, 1]$ per worker and coordinate ($L = 1$), $\sigma = 1$,
+# $F_0 = 1$, heterogeneity at the optimum $\zeta \in \{0.3, 3, 10\}$. Cells
+# $H \in \{16, 64, 256, 1024\}$, $\eta \in \{1, 5, 20, 200\}$, $p = 0.5$,
+# $\varepsilon \in \{0.05, 0.002\}$, budgets of $2\cdot 10^5$ gradient evaluations per worker
+# and of $2\cdot 10^4$ rounds; 25 x 4 configurations per method and cell. The same map from the
+# command line: `palsgd map --H 16 64 256 1024 --eta 1 5 20 200 --p 0.5 --zeta 0.3 3 10
+# --eps 0.05 0.002 --budget grads:2e5 rounds:2e4 --out DIR`.
 
 # %%
-CONSTS = dict(L=1.0, sigma=1.0, zeta=3.0, K=4, F0=1.0)
-EPS, P = 0.05, 0.5
-H_GRID = [16, 64, 256, 1024]
-ETA_GRID = [5.0, 20.0, 50.0, 200.0]
-m = rounds_map(**CONSTS, eps=EPS, p=P, H_values=H_GRID, eta_values=ETA_GRID)
-rows = []
-for i, H in enumerate(m["H"]):
-    row = {"H": int(H), "best Local SGD": fmt(m["local"][i], ".4g"),
-           "Local SGD, equal grads": fmt(m["local_equal_grads"][i], ".4g")}
-    for j, eta in enumerate(m["eta"]):
-        row[f"eta={eta:g}"] = (f"{fmt(m['pull'][i, j], '.4g')} "
-                               f"(x{fmt(m['ratio'][i, j], '.2f')}, gamma={fmt(m['pull_gamma'][i, j], '.3g')})")
-    rows.append(row)
-md_table(rows, list(rows[0]))
-write_csv(OUT / "rounds_map.csv", rows)
-
-fig, ax = plt.subplots(figsize=(6.5, 4.2))
-im = ax.imshow(np.log2(m["ratio"]), cmap="RdBu_r", vmin=-3, vmax=3, aspect="auto")
-ax.set_xticks(range(len(ETA_GRID)), [f"{e:g}" for e in ETA_GRID])
-ax.set_yticks(range(len(H_GRID)), [str(h) for h in H_GRID])
-ax.set_xlabel(r"pull rate $\eta$")
-ax.set_ylabel("H")
-for i in range(len(H_GRID)):
-    for j in range(len(ETA_GRID)):
-        ax.text(j, i, fmt(m["ratio"][i, j], ".2f"), ha="center", va="center", fontsize=9)
-fig.colorbar(im, ax=ax, label=r"$\log_2$(rounds pull-aware / rounds best Local SGD)")
-ax.set_title("rounds to eps: blue = the pull pays")
-plt.show()
+spec = MapSpec(
+    H=(16, 64, 256, 1024), eta=(1.0, 5.0, 20.0, 200.0), p=(0.5,), zeta=(0.3, 3.0, 10.0),
+    eps=(0.05, 0.002), budgets={"grads": 2e5, "rounds": 2e4},
+)
+result = run_map(spec, tuned_points=True)
+result.write(OUT / "map.json", OUT / "map.csv")
+print(format_summary(result))
 
 # %% [markdown]
-# ## 2. Exact dynamics on the same grid
-#
-# A heterogeneous quadratic with $L = 1$ ($K = 4$, eigenvalues 1 and 1/4, centred Gaussian
-# centres), $\alpha = 0.01$, $p = 0.5$, 4 rounds, $\sigma = 0$: the end-of-round consensus
-# error $\mathbb E\frac1K\sum_k\|x_k - \bar x\|^2$ of PALSGD stops growing once
-# $H \gtrsim 1/(\alpha\eta)$, while Local SGD's keeps growing with $H$.
+# Each heatmap is the ratio of the best PALSGD cost to the best baseline cost (blue: the pull
+# pays), the truth on the left, the bound map's ratio of guarantees on the right.
 
 # %%
-prob = heterogeneous_quadratic(K=4, seed=0)
-ex = exact_map(prob, alpha=0.01, p=P, H_values=H_GRID, eta_values=ETA_GRID, rounds=4)
-rows = []
-for i, H in enumerate(ex["H"]):
-    row = {"H": int(H), "Local SGD": fmt(ex["local_consensus"][i], ".3g")}
-    row.update({f"eta={e:g}": fmt(ex["consensus"][i, j], ".3g") for j, e in enumerate(ex["eta"])})
-    rows.append(row)
-print("end-of-round consensus error")
-md_table(rows, list(rows[0]))
-write_csv(OUT / "exact_consensus.csv", rows)
-rows = []
-for i, H in enumerate(ex["H"]):
-    row = {"H": int(H), "Local SGD": fmt(ex["local_grad"][i], ".3g")}
-    row.update({f"eta={e:g}": fmt(ex["grad"][i, j], ".3g") for j, e in enumerate(ex["eta"])})
-    rows.append(row)
-print("E||grad f(z_R)||^2 after the last sync")
-md_table(rows, list(rows[0]))
+files = plot_map(result, OUT)
+from IPython.display import Image, display
+
+for f in files:
+    if f.suffix == ".png" and ("zeta3_" in f.name or "zeta10_" in f.name) and "eps0.002" in f.name:
+        display(Image(filename=str(f)))
 
 # %% [markdown]
-# ## 3. Exact curves at $H = 512$
+# ## 2. The paper's question: the largest $H$ that still reaches $\varepsilon$
 #
-# Consensus error and $\|\nabla f(\bar x_t)\|^2$ over two rounds, Local SGD against PALSGD
-# at several pull rates. The plateau sets in after a few multiples of $1/(\alpha\eta)$ steps.
+# For each $\zeta$, $\varepsilon$ and budget, the largest $H$ of the grid at which each method
+# still reaches the target within the budget (PALSGD: at its best $\eta$), and the ratio's
+# range over the cells.
 
 # %%
-H, ROUNDS = 512, 2
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-curves = {"Local SGD": dict(kind="local_sgd", alpha=0.01, H=H)}
-curves.update({f"PALSGD eta={e:g}": dict(kind="palsgd", alpha=0.01, H=H, p=P, eta=e)
-               for e in (2.0, 10.0, 50.0)})
-for i, (name, spec) in enumerate(curves.items()):
-    c = exact_moments(prob, spec, T=ROUNDS * H)
-    axes[0].semilogy(c.steps, np.maximum(c.consensus, 1e-12), color=f"C{i}", label=name)
-    axes[1].semilogy(c.steps, np.maximum(c.grad_norm_sq, 1e-12), color=f"C{i}", label=name)
-axes[0].set_title("consensus error (exact)")
-axes[1].set_title(r"$\|\nabla f(\bar x_t)\|^2$ (exact)")
-for ax in axes:
-    ax.set_xlabel("step $t$")
-axes[0].legend()
-plt.show()
+rows = []
+for g in result.summary["groups"]:
+    lh = g["largest_H"]
+    rows.append({
+        "zeta": g["zeta"], "eps": g["eps"], "budget": g["budget"],
+        **{m: lh.get(m) for m in ("sgd", "local_sgd", "diloco", "palsgd", "palsgd_nesterov",
+                                  "palsgd_shared")},
+        "PALSGD wins": len(g["wins"]),
+        "ratio min": fmt(g["ratio"].get("min")), "ratio median": fmt(g["ratio"].get("median")),
+    })
+md_table(rows, list(rows[0]))
+write_csv(OUT / "largest_H.csv", rows)
 
 # %% [markdown]
-# ## 4. Every bound beside the lower bounds
+# ## 3. Why: progress per step, the floor and the consensus at the tuned points
 #
-# At one step $\alpha = 0.005$ ($L = \sigma = \zeta = F_0 = 1$, $K = 4$, $T = 8192$): the
-# upper bounds on $\frac1T\sum_t \mathbb E\|\nabla f(\bar x_t)\|^2$ against $H$, and the two
-# lower bounds of `theory.lower` (`docs/lower_bounds.md`). The quadratic one is the exact
-# value on $(L/2)\|x\|^2$ with noise; it does not depend on $H$. The heterogeneity one is
-# the exact value on two-curvature instances whose workers' Hessians differ; it grows with
-# $H$. No valid bound can be below the larger of the two. A bound is drawn only where its
-# conditions hold. PALSGD ($p = 0.5$, $\eta = 2$) is compared with the coin version of the
-# heterogeneity lower bound; the quadratic one is stated for Local SGD only.
+# At the cell where PALSGD comes closest, per group: the tuned PALSGD against the tuned best
+# baseline. `rate_per_step` is the mean error's contraction per step (closer to 1: slower);
+# the floor $\mathbb E\|\nabla f(z_\infty)\|^2$ splits into the drift **bias** (Local SGD's
+# biased fixed point), the **coin variance** (random pulls) and the **noise**.
+
+# %%
+rows = []
+for g in result.summary["groups"]:
+    why = g.get("why")
+    if not why or g["budget"] != "rounds":
+        continue
+    for side in ("palsgd", "baseline"):
+        d = why.get(side)
+        if d:
+            rows.append({
+                "zeta": g["zeta"], "eps": g["eps"], "cell": f"H={why['cell']['H']}, eta={why['cell']['eta']:g}",
+                "side": d["method"], "alpha": fmt(d["alpha"]), "gamma": fmt(d["gamma"]),
+                "rate/step": fmt(d["rate_per_step"], ".5f"), "bias": fmt(d["bias"]),
+                "coin var": fmt(d["coin_variance"]), "noise": fmt(d["noise"]),
+                "consensus": fmt(d["consensus"]),
+            })
+md_table(rows, list(rows[0]))
+write_csv(OUT / "why.csv", rows)
+
+# %% [markdown]
+# ## 4. The bounds against the truth
+#
+# Agreement of the bound map with the exact answer, then, at every tuned Local SGD point, the
+# bound `local_sgd_noniid` (Wang and Joshi) split by term family against the exact parts of
+# the value it bounds: the heterogeneity terms are where it misses.
+
+# %%
+print(result.summary["agreement"])
+rows = []
+for c in result.cells:
+    tp = c.bounds.get("tuned_point", {}).get("local_sgd", {}).get("local_sgd_noniid")
+    if tp is None or c.budget != "grads" or c.eta != 1.0:
+        continue
+    t = tp["terms"]
+    rows.append({
+        "zeta": c.zeta, "H": c.H, "eps": c.eps, "inside": tp["inside_conditions"],
+        "tightness": fmt(tp["tightness"]),
+        "zeta-terms / exact drift": fmt(t["heterogeneity"]["bound"] / t["heterogeneity"]["exact"])
+        if t["heterogeneity"]["exact"] > 0 else "n/a",
+        "F0-terms / exact": fmt(t["F0"]["bound"] / t["F0"]["exact"]) if t["F0"]["exact"] > 0 else "n/a",
+        "miss": tp["miss"],
+    })
+md_table(rows, list(rows[0]))
+write_csv(OUT / "bound_terms_local_sgd_noniid.csv", rows)
+
+# %% [markdown]
+# ## 5. Monte Carlo on a nonconvex family
+#
+# `hetero_cosine`: the same per-worker quadratics plus a common $c\cos(w x_i)$ ($c = 0.5$,
+# $w = 2$): nonconvex, and Local SGD's fixed point is biased. One cell, a small grid of the
+# same size for every method (6 x 2), 32 replicas to tune, 128 fresh replicas for the reported
+# cost and its 99% interval; a side wins only when the intervals separate.
+
+# %%
+mc_spec = MapSpec(
+    H=(64,), eta=(2.0,), p=(0.5,), zeta=(3.0,), eps=(0.1,), budgets={"rounds": 150},
+    methods=("local_sgd", "palsgd"), grid=Grid(n_alpha=6, n_outer=2, span=3, max_extend=1),
+)
+mc = run_mc_map(mc_spec, replicas=32, holdout_replicas=128)
+c = mc.cells[0]
+rows = [{"method": m, "rounds": c.rounds[m], "cost": fmt(c.cost[m]),
+         "99% interval": c.intervals.get(m), "alpha": fmt(c.tuned[m]["alpha"])} for m in c.cost]
+md_table(rows, list(rows[0]))
+print("winner:", c.winner)
+
+# %% [markdown]
+# ## 6. Every bound beside the lower bounds
+#
+# At one step $\alpha = 0.005$ ($L = \sigma = \zeta = F_0 = 1$, $K = 4$, $T = 8192$): the upper
+# bounds on $\frac1T\sum_t \mathbb E\|\nabla f(\bar x_t)\|^2$ against $H$, and the two lower
+# bounds of `theory.lower` (`docs/lower_bounds.md`). No valid bound can be below the larger of
+# the two. A bound is drawn only where its conditions hold.
 
 # %%
 BASE = dict(L=1.0, sigma=1.0, zeta=1.0, F0=1.0, K=4, T=8192, alpha=0.005)
@@ -166,7 +206,6 @@ lines = {
     "quadratic lower": [float(quad.evaluate(**{k: v for k, v in BASE.items() if k != "zeta"}))]
     * len(H_LINE),
     "heterogeneity lower": [het.evaluate(**no_noise, H=int(h)) for h in H_LINE],
-    "heterogeneity lower, PALSGD": [het.evaluate(**no_noise, H=int(h), **PULL) for h in H_LINE],
 }
 for name, extra in (("local_sgd_noniid", {}), ("local_sgd_ours", {}), ("palsgd", PULL)):
     b = get(name)
@@ -176,17 +215,12 @@ rows = [{"H": int(h), **{k: fmt(v[i], ".4g") for k, v in lines.items()}} for i, 
 md_table(rows, list(rows[0]))
 write_csv(OUT / "bounds_and_lower_bounds.csv", rows)
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
-for name in ("local_sgd_noniid", "local_sgd_ours"):
-    axes[0].loglog(H_LINE, lines[name], "o-", label=name)
+fig, ax = plt.subplots(figsize=(6.5, 4))
+for name in ("local_sgd_noniid", "local_sgd_ours", "palsgd"):
+    ax.loglog(H_LINE, lines[name], "o-", label=name)
 for name in ("quadratic lower", "heterogeneity lower"):
-    axes[0].loglog(H_LINE, lines[name], "k--" if "quad" in name else "k:", label=name)
-axes[1].loglog(H_LINE, lines["palsgd"], "o-", color="C2", label="palsgd (p=0.5, eta=2)")
-axes[1].loglog(H_LINE, lines["heterogeneity lower, PALSGD"], "k:", label="heterogeneity lower")
-axes[0].set_title("Local SGD")
-axes[1].set_title("PALSGD")
-for ax in axes:
-    ax.set_xlabel("H")
-    ax.legend(fontsize=8)
-axes[0].set_ylabel(r"$\frac{1}{T}\sum_t E\|\nabla f(\bar x_t)\|^2$")
+    ax.loglog(H_LINE, lines[name], "k--" if "quad" in name else "k:", label=name)
+ax.set_xlabel("H")
+ax.set_ylabel(r"$\frac{1}{T}\sum_t E\|\nabla f(\bar x_t)\|^2$")
+ax.legend(fontsize=8)
 plt.show()

@@ -54,6 +54,7 @@ class CellResult:
     rounds: dict[str, int | None]
     tuned: dict[str, dict[str, Any]]
     bounds: dict[str, Any] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     @property
     def best_palsgd(self) -> tuple[str | None, float]:
@@ -77,10 +78,23 @@ class CellResult:
 
     @property
     def winner(self) -> str:
-        """``"palsgd"``, ``"baseline"``, ``"tie"`` or ``"neither"`` (no method within budget)."""
+        """``"palsgd"``, ``"baseline"``, ``"tie"`` or ``"neither"`` (no method within budget);
+        with Monte-Carlo ``intervals``, a side wins only when the cost intervals of the two
+        best methods separate (else ``"undecided"``)."""
         r = self.ratio
         if r is None:
             return "neither"
+        if self.intervals:
+            pal, base = self.best_palsgd[0], self.best_baseline[0]
+            ia = self.intervals.get(pal) if pal else None
+            ib = self.intervals.get(base) if base else None
+            inf = (math.inf, math.inf)
+            ia, ib = ia or inf, ib or inf
+            if ia[1] < ib[0]:
+                return "palsgd"
+            if ib[1] < ia[0]:
+                return "baseline"
+            return "undecided"
         return "palsgd" if r < 1 else "baseline" if r > 1 else "tie"
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +115,9 @@ class CellResult:
         for m in self.cost:
             t = self.tuned.get(m, {})
             row[f"cost_{m}"] = self.cost[m]
+            if self.intervals:
+                iv = self.intervals.get(m)
+                row[f"cost_lo_{m}"], row[f"cost_hi_{m}"] = iv if iv else (None, None)
             row[f"rounds_{m}"] = self.rounds[m]
             row[f"alpha_{m}"] = t.get("alpha")
             row[f"gamma_{m}"] = t.get("gamma")

@@ -28,11 +28,11 @@ from theory.compare.methods import METHODS, Method, round_cost
 from theory.compare.records import CellResult, MapResult
 from theory.compare.spec import MapSpec, ProblemSource
 from theory.compare.summary import summarize
-from theory.compare.tune import Tuned, tune
+from theory.compare.tune import Tuned, exact_evaluator, tune
 from theory.io import atomic_write_json
 from theory.problems.hessians import HeteroHessianQuadratic
 
-__all__ = ["run_map", "problem_constants", "bound_constants"]
+__all__ = ["run_map", "problem_constants", "bound_constants", "map_units", "caps_for"]
 
 _SOURCES = ("pairs.py", "scan.py", "exact.py", "tune.py", "methods.py")
 
@@ -67,7 +67,7 @@ def bound_constants(prob: HeteroHessianQuadratic) -> dict[str, float]:
     }  # fmt: skip
 
 
-def _caps(spec: MapSpec, m: Method, H: int, cells: list[tuple[float, float]]) -> np.ndarray:
+def caps_for(spec: MapSpec, m: Method, H: int, cells: list[tuple[float, float]]) -> np.ndarray:
     caps = []
     for _, p in cells:
         c = max(
@@ -83,7 +83,7 @@ def _unit(
     spec: MapSpec, q: Quadratic, prob: HeteroHessianQuadratic, m: Method, H: int, cache: Path | None
 ) -> list[list[Tuned]]:
     cells = spec.cells if m.pulls else [(0.0, 0.0)]
-    caps = _caps(spec, m, H, cells)
+    caps = caps_for(spec, m, H, cells)
     path = None
     if cache is not None:
         key = json.dumps(
@@ -97,11 +97,21 @@ def _unit(
                 return [[Tuned(**t) for t in row] for row in data]
             except (ValueError, TypeError):
                 pass  # a corrupt entry is recomputed
-    res = tune(q, m, H=H, cells=cells, eps=np.asarray(spec.eps), caps=caps, grid=spec.grid,
+    res = tune(exact_evaluator(q), m, H=H, cells=cells, eps=np.asarray(spec.eps), caps=caps, grid=spec.grid,
                L=prob.L)  # fmt: skip
     if path is not None:
         atomic_write_json(path, [[t.to_dict() for t in row] for row in res])
     return res
+
+
+def map_units(spec: MapSpec, methods: list[Method]) -> list[tuple[Any, Method, int]]:
+    """The units ``(zeta, method, H)`` of a map (minibatch SGD: one unit per ``zeta``)."""
+    return [
+        (z, m, H)
+        for z in spec.zetas
+        for m in methods
+        for H in ((1,) if m.kind == "sgd" else spec.H)
+    ]
 
 
 def run_map(
@@ -126,12 +136,7 @@ def run_map(
         cache.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     methods = [METHODS[n] for n in spec.methods]
-    units = [
-        (z, m, H)
-        for z in spec.zetas
-        for m in methods
-        for H in ((1,) if m.kind == "sgd" else spec.H)
-    ]
+    units = map_units(spec, methods)
     results: dict[tuple, list[list[Tuned]]] = {}
     problems: dict[str, dict[str, Any]] = {}
     built: dict[Any, tuple[HeteroHessianQuadratic, Quadratic]] = {}
@@ -160,25 +165,39 @@ def run_map(
     )
 
 
-def _assemble(spec: MapSpec, methods: list[Method], results) -> list[CellResult]:
+def _assemble(
+    spec: MapSpec, methods: list[Method], results, holdouts: dict | None = None
+) -> list[CellResult]:
+    """The cells from the units' results. ``holdouts[(zeta, method, H, cell, eps)]``: a
+    Monte-Carlo re-estimate ``(rounds, lo, hi)`` of the tuned configuration, which then
+    gives the cost and its interval."""
     out = []
     for z in spec.zetas:
         for H in spec.H:
             for ci, (eta, p) in enumerate(spec.cells):
                 for e, eps in enumerate(spec.eps):
-                    per = {}
+                    per, est = {}, {}
                     for m in methods:
-                        key = (z, m.name, 1 if m.kind == "sgd" else H)
-                        per[m.name] = results[key][ci if m.pulls else 0][e]
+                        Hm = 1 if m.kind == "sgd" else H
+                        cj = ci if m.pulls else 0
+                        per[m.name] = results[z, m.name, Hm][cj][e]
+                        if holdouts is not None:
+                            est[m.name] = holdouts.get((z, m.name, Hm, cj, e))
                     for kind, B in spec.budgets.items():
-                        cost, rounds = {}, {}
+                        cost, rounds, iv = {}, {}, {}
                         for m in methods:
                             t = per[m.name]
-                            c = None
-                            if t.rounds is not None:
-                                c = t.rounds * round_cost(m, kind, H, p, spec.prices)
-                                c = c if c <= B * (1 + 1e-12) else None
-                            cost[m.name], rounds[m.name] = c, t.rounds
+                            price = round_cost(m, kind, H, p, spec.prices)
+                            r = t.rounds
+                            if holdouts is not None:
+                                h = est[m.name]
+                                r = None if h is None else h[0]
+                                lo = None if h is None or h[1] is None else h[1] * price
+                                hi = math.inf if h is None or h[2] is None else h[2] * price
+                                iv[m.name] = None if lo is None else (lo, hi)
+                            c = None if r is None else r * price
+                            cost[m.name] = c if c is not None and c <= B * (1 + 1e-12) else None
+                            rounds[m.name] = r
                         out.append(
                             CellResult(
                                 H=H,
@@ -191,6 +210,7 @@ def _assemble(spec: MapSpec, methods: list[Method], results) -> list[CellResult]
                                 cost=cost,
                                 rounds=rounds,
                                 tuned={n: t.to_dict() for n, t in per.items()},
+                                intervals=iv,
                             )  # fmt: skip
                         )
     return out

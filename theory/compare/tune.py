@@ -15,14 +15,16 @@ and is never extended; a result there says ``alpha_edge = "stability"``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import numpy as np
 
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
 
-__all__ = ["Grid", "Tuned", "tune"]
+__all__ = ["Grid", "Tuned", "tune", "exact_evaluator", "Evaluator"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,14 @@ class Tuned:
         return asdict(self)
 
 
+Evaluator = Callable[..., tuple[np.ndarray, np.ndarray]]
+
+
+def exact_evaluator(q: Quadratic) -> Evaluator:
+    """The exact first passage on the quadratic ``q`` (:func:`exact_rounds`)."""
+    return partial(exact_rounds, q)
+
+
 class _Cell:
     """The evaluated configurations of one cell: alpha and gamma values and their rounds."""
 
@@ -86,7 +96,7 @@ class _Cell:
 
 
 def tune(
-    q: Quadratic,
+    evaluate: Evaluator,
     m: Method,
     *,
     H: int,
@@ -98,19 +108,22 @@ def tune(
 ) -> list[list[Tuned]]:
     """Tune ``m`` at sync interval ``H`` in every cell ``(eta, p)``: ``[cell][eps] -> Tuned``.
 
-    ``caps``: ``(len(cells),)`` the last round worth examining per cell (the largest budget
+    ``evaluate(m, H=, eta=, p=, alpha=, gamma=, eps=, cap=, group=, mu=)`` returns the first
+    rounds ``(N, E)`` (negative: not reached) and the diverged flags ``(N,)`` of ``N``
+    configurations: :func:`exact_evaluator` (exact, quadratics) or
+    :func:`theory.compare.montecarlo.mc_evaluator`. ``caps``: ``(len(cells),)`` the last round worth examining per cell (the largest budget
     divided by the cost of a round).
     """
     eps = np.asarray(eps, dtype=float).reshape(-1)
     state = [_Cell(grid.alphas(m, L, eta, p), grid.gammas(m)) for eta, p in cells]
     for _ in range(grid.max_extend + 1):
-        _run_pending(q, m, H, cells, state, eps, caps, grid.mu)
+        _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
         if not any(_extend(c, eps, grid) for c in state):
             break
     return [[_best(c, e, m, grid) for e in range(eps.size)] for c in state]
 
 
-def _run_pending(q, m, H, cells, state, eps, caps, mu) -> None:
+def _run_pending(evaluate, m, H, cells, state, eps, caps, mu) -> None:
     rows = [(i, a, g) for i, c in enumerate(state) for a, g in c.pending()]
     if not rows:
         return
@@ -119,8 +132,8 @@ def _run_pending(q, m, H, cells, state, eps, caps, mu) -> None:
     p = np.array([cells[i][1] for i in ci], dtype=float)
     alpha = np.array([r[1] for r in rows])
     gamma = np.array([r[2] for r in rows])
-    rounds, div = exact_rounds(
-        q, m, H=H, eta=eta, p=p, alpha=alpha, gamma=gamma, eps=eps,
+    rounds, div = evaluate(
+        m, H=H, eta=eta, p=p, alpha=alpha, gamma=gamma, eps=eps,
         cap=np.asarray(caps)[ci], group=ci, mu=mu,
     )  # fmt: skip
     for (i, a, g), r, dv in zip(rows, rounds, div, strict=True):

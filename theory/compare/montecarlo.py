@@ -1,0 +1,184 @@
+"""The comparison by Monte Carlo, with confidence intervals, on nonconvex heterogeneous problems.
+
+Where no exact recursion exists, each configuration is simulated
+(:func:`theory.simulate.simulate`, ``R`` replicas) and ``E||grad f(z_r)||^2`` at the anchor
+after every sync is estimated by the replicas' mean ``m_r`` with standard error ``s_r``.
+The first round reaching ``eps`` has the point estimate ``min{r: m_r <= eps}`` and the
+interval ``[min{r: m_r - z s_r <= eps}, min{r: m_r + z s_r <= eps}]`` (``z = 2.576``: 99% per
+round, no correction for the number of rounds).
+
+Tuning (:func:`theory.compare.tune.tune` with :func:`mc_evaluator`) picks each method's
+configuration by the point estimate on one seed; the chosen configuration is then simulated
+again on fresh seeds (:func:`holdout`) so that the reported cost and interval are not biased
+by the selection. A method beats another in a cell only when the intervals of their costs
+separate (:func:`decide`).
+
+Families (:data:`FAMILIES`): ``"hetero_cosine"`` (per-worker curvatures plus a common cosine,
+:mod:`theory.problems.hetero_cosine`) and ``"cosine"`` (a common nonconvex curvature with
+per-worker linear terms, :func:`theory.problems.make_cosine`). On both the workers' local
+minimisers differ, the gradient is nonlinear, and Local SGD's fixed point is biased away from
+the stationary points of ``f`` (``tests/test_compare_montecarlo.py`` shows it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from theory.algorithm import AlgorithmSpec
+from theory.compare.methods import Method
+from theory.problems import Problem, make_problem
+from theory.problems.hetero_cosine import make_hetero_cosine
+from theory.simulate import simulate
+from theory.validation import UserInputError, check_choice
+
+__all__ = ["FAMILIES", "Z", "Estimate", "spec_of", "estimate", "mc_evaluator", "holdout", "decide"]
+
+#: the normal quantile of the per-round intervals (99%)
+Z = 2.576
+
+
+def _hetero_cosine(zeta: float, K: int, d: int, sigma: float, seed: int) -> Problem:
+    return make_hetero_cosine(K=K, d=d, zeta=zeta, sigma=sigma, seed=seed)
+
+
+def _cosine(zeta: float, K: int, d: int, sigma: float, seed: int) -> Problem:
+    return make_problem("cosine", K=K, d=d, zeta=zeta, sigma=sigma, seed=seed, x0_value=1.5)
+
+
+#: name -> build(zeta, K, d, sigma, seed)
+FAMILIES: dict[str, Callable[..., Problem]] = {
+    "hetero_cosine": _hetero_cosine,
+    "cosine": _cosine,
+}
+
+
+def spec_of(
+    m: Method, *, H: int, eta: float, p: float, alpha: float, gamma: float, mu: float, seed: int
+) -> AlgorithmSpec:
+    """The :class:`AlgorithmSpec` that ``m`` runs with these hyperparameters (Local SGD with an
+    outer rate is the ``"diloco"`` kind with outer SGD; ``gamma = 1, mu = 0`` is averaging)."""
+    if m.kind == "sgd":
+        return AlgorithmSpec(kind="sgd", alpha=alpha, seed=seed)
+    outer = "sgd" if m.outer == "sgd" else "nesterov"
+    mu = 0.0 if m.outer == "sgd" else mu
+    if m.pulls:
+        return AlgorithmSpec(
+            kind="palsgd", alpha=alpha, H=H, p=p, eta=eta, outer=outer, gamma=gamma, mu=mu,
+            coins=m.coins, seed=seed,
+        )  # fmt: skip
+    return AlgorithmSpec(
+        kind="diloco", alpha=alpha, H=H, outer=outer, gamma=gamma, mu=mu, seed=seed
+    )
+
+
+@dataclass
+class Estimate:
+    """First round reaching ``eps``: point estimate and interval (``None``: not by the cap)."""
+
+    rounds: int | None
+    lo: int | None
+    hi: int | None
+    diverged: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _first(mask: np.ndarray) -> int | None:
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if idx.size else None
+
+
+def estimate(
+    problem: Problem,
+    m: Method,
+    *,
+    H: int,
+    eta: float,
+    p: float,
+    alpha: float,
+    gamma: float,
+    mu: float,
+    eps: np.ndarray,
+    cap: int,
+    replicas: int,
+    seed: int,
+) -> list[Estimate]:
+    """:class:`Estimate` per target of one configuration, from ``replicas`` simulations of
+    ``cap`` rounds (the anchor recorded after every sync)."""
+    Hs = 1 if m.kind == "sgd" else int(H)
+    spec = spec_of(m, H=Hs, eta=eta, p=p, alpha=alpha, gamma=gamma, mu=mu, seed=seed)
+    with np.errstate(all="ignore"):
+        tr = simulate(problem, spec, T=int(cap) * Hs + 1, R=int(replicas), seed=seed,
+                      record_every=Hs)  # fmt: skip
+        g = tr.grad_norm_sq  # (replicas, cap + 1)
+        mean = g.mean(axis=0)
+        se = g.std(axis=0, ddof=1) / math.sqrt(g.shape[0])
+    bad = ~np.isfinite(mean) | (mean > 1e100)
+    stop = _first(bad)
+    if stop is not None:
+        mean, se = mean[:stop], se[:stop]
+    out = []
+    for e in np.asarray(eps, dtype=float):
+        out.append(
+            Estimate(
+                rounds=_first(mean <= e),
+                lo=_first(mean - Z * se <= e),
+                hi=_first(mean + Z * se <= e),
+                diverged=stop is not None,
+            )  # fmt: skip
+        )
+    return out
+
+
+def mc_evaluator(problem: Problem, *, replicas: int, seed: int) -> Callable:
+    """An evaluator for :func:`theory.compare.tune.tune`: point estimates of the first rounds
+    (-1: not reached by the cap) of each configuration, simulated on ``seed``."""
+
+    def evaluate(m, *, H, eta, p, alpha, gamma, eps, cap, group, mu):
+        n, E = len(alpha), np.size(eps)
+        rounds = np.full((n, E), -1, dtype=np.int64)
+        div = np.zeros(n, dtype=bool)
+        for i in range(n):
+            ests = estimate(
+                problem, m, H=H, eta=float(eta[i]), p=float(p[i]), alpha=float(alpha[i]),
+                gamma=float(gamma[i]), mu=float(mu), eps=eps, cap=int(cap[i]),
+                replicas=replicas, seed=seed,
+            )  # fmt: skip
+            rounds[i] = [-1 if x.rounds is None else x.rounds for x in ests]
+            div[i] = ests[0].diverged
+        return rounds, div
+
+    return evaluate
+
+
+def holdout(problem: Problem, m: Method, *, config: dict[str, float], eps: float, cap: int,
+            replicas: int, seed: int) -> Estimate:  # fmt: skip
+    """The tuned configuration simulated again on a fresh ``seed`` (the reported estimate)."""
+    return estimate(problem, m, eps=np.array([eps]), cap=cap, replicas=replicas, seed=seed,
+                    **config)[0]  # fmt: skip
+
+
+def decide(a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
+    """``"a"``, ``"b"`` or ``"undecided"``: which cost interval ``(lo, hi)`` lies wholly below
+    the other (``None``: not reached, an interval at infinity)."""
+    inf = (math.inf, math.inf)
+    a, b = a or inf, b or inf
+    if a[1] < b[0]:
+        return "a"
+    if b[1] < a[0]:
+        return "b"
+    return "undecided"
+
+
+def build_family(name: str, *, zeta: float, K: int, d: int, sigma: float, seed: int) -> Problem:
+    """A problem of the family ``name`` (:data:`FAMILIES`) with heterogeneity ``zeta``."""
+    check_choice("family", name, tuple(FAMILIES))
+    if not (math.isfinite(zeta) and zeta >= 0):
+        raise UserInputError(f"zeta must be a finite number >= 0, got {zeta}")
+    return FAMILIES[name](zeta, K, d, sigma, seed)
