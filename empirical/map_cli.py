@@ -244,9 +244,15 @@ def run(args: argparse.Namespace) -> int:
     csv_path = None if args.csv_path is None else check_output_file(args.csv_path, "--csv")
     cache = args.cache or (None if out is None else str(out / ".cache"))
     if args.engine == "montecarlo":
-        from empirical.map_mc import run_montecarlo
+        from theory.compare.run_mc import run_mc_map
 
-        result = run_montecarlo(args, spec)
+        if args.problem is not None:
+            raise UserInputError("--problem is a quadratic for --engine exact; Monte Carlo "
+                                 "takes --family")  # fmt: skip
+        result = run_mc_map(spec, family=args.family, K=args.K, d=args.d, sigma=args.sigma,
+                            seed=args.seed, replicas=args.replicas,
+                            holdout_replicas=args.holdout_replicas,
+                            progress=not args.no_progress)  # fmt: skip
     else:
         from theory.compare import run_map
 

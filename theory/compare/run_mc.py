@@ -17,6 +17,7 @@ from theory.compare.run import _assemble, caps_for, map_units
 from theory.compare.spec import MapSpec
 from theory.compare.summary import summarize
 from theory.compare.tune import tune
+from theory.validation import UserInputError, check_int
 
 __all__ = ["run_mc_map"]
 
@@ -41,6 +42,10 @@ def run_mc_map(
     gives the reported cost and its interval. ``spec.zeta`` must be given (the family's
     heterogeneity).
     """
+    replicas = check_int("replicas", replicas, 2, integral_floats=True)
+    holdout_replicas = check_int("holdout_replicas", holdout_replicas, 2, integral_floats=True)
+    if spec.zeta is None:
+        raise UserInputError("a Monte-Carlo map needs the family's heterogeneity: give zeta")
     t0 = time.perf_counter()
     methods = [METHODS[n] for n in spec.methods]
     problems: dict[str, Any] = {}

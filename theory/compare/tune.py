@@ -7,9 +7,10 @@ methods`) and the configuration that attains it. Within one cell every configura
 the same per round, so the least rounds is the least cost in every budget.
 
 Edges: when every configuration attaining the least rounds lies on the lowest inner step of
-the grid, or on its lowest or highest outer rate, the grid is extended past that edge (by
-half its span of inner steps, or by one outer-rate step) and the new configurations are
-evaluated, up to ``max_extend`` times. The top inner step is the stability edge (98% of it)
+the grid (or no configuration reaches a target and the lowest steps did not all diverge),
+or on its lowest or highest outer rate, the grid is extended past that edge (by
+``ceil(n_alpha/2)`` inner steps over ``max(span/2, 1)`` decades, or by one outer-rate step)
+and the new configurations are evaluated, up to ``max_extend`` times. The top inner step is the stability edge (98% of it)
 and is never extended; a result there says ``alpha_edge = "stability"``.
 """
 
@@ -169,9 +170,9 @@ def _extend(c: _Cell, eps: np.ndarray, grid: Grid) -> bool:
             down_g |= all(g == gs[0] for _, g in arg)
             up_g |= all(g == gs[-1] for _, g in arg)
     if down:
-        ratio = c.alphas[1] / c.alphas[0] if len(c.alphas) > 1 else 10.0
         n_new = max(1, int(np.ceil(grid.n_alpha / 2)))
-        c.alphas = [lo_a / ratio**k for k in range(n_new, 0, -1)] + c.alphas
+        decades = max(grid.span / 2.0, 1.0)
+        c.alphas = [lo_a * 10.0 ** (-decades * k / n_new) for k in range(n_new, 0, -1)] + c.alphas
     if down_g or up_g:
         step = gs[1] / gs[0]
         c.gammas = ([gs[0] / step] if down_g else []) + gs + ([gs[-1] * step] if up_g else [])

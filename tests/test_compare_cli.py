@@ -1,0 +1,68 @@
+"""``palsgd map`` from the command line: outputs, exit codes, flags named in errors."""
+
+import json
+
+import pytest
+
+from palsgd.cli import main
+
+FAST = ["--H", "8", "32", "--eta", "2", "--zeta", "1", "--eps", "0.05", "--n-alpha", "4",
+        "--n-outer", "2", "--no-progress"]  # fmt: skip
+
+
+def test_map_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "m"
+    rc = main(["map", *FAST, "--budget", "grads:5e4", "rounds:5e3", "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "palsgd map (exact)" in text and "ratio = best PALSGD cost" in text
+    data = json.loads((out / "map.json").read_text())
+    assert len(data["cells"]) == 2 * 1 * 1 * 1 * 2
+    assert {"local_sgd", "palsgd", "diloco", "sgd"} <= set(data["cells"][0]["cost"])
+    assert (out / "map.csv").read_text().count("\n") == 5
+    assert list(out.glob("ratio_*.png")) and list(out.glob("ratio_*.pdf"))
+    assert (out / "summary.txt").exists() and list((out / ".cache").glob("*.json"))
+
+
+def test_json_and_csv_alone(tmp_path):
+    rc = main(["map", *FAST, "--no-bounds", "--json", str(tmp_path / "a.json"),
+               "--csv", str(tmp_path / "a.csv")])  # fmt: skip
+    assert rc == 0
+    assert json.loads((tmp_path / "a.json").read_text())["engine"] == "exact"
+
+
+def test_time_budget_with_a_cluster_profile(tmp_path):
+    rc = main(["map", *FAST, "--no-bounds", "--budget", "time:3600", "--profile",
+               "32nodes-10Gbps", "--json", str(tmp_path / "t.json")])  # fmt: skip
+    assert rc == 0
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["spec"]["prices"]["pull_s"] > 0
+    assert data["cells"][0]["budget"] == "time"
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--budget", "flops:3"], "--budget"),
+        (["--budget", "time:10"], "--profile"),
+        (["--eta", "-1"], "'eta'"),
+        (["--p", "1.5"], "'p'"),
+        (["--H", "0"], "'H'"),
+        (["--problem", "/nonexistent/p.yaml"], "problem file"),
+        (["--profile", "nowhere"], "nowhere"),
+        (["--engine", "montecarlo", "--replicas", "1"], "replicas"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_flag(argv, flag, capsys):
+    rc = main(["map", *FAST, *argv])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert flag in err and "Traceback" not in err
+
+
+def test_out_that_is_a_file_is_refused(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["map", *FAST, "--out", str(f)]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert f.read_text() == "x"
