@@ -68,26 +68,83 @@ def term_family(term: str) -> str:
     return "other"
 
 
+def guaranteed_rounds(
+    bound,
+    values: dict[str, Any],
+    eps: np.ndarray,
+    *,
+    H: Any = 1.0,
+    t_max: float = _T_MAX,
+    rtol: float = 1e-3,
+) -> np.ndarray:
+    """Rounds ``R`` (``T = R H``) the bound needs to guarantee ``<= eps`` at its optimal inner
+    step, for every target at once: shape ``values' shape + (len(eps),)``, ``inf`` where even
+    ``T = t_max`` is not enough.
+
+    The same quantity as :meth:`theory.bound.Bound.rounds_to_eps` (which assumes the optimised
+    bound decreases in ``T``) to a relative precision ``rtol`` (the smallest grid value
+    reaching ``eps``, always a guarantee): one evaluation on a geometric grid of ``R``, then
+    bisection of every bracket at once. ``H``: steps per round (given to the bound too when it
+    takes ``H``).
+    """
+    eps = np.asarray(eps, dtype=float)
+    H = np.asarray(H, dtype=float)
+    if "H" in bound.parameters:
+        values = {**values, "H": H}
+    r_max = np.floor(t_max / H)
+    grid = np.unique(np.round(np.geomspace(1.0, float(np.max(r_max)), 80)))
+
+    def optimised(R: np.ndarray) -> np.ndarray:
+        vals = {**{k: np.asarray(v, dtype=float)[..., None] for k, v in values.items()},
+                "T": R * H[..., None]}  # fmt: skip
+        v = bound.at_optimal_step(**vals).value
+        return np.where(np.isnan(v) | (R > r_max[..., None]), np.inf, v)
+
+    v = optimised(np.broadcast_to(grid, np.shape(H) + grid.shape))  # (..., G)
+    shape = np.broadcast_shapes(v.shape[:-1], *(np.shape(x) for x in values.values()))
+    v = np.broadcast_to(v, shape + grid.shape)
+    ok = v[..., None, :] <= eps[:, None]  # (..., E, G)
+    reach = ok.any(axis=-1)
+    k = np.argmax(ok, axis=-1)
+    hi = grid[k]
+    lo = np.where(k > 0, grid[np.maximum(k - 1, 0)], 0.0)
+    for _ in range(64):
+        open_ = reach & (hi - lo > np.maximum(1.0, rtol * hi))
+        if not open_.any():
+            break
+        mid = np.where(open_, np.maximum(1.0, np.floor((lo + hi) / 2.0)), hi)
+        vm = _at(optimised, mid, eps, shape)
+        good = vm <= eps
+        hi = np.where(open_ & good, mid, hi)
+        lo = np.where(open_ & ~good, mid, lo)
+    return np.where(reach, hi, np.inf)
+
+
+def _at(optimised, R: np.ndarray, eps: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The optimised bound at per-target rounds ``R`` ``(..., E)``."""
+    return np.broadcast_to(optimised(R), shape + (eps.size,))
+
+
 def _guarantee_rounds(m, consts, H, eta, p, eps, grid) -> dict[str, np.ndarray]:
-    """Rounds each of ``m``'s bounds needs on the ``(H, eta)`` grid, at its best outer rate
-    over ``m``'s grid (one vectorised call per bound: the outer rates on a third axis)."""
+    """Rounds each of ``m``'s bounds needs on the ``(H, eta)`` grid for every target,
+    ``(nH, nEta, E)``, at its best outer rate over ``m``'s grid (a trailing axis)."""
     out = {}
     shape = np.broadcast_shapes(np.shape(H), np.shape(eta))
     for name in METHOD_BOUNDS[m.name]:
         b = get(name)
         vals: dict[str, Any] = dict(consts)
-        if "H" in b.parameters:
-            vals["H"] = np.asarray(H)[..., None]
+        Hb = np.asarray(H, dtype=float)[..., None] if "H" in b.parameters else np.ones(1)
         if "p" in b.parameters:
-            vals.update(p=p, eta=np.asarray(eta)[..., None])
+            vals.update(p=p, eta=np.asarray(eta, dtype=float)[..., None])
         if "gamma" in b.parameters:
             vals.update(
                 gamma=np.asarray(grid.gammas(m), dtype=float),
                 mu=grid.mu if m.outer == "nesterov" else 0.0,
             )
-        r = b.rounds_to_eps(eps, **vals, t_max=_T_MAX)
-        r = np.broadcast_to(r, shape + (np.shape(r)[-1] if np.ndim(r) == len(shape) + 1 else 1,))
-        out[name] = r.min(axis=-1)
+        vals = {k: v for k, v in vals.items() if k in b.parameters}
+        r = guaranteed_rounds(b, vals, np.asarray(eps, dtype=float), H=Hb)  # (..., G?, E)
+        r = r.min(axis=-2) if r.ndim == len(shape) + 2 else r
+        out[name] = np.broadcast_to(r, shape + (np.size(eps),))
     return out
 
 
@@ -96,21 +153,23 @@ def _bound_map(spec: MapSpec, cells: list[CellResult], consts_by_zeta) -> None:
     etas = np.asarray(sorted({c.eta for c in cells}), dtype=float)[None, :]
     groups = defaultdict(list)
     for c in cells:
-        groups[c.zeta, c.eps, c.p].append(c)
-    for (zeta, eps, p), cs in groups.items():
+        groups[c.zeta, c.p].append(c)
+    eps_all = np.asarray(sorted({c.eps for c in cells}), dtype=float)
+    for (zeta, p), cs in groups.items():
         consts = consts_by_zeta[zeta]
         rounds = {
-            n: _guarantee_rounds(METHODS[n], consts, Hs, etas, p, eps, spec.grid)
+            n: _guarantee_rounds(METHODS[n], consts, Hs, etas, p, eps_all, spec.grid)
             for n in cs[0].cost
         }
         for c in cs:
             i, j = list(Hs[:, 0]).index(c.H), list(etas[0]).index(c.eta)
+            e = list(eps_all).index(c.eps)
             guaranteed: dict[str, float | None] = {}
             per_bound: dict[str, Any] = {}
             for n, by_bound in rounds.items():
                 m = METHODS[n]
                 price = round_cost(m, c.budget, c.H, c.p, spec.prices)
-                vals = {b: float(r[i, j]) * price for b, r in by_bound.items()}
+                vals = {b: float(r[i, j, e]) * price for b, r in by_bound.items()}
                 per_bound[n] = {b: (v if math.isfinite(v) else None) for b, v in vals.items()}
                 best = min(vals.values()) if vals else math.inf
                 guaranteed[n] = best if math.isfinite(best) else None
