@@ -15,7 +15,9 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
         return "-"
     if isinstance(x, float) and math.isinf(x):
         return "inf"
-    return format(x, spec) if isinstance(x, int | float) else str(x)
+    if isinstance(x, int) and not isinstance(x, bool):
+        return str(x)
+    return format(x, spec) if isinstance(x, float) else str(x)
 
 
 def format_summary(result: MapResult) -> str:
