@@ -36,7 +36,10 @@ from theory.problems.hetero_cosine import make_hetero_cosine
 from theory.simulate import simulate
 from theory.validation import UserInputError, check_choice
 
-__all__ = ["FAMILIES", "Z", "Estimate", "spec_of", "estimate", "mc_evaluator", "holdout", "decide"]
+__all__ = [
+    "FAMILIES", "Z", "Estimate", "spec_of", "estimate", "estimate_many", "mc_evaluator",
+    "holdout", "decide",
+]  # fmt: skip
 
 #: the normal quantile of the per-round intervals (99%)
 Z = 2.576
@@ -94,64 +97,87 @@ def _first(mask: np.ndarray) -> int | None:
     return int(idx[0]) if idx.size else None
 
 
-def estimate(
-    problem: Problem,
-    m: Method,
-    *,
-    H: int,
-    eta: float,
-    p: float,
-    alpha: float,
-    gamma: float,
-    mu: float,
-    eps: np.ndarray,
-    cap: int,
-    replicas: int,
-    seed: int,
-) -> list[Estimate]:
-    """:class:`Estimate` per target of one configuration, from ``replicas`` simulations of
-    ``cap`` rounds (the anchor recorded after every sync)."""
-    Hs = 1 if m.kind == "sgd" else int(H)
-    spec = spec_of(m, H=Hs, eta=eta, p=p, alpha=alpha, gamma=gamma, mu=mu, seed=seed)
+def _estimates(g: np.ndarray, eps: np.ndarray) -> list[Estimate]:
+    """:class:`Estimate` per target from replicas x rounds values ``g``."""
     with np.errstate(all="ignore"):
-        tr = simulate(problem, spec, T=int(cap) * Hs + 1, R=int(replicas), seed=seed,
-                      record_every=Hs)  # fmt: skip
-        g = tr.grad_norm_sq  # (replicas, cap + 1)
         mean = g.mean(axis=0)
         se = g.std(axis=0, ddof=1) / math.sqrt(g.shape[0])
     bad = ~np.isfinite(mean) | (mean > 1e100)
     stop = _first(bad)
     if stop is not None:
         mean, se = mean[:stop], se[:stop]
-    out = []
-    for e in np.asarray(eps, dtype=float):
-        out.append(
-            Estimate(
-                rounds=_first(mean <= e),
-                lo=_first(mean - Z * se <= e),
-                hi=_first(mean + Z * se <= e),
-                diverged=stop is not None,
-            )  # fmt: skip
-        )
-    return out
+    return [
+        Estimate(rounds=_first(mean <= e), lo=_first(mean - Z * se <= e),
+                 hi=_first(mean + Z * se <= e), diverged=stop is not None)  # fmt: skip
+        for e in np.asarray(eps, dtype=float)
+    ]
+
+
+def estimate_many(
+    problem: Problem,
+    m: Method,
+    *,
+    H: int,
+    p: float,
+    eta: np.ndarray,
+    alpha: np.ndarray,
+    gamma: np.ndarray,
+    mu: float,
+    eps: np.ndarray,
+    cap: int,
+    replicas: int,
+    seed: int,
+) -> list[list[Estimate]]:
+    """:class:`Estimate` per configuration and target: ``n`` configurations (arrays ``eta,
+    alpha, gamma``) of one method at one ``H`` and ``p``, simulated together in one run of
+    ``n * replicas`` replicas (:func:`theory.simulate.simulate` with ``per_replica``),
+    ``cap`` rounds each, the anchor recorded after every sync."""
+    n = len(alpha)
+    Hs = 1 if m.kind == "sgd" else int(H)
+    spec = spec_of(m, H=Hs, eta=float(eta[0]), p=p, alpha=float(alpha[0]),
+                   gamma=float(gamma[0]), mu=mu, seed=seed)  # fmt: skip
+    per = {"alpha": np.repeat(np.asarray(alpha, dtype=float), replicas)}
+    if m.pulls:
+        per["eta"] = np.repeat(np.asarray(eta, dtype=float), replicas)
+    if m.has_outer:
+        per["gamma"] = np.repeat(np.asarray(gamma, dtype=float), replicas)
+    with np.errstate(all="ignore"):
+        tr = simulate(problem, spec, T=int(cap) * Hs + 1, R=n * int(replicas), seed=seed,
+                      record_every=Hs, per_replica=per)  # fmt: skip
+    g = tr.grad_norm_sq.reshape(n, int(replicas), -1)
+    return [_estimates(g[i], eps) for i in range(n)]
+
+
+def estimate(problem: Problem, m: Method, *, H: int, eta: float, p: float, alpha: float,
+             gamma: float, mu: float, eps: np.ndarray, cap: int, replicas: int,
+             seed: int) -> list[Estimate]:  # fmt: skip
+    """:class:`Estimate` per target of one configuration (:func:`estimate_many`)."""
+    return estimate_many(
+        problem, m, H=H, p=p, eta=np.array([eta]), alpha=np.array([alpha]),
+        gamma=np.array([gamma]), mu=mu, eps=eps, cap=cap, replicas=replicas, seed=seed,
+    )[0]  # fmt: skip
 
 
 def mc_evaluator(problem: Problem, *, replicas: int, seed: int) -> Callable:
     """An evaluator for :func:`theory.compare.tune.tune`: point estimates of the first rounds
-    (-1: not reached by the cap) of each configuration, simulated on ``seed``."""
+    (-1: not reached by the cap) of each configuration, simulated on ``seed``; the
+    configurations sharing ``p`` and a cap run together (:func:`estimate_many`)."""
 
     def evaluate(m, *, H, eta, p, alpha, gamma, eps, cap, group, mu):
         n, E = len(alpha), np.size(eps)
         rounds = np.full((n, E), -1, dtype=np.int64)
         div = np.zeros(n, dtype=bool)
-        for i in range(n):
-            ests = estimate(
-                problem, m, H=H, eta=float(eta[i]), p=float(p[i]), alpha=float(alpha[i]),
-                gamma=float(gamma[i]), mu=float(mu), eps=eps, cap=int(cap[i]),
+        keys = sorted({(float(p[i]), int(cap[i])) for i in range(n)})
+        for pk, ck in keys:
+            idx = [i for i in range(n) if (float(p[i]), int(cap[i])) == (pk, ck)]
+            ests = estimate_many(
+                problem, m, H=H, p=pk, eta=np.asarray(eta)[idx], alpha=np.asarray(alpha)[idx],
+                gamma=np.asarray(gamma)[idx], mu=float(mu), eps=eps, cap=ck,
                 replicas=replicas, seed=seed,
             )  # fmt: skip
-            rounds[i] = [-1 if x.rounds is None else x.rounds for x in ests]
-            div[i] = ests[0].diverged
+            for i, est in zip(idx, ests, strict=True):
+                rounds[i] = [-1 if x.rounds is None else x.rounds for x in est]
+                div[i] = est[0].diverged
         return rounds, div
 
     return evaluate

@@ -51,6 +51,7 @@ local step; ``torch_run.py`` the torch backend (CPU or CUDA, imported only when 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -92,6 +93,7 @@ def simulate(
     device: str | None = None,
     dtype: str | None = None,
     noise_rng: str | None = None,
+    per_replica: Mapping[str, Any] | None = None,
 ) -> Trace:
     """Run ``spec`` on ``problem`` for ``T`` steps in ``R`` replicas (all ``K = problem.K`` workers).
 
@@ -131,11 +133,36 @@ def simulate(
             progress=progress, device=device, dtype=dtype or "float64", noise_rng=noise_rng,
         )  # fmt: skip
     _check_numpy_options(device=device, dtype=dtype, noise_rng=noise_rng)
+    per = _per_replica(per_replica, spec, R)
+    if per and blocked:
+        raise UserInputError("per_replica hyperparameters run unblocked (blocked=False)")
     runner = NumpyRun(
         problem, spec, T=T, R=R, seed=seed, record_every=record_every, start=start,
-        blocked=use_blocks(problem, R, blocked),
+        blocked=False if per else use_blocks(problem, R, blocked), per_replica=per,
     )  # fmt: skip
     return runner.run(progress, f"simulate {spec.kind}")
+
+
+def _per_replica(values: Mapping[str, Any] | None, spec: AlgorithmSpec, R: int) -> dict:
+    """The checked per-replica hyperparameters (see :func:`simulate`)."""
+    if not values:
+        return {}
+    unknown = sorted(set(values) - {"alpha", "eta", "gamma"})
+    if unknown:
+        raise UserInputError(f"per_replica takes alpha, eta and gamma; got {unknown}")
+    out = {}
+    for name, v in values.items():
+        arr = np.asarray(v, dtype=float)
+        if arr.shape != (R,):
+            raise UserInputError(f"per_replica {name!r} must have shape ({R},), got {arr.shape}")
+        for x in np.unique(arr):
+            validate({name: float(x)})
+        out[name] = arr
+    if "gamma" in out and spec.outer == "average":
+        raise UserInputError("per_replica 'gamma' needs an outer optimiser ('sgd' or 'nesterov')")
+    if spec.kind == "easgd":
+        raise UserInputError("per_replica hyperparameters are not available for EASGD")
+    return out
 
 
 def _start(problem: Problem, spec: AlgorithmSpec, R: int, K: int | None, x0: Any) -> np.ndarray:

@@ -24,7 +24,15 @@ class RunLoop:
     """One run of ``spec`` on ``problem``: ``T`` steps of ``R`` replicas (inputs validated)."""
 
     def __init__(
-        self, problem: Problem, spec: AlgorithmSpec, *, T: int, R: int, seed: int, record_every: int
+        self,
+        problem: Problem,
+        spec: AlgorithmSpec,
+        *,
+        T: int,
+        R: int,
+        seed: int,
+        record_every: int,
+        per_replica: dict[str, np.ndarray] | None = None,
     ) -> None:
         self.problem, self.spec = problem, spec
         self.T, self.R, self.K, self.d = T, R, problem.K, problem.d
@@ -34,6 +42,15 @@ class RunLoop:
         #: pulls act on the first m coordinates
         self.m = min(self.d, math.ceil(spec.pull_fraction * self.d - 1e-12))
         self.alpha, self.lr_g, self.c = spec.alpha, spec.grad_lr, spec.pull_coef
+        #: per-replica outer rate (``None``: the spec's)
+        self.gamma = None
+        if per_replica:  # replica r runs spec with its own alpha, eta, gamma (arrays (R,))
+            a = per_replica.get("alpha", np.full(R, spec.alpha))
+            eta = per_replica.get("eta", np.full(R, spec.eta))
+            self.alpha = a
+            self.lr_g = a / (1.0 - spec.p) if spec.p > 0 else a
+            self.c = a * eta / spec.p if spec.p > 0 else np.zeros(R)
+            self.gamma = per_replica.get("gamma")
         self.coins = None
         if spec.local and spec.p > 0:
             shared = spec.coins == "shared"
@@ -105,7 +122,7 @@ class RunLoop:
         i = self.coins.at(t)
         n_pull = int(self.coins.n_pull[i])
         self.grad_evals += self.coins.grad_evals[i]
-        self.local_step(draw, i, n_pull < self.R * self.K, n_pull > 0 and self.c != 0.0)
+        self.local_step(draw, i, n_pull < self.R * self.K, n_pull > 0 and np.any(self.c != 0.0))
 
     def make_trace(self, rec: dict[str, np.ndarray], **final: np.ndarray) -> Trace:
         """The :class:`Trace` of the run from the recorded ``gn, lg, cons, anc`` (R, n_rec)

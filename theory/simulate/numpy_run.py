@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.algorithm import AlgorithmSpec
+from theory.algorithm import AlgorithmSpec, outer_step
 from theory.problems import Problem
 from theory.simulate.loop import RunLoop
 from theory.simulate.trace import Trace
@@ -53,6 +53,7 @@ class NumpyRun(RunLoop):
         record_every: int,
         start: np.ndarray,
         blocked: bool,
+        per_replica: dict[str, np.ndarray] | None = None,
     ) -> None:
         K, d = problem.K, problem.d
         check_memory(
@@ -60,7 +61,12 @@ class NumpyRun(RunLoop):
             f"simulate: R = {R} replicas x K = {K} workers x d = {d} coordinates, T = {T} "
             f"steps recorded every {record_every}",
         )
-        super().__init__(problem, spec, T=T, R=R, seed=seed, record_every=record_every)
+        super().__init__(
+            problem, spec, T=T, R=R, seed=seed, record_every=record_every, per_replica=per_replica
+        )
+        if per_replica:  # shapes that broadcast against (R, d) and (R, K, d)
+            self.alpha = self.alpha[:, None]
+            self.lr_g = self.lr_g[:, None, None]
         self.rng = np.random.default_rng(seed)
         self.X = np.empty((R, K, d))
         self.X[...] = start[:, None, :] if start.ndim == 2 else start
@@ -113,7 +119,8 @@ class NumpyRun(RunLoop):
         wg, pulled = self.lr_g, self.no_pulls
         if i is not None:
             if self.coins.fresh:
-                self.wg_c = np.where(self.coins.coins, 0.0, self.lr_g)[..., None]
+                lr = self.lr_g[..., 0] if isinstance(self.lr_g, np.ndarray) else self.lr_g
+                self.wg_c = np.where(self.coins.coins, 0.0, lr)[..., None]
             wg = self.wg_c[i]
             if do_pull:
                 pulled = np.flatnonzero(self.coins.coins[i])
@@ -133,7 +140,15 @@ class NumpyRun(RunLoop):
         Z += s
 
     def sync(self) -> None:
-        Z_new, self.buf = self.spec.outer_step(self.Z, self.buf, self.Z - self.X.mean(axis=1))
+        delta = self.Z - self.X.mean(axis=1)
+        if self.gamma is None:
+            Z_new, self.buf = self.spec.outer_step(self.Z, self.buf, delta)
+        else:
+            s = self.spec
+            Z_new, self.buf = outer_step(
+                self.Z, self.buf, delta, outer=s.outer, gamma=self.gamma[:, None], mu=s.mu,
+                extra_steps=s.outer_steps_per_sync - 1,
+            )  # fmt: skip
         self.Z[...] = Z_new
         self.X[...] = self.Z[:, None, :]
 
@@ -156,8 +171,8 @@ def local_update(
     draw: np.ndarray | None,
     G: np.ndarray,
     wg: np.ndarray | float,
-    lr_g: float,
-    c: float,
+    lr_g: float | np.ndarray,
+    c: float | np.ndarray,
     pulled: np.ndarray,
     do_grad: bool,
     do_pull: bool,
@@ -194,7 +209,7 @@ def local_update(
         if pull_here:
             sub = X2[pulled, lo:hi]
             tmp = sub - Z[rows_z, lo:hi]
-            tmp *= c
+            tmp *= c[rows_z][:, None] if isinstance(c, np.ndarray) else c
             sub -= tmp
         if do_grad:
             if blocks is None:
