@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from theory.compare import BUDGET_KINDS, METHODS, Grid, MapSpec, Prices, ProblemSource
+from theory.compare.montecarlo import FAMILIES
 from theory.compare.report import format_summary
 from theory.validation import UserInputError, check_output_dir, check_output_file
 
@@ -119,6 +120,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["exact", "montecarlo"],
         default="exact",
         help="exact moments on quadratics (default) or Monte Carlo on nonconvex problems",
+    )
+    p.add_argument(
+        "--family",
+        choices=sorted(FAMILIES),
+        default="hetero_cosine",
+        help="nonconvex family of --engine montecarlo (default hetero_cosine)",
+    )
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=64,
+        help="Monte Carlo: replicas per configuration while tuning, >= 2 (default 64)",
+    )
+    p.add_argument(
+        "--holdout-replicas",
+        type=int,
+        default=256,
+        help="Monte Carlo: fresh replicas of each tuned configuration, >= 2 (default 256)",
     )
     p.add_argument(
         "--problem",

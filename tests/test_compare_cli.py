@@ -58,6 +58,20 @@ def test_bad_input_exits_2_naming_the_flag(argv, flag, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert flag in err and "Traceback" not in err
+    assert "unrecognized arguments" not in err
+
+
+def test_monte_carlo_from_the_command_line(tmp_path):
+    rc = main(["map", "--engine", "montecarlo", "--family", "cosine", "--H", "8", "--eta", "2",
+               "--zeta", "1", "--eps", "0.5", "--budget", "rounds:30", "--methods", "local_sgd",
+               "palsgd", "--n-alpha", "2", "--n-outer", "1", "--max-extend", "0", "--replicas",
+               "8", "--holdout-replicas", "16", "--no-progress", "--json",
+               str(tmp_path / "mc.json")])  # fmt: skip
+    assert rc == 0
+    import json as _json
+
+    d = _json.loads((tmp_path / "mc.json").read_text())
+    assert d["engine"] == "montecarlo" and d["cells"][0]["intervals"]
 
 
 def test_out_that_is_a_file_is_refused(tmp_path, capsys):

@@ -107,8 +107,12 @@ def _estimates(g: np.ndarray, eps: np.ndarray) -> list[Estimate]:
     if stop is not None:
         mean, se = mean[:stop], se[:stop]
     return [
-        Estimate(rounds=_first(mean <= e), lo=_first(mean - Z * se <= e),
-                 hi=_first(mean + Z * se <= e), diverged=stop is not None)  # fmt: skip
+        Estimate(
+            rounds=_first(mean <= e),
+            lo=_first(mean - Z * se <= e),
+            hi=_first(mean + Z * se <= e),
+            diverged=stop is not None,
+        )  # fmt: skip
         for e in np.asarray(eps, dtype=float)
     ]
 
