@@ -8,7 +8,7 @@ Users add their own with :func:`register` (e.g. a bound built with
 Files: ``sgd.py`` (minibatch SGD), ``local_sgd.py`` (Local SGD, Wang-Joshi), ``easgd.py``
 (EASGD), ``palsgd.py`` (Theorem 1), ``outer.py`` (Theorem 2: outer SGD and momentum, the
 pull-aware horizon), ``slowmo.py`` (SlowMo over all-reduce SGD), ``lower.py`` (symbolic
-lower bounds; the registered ones are in :mod:`theory.lower`), ``maps.py`` (where the pull-aware bound beats Local SGD's).
+lower bounds; the registered ones are in :mod:`theory.lower`), ``maps.py`` (the map of the guarantees: the pull-aware bound against the Local SGD bounds; a comparison of bounds only, the algorithms are compared by :mod:`theory.compare`).
 """
 
 from __future__ import annotations

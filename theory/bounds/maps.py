@@ -1,4 +1,9 @@
-"""Where pulling pays: Theorem 2's pull-aware bound against the best Local SGD bound.
+"""The map of the guarantees: Theorem 2's pull-aware bound against the best Local SGD bound.
+
+A comparison of upper bounds says which *guarantee* is smaller, not which algorithm reaches a
+target cheaper: the exact comparison of the algorithms, every method tuned alike, is
+:mod:`theory.compare` (``palsgd map``), which finds the opposite of this map's "wins"
+(docs/when_pulling_pays.md).
 
 :func:`rounds_map` evaluates, on a grid of sync intervals ``H`` and pull rates ``eta``
 (pull probability ``p`` fixed), the communication rounds each bound needs to guarantee
