@@ -45,7 +45,7 @@ class Control:
     def rejected_by(self) -> str:
         """``"quadratics"``, ``"heterogeneous instances"`` (the first that rejects) or ``""``."""
         if self.result is not None and self.result.verdict == VIOLATED:
-            return "quadratics"
+            return getattr(self.result, "refuted_by", "") or "quadratics"
         if self.hetero is not None and self.hetero.verdict == VIOLATED:
             return "heterogeneous instances"
         return ""
