@@ -85,8 +85,8 @@ def coverage(bound: Bound) -> str:
         return "declares identical workers (assumption A3iid)"
     if fam.algorithm not in LOCAL_ALGORITHMS:
         return (
-            f"{fam.algorithm}: every gradient is taken at one common point, so heterogeneity "
-            "has no effect on the iterates"
+            f"its algorithm ({fam.algorithm}) takes every gradient at one common point, so "
+            "heterogeneity has no effect on the iterates"
         )
     return ""
 

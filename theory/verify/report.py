@@ -20,10 +20,13 @@ from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
     EXACT_COLUMNS_CSV,
     HETERO_COLUMNS,
+    LOWER_COLUMNS,
     TIGHTNESS_COLUMNS,
     exact_summary,
     format_exact,
+    ratio_text,
 )
+from theory.verify.findings import classify
 from theory.verify.settings import (
     CONSENSUS_COLUMNS,
     EXACT_COLUMNS,
@@ -78,8 +81,16 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
         if s.get("status") == "DISAGREES"
     ]
     ex = exact_summary(report)
+    lower_violated = [r["bound"] for r in report.get("lower", []) if r["verdict"] == VIOLATED]
+    crossed = [c["refuted"] for c in report.get("crossings", [])]
+    every = [*ex["exact_violated"], *lower_violated, *crossed, *(v["bound"] for v in violated)]
+    verdict = classify(report.get("findings", []), every)
     return {
         **ex,
+        "lower_violated": lower_violated,
+        "violated_bounds": list(dict.fromkeys(every)),
+        "new_violations": verdict["new_violations"],
+        "stale_findings": verdict["stale"],
         "counts": counts,
         "per_bound": per_bound,
         "violated": violated,
@@ -89,7 +100,7 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
         "not_verifiable": [r["note"] for r in rows if r.get("verdict") == NOT_VERIFIABLE],
         "correction": report["statistics"]["correction"],
         "family_wise_level": report["statistics"]["family_wise_level"],
-        "exit_code": 1 if violated or ex["exact_violated"] else 0,
+        "exit_code": verdict["exit_code"],
     }
 
 
@@ -147,19 +158,24 @@ def format_summary(report: Mapping[str, Any]) -> str:
     s = report["summary"]
     c = s["counts"]
     lines = []
-    if s.get("exact_bounds"):
+    lower = report.get("lower", [])
+    if s.get("exact_bounds") or lower:
         pw = s.get("power") or {}
+        kinds = "; ".join(
+            f"{k} {d['rejected']}/{d['controls']}" for k, d in (pw.get("by_kind") or {}).items()
+        )
         ctrl = (
             f"; negative controls: {pw['rejected']}/{pw['controls']} rejected "
-            f"(detection power {pw['power']:.0%})"
+            f"(detection power {pw['power']:.0%}: {kinds})"
             if pw.get("controls")
             else ""
         )
+        low = f", {len(lower)} lower bound(s), {len(s['lower_violated'])} violated" if lower else ""
         lines.append(
             f"exact: {s['exact_bounds']} bound(s) verified on quadratics, "
-            f"{len(s['exact_violated'])} violated{ctrl}"
+            f"{len(s['exact_violated'])} violated{low}{ctrl}"
         )
-    mc_ran = bool(report["results"]) or not s.get("exact_bounds")
+    mc_ran = bool(report["results"]) or not (s.get("exact_bounds") or lower)
     lines += (
         []
         if not mc_ran
@@ -179,16 +195,29 @@ def format_summary(report: Mapping[str, Any]) -> str:
         lines.append(f"note: {note}")
     for a in s["exact_vs_mc_disagreements"]:
         lines.append(f"WARNING: exact moments and Monte Carlo disagree for {a}")
+    known = {f["bound"] for f in report.get("findings", [])}
     for r in report.get("exact", []):
-        if r["verdict"] == "violated":
+        if r["verdict"] == "violated" and r["bound"] not in known:
             lines.append("")
             lines.append("!" * 78)
             lines.append(
                 f"BOUND VIOLATED (exact): {r['bound']}: measured/bound = "
-                f"{_fmt(r['worst_ratio'], '.4g')} at the design (largest term {r['worst_term']}):"
+                f"{ratio_text(r['worst_ratio'])} at the design (largest term {r['worst_term']}):"
             )
             lines.append(f"  {r['worst_command']}")
             lines.append("!" * 78)
+    for r in report.get("lower", []):
+        if r["verdict"] == "violated":
+            lines.append("")
+            lines.append("!" * 78)
+            lines.append(
+                f"LOWER BOUND VIOLATED (exact): {r['bound']} claims {_fmt(r['worst_claimed'])} "
+                f"where {r['refuted_by']} attain(s) {_fmt(r['worst_attained'])} "
+                f"(claimed/attained {ratio_text(r['worst_ratio'])}):"
+            )
+            lines.append(f"  {r['worst_command']}")
+            lines.append("!" * 78)
+    lines += crossing_lines(report.get("crossings", []))
     if s["violated"]:
         lines.append("")
         lines.append("!" * 78)
@@ -200,7 +229,75 @@ def format_summary(report: Mapping[str, Any]) -> str:
                 f"{_fmt(v['bound_value'])}, ratio {_fmt(v['ratio'], '.2f')}"
             )
         lines.append("!" * 78)
+    lines += findings_lines(report.get("findings", []), s)
+    lines.append("")
+    lines.append(result_line(s))
     return "\n".join(lines)
+
+
+def crossing_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Upper bounds below lower bounds, and which of the two the exact oracle refutes."""
+    lines = []
+    for c in rows:
+        lines += [
+            "",
+            f"CONTRADICTION: {c['upper']} (upper) is below {c['lower']} (lower) at "
+            f"{c['designs']} design(s) inside both; at least one of them is false. At the "
+            f"widest ({_fmt(c['lower_value'])} > {_fmt(c['upper_value'])}) the exact value of "
+            f"the lower bound's own instance is {_fmt(c['exact'])}: the exact oracle refutes "
+            f"{c['refuted']}.",
+            f"  {c['command']}",
+        ]
+    return lines
+
+
+def findings_lines(findings: Sequence[Mapping[str, Any]], s: Mapping[str, Any]) -> list[str]:
+    """The known findings of the run in plain words: what was found, the source, each
+    reproducing design with its exact ratio, the likely corrected statement, where to read."""
+    lines = []
+    for f in findings:
+        ok = f["reproduced"]
+        lines += [
+            "",
+            "=" * 78,
+            f"KNOWN FINDING ({'reproduced' if ok else 'NO LONGER REPRODUCES'}): {f['bound']} "
+            f"= {f['statement']}",
+            f"  source: {f['source']}",
+            f"  what: {f['summary']}.",
+            f"  reproduced exactly at {len(f['designs'])} design(s) inside its conditions:",
+        ]
+        for i, d in enumerate(f["designs"], 1):
+            what = "REPRODUCES" if d["reproduced"] else "does NOT reproduce"
+            lines += [
+                f"   {i}. {d['label']}",
+                f"      measured {_fmt(d['measured'], '.4g')} vs bound "
+                f"{_fmt(d['bound_value'], '.4g')}: ratio {ratio_text(d['ratio'])}, {what}",
+                f"      {d['command']}",
+            ]
+        lines += [
+            f"  likely corrected statement: {f['corrected']} ({f['corrected_reading']}); "
+            "it is verified in this run like every bound",
+            f"  more: {f['docs']}",
+            "=" * 78,
+        ]
+    return lines
+
+
+def result_line(s: Mapping[str, Any]) -> str:
+    """The run's outcome in one line: what the exit code says."""
+    parts = []
+    if s.get("new_violations"):
+        parts.append(f"NEW VIOLATION(S): {', '.join(s['new_violations'])}")
+    if s.get("stale_findings"):
+        parts.append(
+            f"known finding(s) NO LONGER REPRODUCE: {', '.join(s['stale_findings'])} "
+            "(update theory/verify/findings.py)"
+        )
+    if parts:
+        return f"result: {'; '.join(parts)} (exit code 1)"
+    known = [b for b in s.get("violated_bounds", []) if b not in s.get("new_violations", [])]
+    tail = f" beyond the known finding(s) {', '.join(known)}, reproduced" if known else ""
+    return f"result: no bound violated{tail} (exit code 0)"
 
 
 class AtomicDirectory:
@@ -283,6 +380,7 @@ _CSV_FILES = (
     ("tightness.csv", "tightness", TIGHTNESS_COLUMNS),
     ("controls.csv", "controls", CONTROLS_COLUMNS),
     ("hetero.csv", "hetero", HETERO_COLUMNS),
+    ("lower.csv", "lower", LOWER_COLUMNS),
     ("results.csv", "results", RESULTS_COLUMNS),
     ("rates.csv", "rates", RATES_COLUMNS),
     ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
