@@ -12,6 +12,7 @@ import numpy as np
 from theory import bound_cache
 from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound_numeric import CompiledBound
+from theory.check import contradiction
 from theory.check.lower import lower_values
 from theory.check.render import fmt as _fmt
 from theory.check.render import fmt_h as _fmt_h
@@ -264,6 +265,9 @@ def _verdict(checks: Sequence[BoundCheck], algorithm: str) -> tuple[str, str]:
     if not done:
         why = "; ".join(f"{b.name}: {b.reason}" for b in checks) or "no bound selected"
         return "nothing_evaluated", f"nothing checked: every bound was skipped ({why})"
+    pairs = contradiction.contradictions(done)
+    if pairs:
+        return contradiction.CODE, contradiction.verdict(pairs)
     holding = [b for b in done if b.conditions_hold]
     clean = [b for b in holding if b.applicable and not b.caveats]
     if clean:
