@@ -217,7 +217,10 @@ def verify_hetero(
             np.isfinite(lower) & (value > 0), lower / np.where(value > 0, value, 1), -1
         )
         worst = np.argsort(-score)[:top]
-        new = _perturb(bound, d, worst[score[worst] > 0], rng, k)
+        worst = worst[score[worst] > 0]
+        if worst.size == 0:  # no design with a finite ratio to climb from
+            break
+        new = _perturb(bound, d, worst, rng, k)
         if new["alpha"].size == 0:
             break
         low_new = lower_at(bound, new, _inside(bound, new))
