@@ -12,17 +12,20 @@ both against the exact oracle and reports which one it refutes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from theory.check.render import fmt
 from theory.check.report import BoundCheck, LowerValue
 
-__all__ = ["CODE", "REL_TOL", "contradictions", "verdict"]
+__all__ = ["ATOL", "CODE", "REL_TOL", "contradictions", "verdict"]
 
 #: the ``verdict_code`` of a report with a contradiction
 CODE = "contradiction"
-#: a lower bound counts as above an upper bound beyond this relative margin (rounding)
+#: a lower bound counts as above an upper bound beyond this relative margin (rounding) plus
+#: ``ATOL`` times the scale ``2 L F0 + sigma^2 + zeta^2`` (a value that is 0 in exact
+#: arithmetic may come out as 1e-33)
 REL_TOL = 1e-9
+ATOL = 1e-12
 
 
 def _claims_the_run(b: BoundCheck) -> bool:
@@ -34,15 +37,21 @@ def _claims_the_run(b: BoundCheck) -> bool:
     return all("shown false inside its conditions" in c for c in b.caveats)
 
 
-def contradictions(checks: Sequence[BoundCheck]) -> list[tuple[BoundCheck, LowerValue]]:
+def contradictions(
+    checks: Sequence[BoundCheck], values: Mapping[str, float] | None = None
+) -> list[tuple[BoundCheck, LowerValue]]:
     """Every (upper bound, lower bound) pair of the report where the upper bound, claiming the
-    run, is below the lower bound evaluated at the same step."""
+    run, is below the lower bound evaluated at the same step. ``values``: the configuration
+    (its ``L, F0, sigma, zeta`` set the scale of the absolute margin)."""
+    v = values or {}
+    scale = 2 * v.get("L", 0.0) * v.get("F0", 0.0) + v.get("sigma", 0.0) ** 2
+    scale += v.get("zeta", 0.0) ** 2
     out = []
     for b in checks:
         if not _claims_the_run(b):
             continue
         for lo in b.lower_bounds:
-            if lo.value is not None and lo.value > b.value * (1 + REL_TOL):
+            if lo.value is not None and lo.value > b.value * (1 + REL_TOL) + ATOL * scale:
                 out.append((b, lo))
     return out
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from theory.bound import Bound
 from theory.verify.hetero import coverage
-from theory.verify.lower import command
+from theory.verify.lower import ATOL, command, scale_of
 from theory.verify.oracle import REL_TOL, family_of
 
 __all__ = ["crossings"]
@@ -84,14 +84,16 @@ def crossings(
         if not mask.any():
             continue
         value, inside = _values(upper, ds)
-        with np.errstate(all="ignore"):
-            gap = np.where(mask & inside & (value >= 0), claimed / value, np.nan)
-        hit = gap > 1 + REL_TOL
+        margin = ATOL * scale_of(list(ds))
+        hit = mask & inside & (value >= 0) & (claimed > value * (1 + REL_TOL) + margin)
         if not hit.any():
             continue
-        i = int(np.nanargmax(np.where(hit, gap, np.nan)))
-        lower_false = claimed[i] > attained[i] * (1 + REL_TOL)
-        refuted_upper = hit & ~(claimed > attained * (1 + REL_TOL))
+        with np.errstate(all="ignore"):
+            gap = np.where(hit, claimed / value, np.nan)
+        i = int(np.nanargmax(gap))
+        above = claimed > attained * (1 + REL_TOL) + margin  # the lower bound's claim fails
+        lower_false = bool(above[i])
+        refuted_upper = hit & ~above
         rows.append(
             {
                 "upper": upper.name,

@@ -42,6 +42,9 @@ __all__ = [
 ]  # fmt: skip
 
 VIOLATED, NOT_SHOWN_FALSE = "violated", "not shown false"
+#: a claim above 0 counts only beyond this times the scale ``2 L F0 + sigma^2 + zeta^2`` of a
+#: design (a value that is 0 in exact arithmetic may come out as 1e-33)
+ATOL = 1e-12
 OWN, KNOWN = "its own instances", "the known worst case of the class"
 #: the sizes of :func:`verify_lower` for ``palsgd verify --quick``
 QUICK = {"scale": 0.5, "rounds": 1, "top": 2, "k": 2}
@@ -140,13 +143,18 @@ def refuted_by(claimed: float, own: float, known: float) -> str:
     return " and ".join(which)
 
 
+def scale_of(ds: list[dict[str, Any]]) -> np.ndarray:
+    """The scale ``2 L F0 + sigma^2 + zeta^2`` of each design (of :data:`ATOL`)."""
+    return np.array([2 * d["L"] * d["F0"] + d["sigma"] ** 2 + d["zeta"] ** 2 for d in ds])
+
+
 def _ratios(claimed, own, known, ds):
     """claimed/attained per design (``nan``: no test there), attained the smaller of the
     exact value of the bound's own instances and the known worst case."""
-    scale = np.array([2 * d["L"] * d["F0"] + d["sigma"] ** 2 + d["zeta"] ** 2 for d in ds])
+    scale = scale_of(ds)
     best = np.fmin(own, known)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(best > 0, claimed / best, np.where(claimed > 1e-12 * scale, np.inf, 0.0))
+        r = np.where(best > 0, claimed / best, np.where(claimed > ATOL * scale, np.inf, 0.0))
     r = np.where(np.isfinite(best) & np.isfinite(claimed), r, np.nan)
     return r
 
