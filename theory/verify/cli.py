@@ -24,13 +24,9 @@ renamed at the end, so a failed run leaves nothing behind): ``results.json`` (ev
 ``speedup.csv``, ``exact_vs_mc.csv``, ``consensus.csv``, ``summary.txt`` (the exact verdicts,
 tightness and power first) and the plots (PNG and PDF).
 
-Lower bounds (:mod:`theory.verify.lower`) are verified too: refuted where their own
-instances, evaluated exactly, or the known worst case of the class attain less than they
-claim; an upper bound below a lower bound is reported as a contradiction with the side the
-exact oracle refutes (:mod:`theory.verify.crossings`).
-
-Known findings (:mod:`theory.verify.findings`): published statements the verifier is
-expected to refute, each checked to still reproduce at its recorded designs.
+Lower bounds are verified too (:mod:`theory.verify.lower`), and contradictions between
+upper and lower bounds settled (:mod:`theory.verify.crossings`); known findings
+(:mod:`theory.verify.findings`) are checked to still reproduce.
 
 Exit codes: 0 nothing violated beyond the known findings, each of which reproduced; 1 a
 bound that is not a known finding is violated, or a known finding no longer reproduces

@@ -27,6 +27,7 @@ from theory.verify.exact_report import (
     ratio_text,
 )
 from theory.verify.findings import classify
+from theory.verify.outcome import crossing_lines, findings_lines, result_line
 from theory.verify.settings import (
     CONSENSUS_COLUMNS,
     EXACT_COLUMNS,
@@ -229,75 +230,10 @@ def format_summary(report: Mapping[str, Any]) -> str:
                 f"{_fmt(v['bound_value'])}, ratio {_fmt(v['ratio'], '.2f')}"
             )
         lines.append("!" * 78)
-    lines += findings_lines(report.get("findings", []), s)
+    lines += findings_lines(report.get("findings", []))
     lines.append("")
     lines.append(result_line(s))
     return "\n".join(lines)
-
-
-def crossing_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Upper bounds below lower bounds, and which of the two the exact oracle refutes."""
-    lines = []
-    for c in rows:
-        lines += [
-            "",
-            f"CONTRADICTION: {c['upper']} (upper) is below {c['lower']} (lower) at "
-            f"{c['designs']} design(s) inside both; at least one of them is false. At the "
-            f"widest ({_fmt(c['lower_value'])} > {_fmt(c['upper_value'])}) the exact value of "
-            f"the lower bound's own instance is {_fmt(c['exact'])}: the exact oracle refutes "
-            f"{c['refuted']}.",
-            f"  {c['command']}",
-        ]
-    return lines
-
-
-def findings_lines(findings: Sequence[Mapping[str, Any]], s: Mapping[str, Any]) -> list[str]:
-    """The known findings of the run in plain words: what was found, the source, each
-    reproducing design with its exact ratio, the likely corrected statement, where to read."""
-    lines = []
-    for f in findings:
-        ok = f["reproduced"]
-        lines += [
-            "",
-            "=" * 78,
-            f"KNOWN FINDING ({'reproduced' if ok else 'NO LONGER REPRODUCES'}): {f['bound']} "
-            f"= {f['statement']}",
-            f"  source: {f['source']}",
-            f"  what: {f['summary']}.",
-            f"  reproduced exactly at {len(f['designs'])} design(s) inside its conditions:",
-        ]
-        for i, d in enumerate(f["designs"], 1):
-            what = "REPRODUCES" if d["reproduced"] else "does NOT reproduce"
-            lines += [
-                f"   {i}. {d['label']}",
-                f"      measured {_fmt(d['measured'], '.4g')} vs bound "
-                f"{_fmt(d['bound_value'], '.4g')}: ratio {ratio_text(d['ratio'])}, {what}",
-                f"      {d['command']}",
-            ]
-        lines += [
-            f"  likely corrected statement: {f['corrected']} ({f['corrected_reading']}); "
-            "it is verified in this run like every bound",
-            f"  more: {f['docs']}",
-            "=" * 78,
-        ]
-    return lines
-
-
-def result_line(s: Mapping[str, Any]) -> str:
-    """The run's outcome in one line: what the exit code says."""
-    parts = []
-    if s.get("new_violations"):
-        parts.append(f"NEW VIOLATION(S): {', '.join(s['new_violations'])}")
-    if s.get("stale_findings"):
-        parts.append(
-            f"known finding(s) NO LONGER REPRODUCE: {', '.join(s['stale_findings'])} "
-            "(update theory/verify/findings.py)"
-        )
-    if parts:
-        return f"result: {'; '.join(parts)} (exit code 1)"
-    known = [b for b in s.get("violated_bounds", []) if b not in s.get("new_violations", [])]
-    tail = f" beyond the known finding(s) {', '.join(known)}, reproduced" if known else ""
-    return f"result: no bound violated{tail} (exit code 0)"
 
 
 class AtomicDirectory:
