@@ -175,8 +175,9 @@ def _flagged(variants: list[Variant], monkeypatch) -> dict[str, bool]:
         bound = v.build()
         settings = VerifySettings(bounds=(bound.name,), controls_only=True, controls=False)
         if v.oracle == "lower":
-            monkeypatch.setitem(lower_registry._LOWER, bound.name, bound)
-            rep = run_verification(settings, progress=False)
+            with monkeypatch.context() as m:
+                m.setitem(lower_registry._LOWER, bound.name, bound)
+                rep = run_verification(settings, progress=False)
         else:
             with registered(bound):
                 rep = run_verification(settings, progress=False)

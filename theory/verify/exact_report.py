@@ -127,7 +127,7 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
                 t["bound"],
                 term,
                 str(t["designs"]),
-                _f(t["max_ratio"], ".3g") if t["status"] == "tested" else "untested",
+                ratio_text(t["max_ratio"], ".3g") if t["status"] == "tested" else "untested",
             )
         )
     lines += _table(("bound", "term", "designs", "max ratio"), body)
@@ -182,7 +182,7 @@ def _hetero_lines(
         (
             r["bound"],
             "!! VIOLATED !!" if r["verdict"] == "violated" else r["verdict"],
-            _f(r["worst_ratio"], ".4g"),
+            ratio_text(r["worst_ratio"]),
             f"{r['inside']}/{r['designs']}",
         )
         for r in rows
