@@ -64,7 +64,8 @@ def test_a_false_bound_is_flagged_below_the_lower_bound():
     )  # fmt: skip
     rep = check({**LOCAL, "sigma": 0.0, "F0": 1e-6, "zeta": 3.0}, bounds=[false])
     text = rep.to_text()
-    assert "BELOW it: the bound is false" in text
+    assert "CONTRADICTION: this bound is below it" in text
+    assert rep.verdict_code == "contradiction" and "no_drift" in rep.verdict
 
 
 def test_cli_prints_and_writes_them(capsys):

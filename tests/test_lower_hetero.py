@@ -30,7 +30,7 @@ def _gradients(x, L, b, c, R, K):
 
 
 def _simulate(*, alpha, L, b, c, R, K, H, T, p=0.0, eta=0.0, outer="average", gamma=1.0,
-              mu=0.0, runs=1, seed=0, measured="iterates"):  # fmt: skip
+              mu=0.0, runs=1, seed=0, measured="iterates", coins="independent"):  # fmt: skip
     """Direct simulation of the actual instance (gradients of the piecewise functions)."""
     from theory.algorithm import outer_step
 
@@ -44,7 +44,12 @@ def _simulate(*, alpha, L, b, c, R, K, H, T, p=0.0, eta=0.0, outer="average", ga
         if measured == "iterates" or (t % H == 0 and t // H < T // H):
             total += (m * x.mean(axis=0)) ** 2
         g = _gradients(x, L, b, c, R, K)
-        pull = rng.random((K, runs)) < p if p > 0 else np.zeros((K, runs), bool)
+        pull = (
+            rng.random((1 if coins == "shared" else K, runs)) < p
+            if p > 0
+            else np.zeros((K, runs), bool)
+        )
+        pull = np.broadcast_to(pull, (K, runs))
         step = x - alpha / (1 - p) * g
         x = np.where(pull, x - alpha * eta / max(p, 1e-300) * (x - z), step)
         reach = max(reach, float(np.abs(x).max()))
@@ -100,6 +105,22 @@ def test_exact_on_the_piecewise_instance_with_coins(b_over_L, outer, gamma, mu, 
     se = sim.std() / np.sqrt(sim.size)
     assert abs(sim.mean() - ins.value) < 5 * se
     assert abs(sim.mean() - ins.value) < 0.05 * ins.value
+
+
+@pytest.mark.parametrize("coins", ["independent", "shared"])
+@pytest.mark.parametrize("eta", [3.0, 12.0])
+def test_coins_and_an_overshooting_pull(coins, eta):
+    """Shared coins (one coin for every worker) and a pull that overshoots the anchor
+    (alpha eta/p = 1.5 > 1, where 1 - alpha eta/p < 0 flips the interval): Monte Carlo
+    agrees within 5 standard errors and no path leaves [-R, R]."""
+    L, zeta, K, alpha, H, T, p = 1.0, 1.0, 3, 0.05, 8, 48, 0.4
+    kw = dict(p=p, eta=eta, outer="nesterov", gamma=0.6, mu=0.7, coins=coins)
+    ins = instance_value(alpha=alpha, L=L, zeta=zeta, K=K, H=H, T=T, b=0.0, **kw)
+    sim, reach = _simulate(alpha=alpha, L=L, b=ins.b, c=ins.c, R=ins.R, K=K, H=H, T=T,
+                           runs=20000, seed=5, **kw)  # fmt: skip
+    assert reach <= ins.R * (1 + 1e-12)
+    se = sim.std() / np.sqrt(sim.size)
+    assert abs(sim.mean() - ins.value) < 5 * se and ins.value > 0
 
 
 @pytest.mark.parametrize("K", [2, 5])
@@ -249,3 +270,33 @@ def test_long_runs_bound_the_tail_in_closed_form(outer, gamma, mu):
 def test_bad_inputs_are_refused_by_name(extra, match):
     with pytest.raises(UserInputError, match=match):
         get_lower(LB).evaluate(alpha=0.01, L=1, zeta=1, K=4, H=8, T=64, **extra)
+
+
+@pytest.mark.parametrize("eta", [2.0, 6.0])
+def test_the_region_holds_every_coin_path(eta):
+    """Every coin path enumerated (K = 2 workers, 3 rounds of H = 3 steps: 2^18 paths) stays
+    within the region of :func:`theory.lower.region.reach_history`, the overshooting pull
+    (alpha eta/p = 1.5 at eta = 6) included."""
+    from itertools import product
+
+    from theory.algorithm import outer_step
+    from theory.lower.region import reach_history
+
+    L, b, alpha, p, H, rounds = 1.0, -0.5, 0.1, 0.4, 3, 3
+    groups = [(0.5, L, 1.0), (0.5, b, -1.0)]
+    reach = float(reach_history(groups, [(rounds, H)], alpha, p, eta, "sgd", 0.7, 0.5)[-1])
+    coins = np.array(list(product((0, 1), repeat=2 * H * rounds)), dtype=bool)
+    n = coins.shape[0]
+    x, z, buf, far = np.zeros((2, n)), np.zeros(n), np.zeros(n), 0.0
+    h, s = np.array([[L], [b]]), np.array([[1.0], [-1.0]])
+    for r in range(rounds):
+        for t in range(H):
+            pull = coins[:, 2 * (r * H + t) : 2 * (r * H + t) + 2].T
+            grad = x - alpha / (1 - p) * (h * x + s)
+            x = np.where(pull, x - alpha * eta / p * (x - z), grad)
+            far = max(far, float(np.abs(x).max()))
+        z, buf = outer_step(z, buf, z - x.mean(axis=0), outer="sgd", gamma=0.7, mu=0.5)
+        far = max(far, float(np.abs(z).max()))
+        x = np.repeat(z[None], 2, axis=0)
+    assert far <= reach * (1 + 1e-12)
+    assert far > 0.5 * reach  # the interval hull is not loose beyond reason here

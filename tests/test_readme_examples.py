@@ -52,6 +52,10 @@ EXAMPLES: dict[str, tuple[str, list[str]]] = {
     ),
     "palsgd verify --bounds sgd --controls --out reports/controls": ("verify", []),
     "palsgd verify --bounds sgd --at 'L=1 lam_F=1 F0=1 K=2 H=1 T=6 alpha=1'": ("verify", []),
+    "palsgd verify --bounds local_sgd_quadratic_lower --at 'alpha=1 L=1 F0=1 T=10'": (
+        "inproc",
+        [],
+    ),
     "palsgd verify --bound-file docs/examples/my_bound.yaml --out reports/mine_file": (
         "verify",
         [],

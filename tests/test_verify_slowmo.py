@@ -4,9 +4,10 @@ The oracle measures SlowMo as Local SGD with one worker, noise variance ``sigma^
 outer heavy-ball step (:data:`theory.verify.oracle.ALL_REDUCE_ALGORITHMS`); here that is
 checked against a direct propagation of SlowMo's own recursion (paper, eqs. (2)-(3), ``K``
 workers averaging their gradients), the pinned-step designs are checked, and the registered
-statement is shown false at designs inside its conditions (docs/verification.md, Findings),
-while the same theorem with its horizon condition squared and the slow rate at most 1 is not,
-and its false variants are rejected.
+statement is shown false at the designs of the known finding (theory.verify.findings,
+docs/verification.md, section 7), while the registered corrected reading
+(``slowmo_ar_sgd_corrected``: horizon condition squared, slow rate at most 1) is not, and
+its false variants are rejected.
 """
 
 from __future__ import annotations
@@ -21,15 +22,16 @@ import sympy as sp
 from palsgd.cli import main
 from theory import bounds as registry
 from theory import symbols as S
-from theory.bound import Condition
 from theory.verify.controls import power, run_controls
 from theory.verify.designs import isolating, random_points, space_of
 from theory.verify.exact import QUICK_BUDGET, Budget, verify_exact
+from theory.verify.findings import known
 from theory.verify.oracle import evaluate, family_of, parse_design, pinned_step
 from theory.verify.plots_exact import plot_tightness
 from theory.verify.search import Pool, climb, evaluate_points
 
 NAME = "slowmo_ar_sgd"
+CORRECTED = "slowmo_ar_sgd_corrected"
 SMALL = Budget().scaled(0.5)
 
 
@@ -39,26 +41,25 @@ def _at(text: str, K: int, T: int, gamma: float, mu: float) -> str:
     return f"{text} K={K} T={T} gamma={gamma!r} mu={mu!r} heavy_ball=1 alpha={float(alpha)!r}"
 
 
-#: designs inside every condition of the registered statement where it fails
-#: (reproduce: palsgd verify --bounds slowmo_ar_sgd --at '...'). Heavy-ball gradient descent
-#: (one worker, H = 1, no noise) on f = x^2/2 from F0 = 1, at the smallest T the horizon
-#: condition allows (T >= 1 + sqrt(3) 4 mu/(1 - mu) = 132.6): ratio 1.345
-HEAVY_BALL_GD = _at("L=1 lam_F=1 F0=1 H=1", K=1, T=133, gamma=0.05, mu=0.95)
-#: H = 2 noisy steps at alpha L = 3.1, allowed by T >= 1 + sqrt(3) 3 H (1 - gamma)/gamma:
-#: the inner steps diverge (ratio 2.9e11)
-INNER_DIVERGES = _at("L=1 lam_s=1 sigma2=1 H=2", K=1, T=1030, gamma=0.01, mu=0.0)
+#: the designs of the known finding, inside every condition of the registered statement,
+#: where it fails: heavy-ball gradient descent (one worker, H = 1, no noise) on f = x^2/2
+#: from F0 = 1, at the smallest T the horizon condition allows (T >= 1 + sqrt(3) 4 mu/(1 -
+#: mu) = 132.6), ratio 1.345; and H = 2 noisy steps at alpha L = 3.1, allowed by T >= 1 +
+#: sqrt(3) 3 H (1 - gamma)/gamma, where the inner steps diverge (ratio 2.9e11)
+HEAVY_BALL_GD, INNER_DIVERGES = (d.at for d in known(NAME).designs)
 
 
 def _squared_horizon():
-    """Theorem 1 with ``T >= K L^2 (1 + sqrt(3) max{...})^2`` and ``gamma <= 1``."""
-    b = registry.get(NAME)
-    K, L, H, T, mu, g = S.K, S.L, S.H, S.T, S.mu, S.gamma
+    """Theorem 1 with ``T >= K L^2 (1 + sqrt(3) max{...})^2`` and ``gamma <= 1``: the
+    registered corrected reading, checked here against its definition."""
+    b = registry.get(CORRECTED)
+    K, L, H, mu, g = S.K, S.L, S.H, S.mu, S.gamma
     mx = sp.Max(3 * H * (1 - mu - g) / g, 4 * H * mu / (1 - mu), 1)
-    conds = tuple(c for c in b.conditions if c.name != "horizon") + (
-        Condition("horizon", sp.Le(K * L**2 * (1 + sp.sqrt(3) * mx) ** 2, T)),
-        Condition("slow_rate", sp.Le(g, 1)),
-    )
-    return dataclasses.replace(b, name="slowmo_squared", conditions=conds)
+    conds = {c.name: c.relation for c in b.conditions}
+    assert sp.simplify(conds["horizon"].lhs - K * L**2 * (1 + sp.sqrt(3) * mx) ** 2) == 0
+    assert conds["slow_rate"] == sp.Le(g, 1)
+    assert sp.simplify(b.expression - registry.get(NAME).expression) == 0
+    return b
 
 
 def _direct(design: dict, offsets: np.ndarray) -> float:
@@ -125,7 +126,7 @@ def test_oracle_equals_direct_propagation(at):
 def test_the_step_is_pinned_generically():
     """Only a bound stated at one step (equal sides in two conditions) is pinned; its
     designs, the search's included, take the recommended step and stay inside."""
-    assert [n for n in registry.names() if pinned_step(registry.get(n))] == [NAME]
+    assert [n for n in registry.names() if pinned_step(registry.get(n))] == [NAME, CORRECTED]
     b = registry.get(NAME)
     fam = family_of(b)
     assert fam.pinned and fam.all_reduce and fam.outer == "heavy_ball" and not fam.heterogeneous
@@ -171,7 +172,7 @@ def test_registered_statement_is_shown_false(at, capsys):
     assert direct > 1.3 * float(ev.bound[0])
     assert main(["verify", "--bounds", NAME, "--at", at]) == 1
     out = capsys.readouterr().out
-    assert "VIOLATED" in out and "FAILS" not in out
+    assert "VIOLATED (a known finding" in out and "FAILS" not in out
 
 
 def test_search_finds_the_registered_statement_false():
@@ -216,20 +217,21 @@ def test_standard_controls():
 
 
 def test_cli_quick_run(tmp_path, capsys):
-    """The quick run verifies the bound exactly, reports it violated with its reproduce
-    command, and says 'not verifiable' only of the Monte Carlo on nonconvex problems."""
+    """The quick run verifies the bound exactly, reports it as the known finding with its
+    reproduce commands (exit 0: it reproduced), and says 'not verifiable' only of the Monte
+    Carlo on nonconvex problems."""
     out = tmp_path / "all"
     argv = ["verify", "--bounds", NAME, "--quick", "--no-plots", "--no-progress"]
-    assert main([*argv, "--out", str(out)]) == 1
+    assert main([*argv, "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "BOUND VIOLATED (exact): slowmo_ar_sgd" in text
+    assert "violated (known finding)" in text and "KNOWN FINDING (reproduced)" in text
     assert f"palsgd verify --bounds {NAME} --at" in text
     rep = json.loads((out / "results.json").read_text())
     assert [r["bound"] for r in rep["exact"]] == [NAME]
     assert rep["power"]["controls"] == 7
     notes = rep["summary"]["not_verifiable"]
     assert len(notes) == 1 and "Monte Carlo on cosine, logistic" in notes[0]
-    assert main([*argv, "--problems", "quadratic", "--out", str(tmp_path / "q")]) == 1
+    assert main([*argv, "--problems", "quadratic", "--out", str(tmp_path / "q")]) == 0
     assert "not verifiable" not in capsys.readouterr().out
 
 

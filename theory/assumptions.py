@@ -16,6 +16,7 @@ __all__ = [
     "OUTER_AVERAGING",
     "INDEPENDENT_COINS",
     "ALL_ASSUMPTIONS",
+    "coins_of",
 ]
 
 
@@ -80,3 +81,16 @@ ALL_ASSUMPTIONS = (
     OUTER_AVERAGING,
     INDEPENDENT_COINS,
 )
+
+
+def coins_of(name: str, assumptions: tuple[Assumption, ...]) -> str:
+    """``"shared"`` for a statement made for shared coins (all workers pull on the same
+    steps, as in the authors' code), else ``"independent"``.
+
+    Recognised by the statement's name (``...shared...``) or an assumption that mentions
+    shared coins; a statement assuming independent coins (``S3``) is ``"independent"``.
+    """
+    if any(a.key == "S3" for a in assumptions):
+        return "independent"
+    texts = [name] + [f"{a.key} {a.name} {a.statement}" for a in assumptions]
+    return "shared" if any("shared" in t.lower() for t in texts) else "independent"

@@ -4,10 +4,13 @@
 code  name                 meaning
 ===== ==================== ==========================================================
 0     OK                   finished; nothing violated
-1     BOUND_VIOLATED       ``palsgd verify`` only: a bound is violated
+1     BOUND_VIOLATED       ``palsgd verify``: a bound is violated that is not a known
+                           finding, or a known finding no longer reproduces
 2     BAD_INPUT            bad input: a parameter, name, file or path (one line names it)
 3     DIVERGED             ``palsgd train``: the loss or the parameters became NaN/inf
 4     FAILED               a run the command launched failed (a rank, a figure's run)
+5     CONTRADICTION        ``palsgd check``: an upper bound is below a lower bound where both
+                           apply: at least one of them is false (both are named)
 70    INTERNAL_ERROR       a bug in the toolkit: a traceback is printed, please report it
 71    OUT_OF_RESOURCES     out of memory or disk space (the message says which)
 130   INTERRUPTED          interrupted by the user (SIGINT, Ctrl-C)
@@ -26,6 +29,7 @@ __all__ = [
     "BAD_INPUT",
     "DIVERGED",
     "FAILED",
+    "CONTRADICTION",
     "INTERNAL_ERROR",
     "OUT_OF_RESOURCES",
     "INTERRUPTED",
@@ -39,6 +43,7 @@ BOUND_VIOLATED = 1
 BAD_INPUT = 2
 DIVERGED = 3
 FAILED = 4
+CONTRADICTION = 5
 INTERNAL_ERROR = 70
 OUT_OF_RESOURCES = 71
 INTERRUPTED = 130
@@ -47,13 +52,22 @@ BROKEN_PIPE = 141
 #: code -> (name, meaning); the README's table is this one
 TABLE: dict[int, tuple[str, str]] = {
     OK: ("ok", "finished; nothing violated"),
-    BOUND_VIOLATED: ("bound violated", "`palsgd verify` only: an encoded bound is violated"),
+    BOUND_VIOLATED: (
+        "bound violated",
+        "`palsgd verify`: an encoded bound is violated that is not a known finding, or a "
+        "known finding no longer reproduces (`--at`: violated at that design)",
+    ),
     BAD_INPUT: (
         "bad input",
         "a parameter, name, file or output path is invalid; one line names it, no traceback",
     ),
     DIVERGED: ("diverged", "`palsgd train`: the loss or the parameters became NaN/inf"),
     FAILED: ("run failed", "a run the command launched failed (a training rank, a figure's run)"),
+    CONTRADICTION: (
+        "contradiction",
+        "`palsgd check`: an upper bound is below a lower bound where both apply, so at least "
+        "one of them is false (both are named; `palsgd verify` on both says which)",
+    ),
     INTERNAL_ERROR: (
         "internal error",
         "a bug in the toolkit: the traceback is printed; please report it",

@@ -21,7 +21,8 @@ Python use (notebooks, the probe)::
 CLI: ``palsgd check --L 1 --sigma 1 --F0 1 --K 4 --H 32 --T 100000 --lr 0.01 [--json]``,
 ``--config run.yaml`` (keys: parameter names or the authors' flag names; flags override the
 file), ``--preset NAME`` (:mod:`theory.presets`), ``--bound NAME`` (repeatable), ``--eps``.
-Exit status 0 whether or not conditions hold (it is a report); 2 on bad input.
+Exit status 0 whether or not conditions hold (it is a report); 2 on bad input; 5 when an
+upper bound is below a lower bound where both apply (:mod:`~theory.check.contradiction`).
 
 Files: :mod:`~theory.check.evaluate` (:func:`check`, :func:`infer_algorithm`, the verdict),
 :mod:`~theory.check.warnings` (configuration-level findings), :mod:`~theory.check.report`
@@ -29,9 +30,10 @@ Files: :mod:`~theory.check.evaluate` (:func:`check`, :func:`infer_algorithm`, th
 use), :mod:`~theory.check.render` (the text), :mod:`~theory.check.command` (the flags, the
 ``--config`` reader and :func:`run`).
 
-Files: ``evaluate.py`` (the check and its verdict), ``warnings.py`` (findings about the
-configuration), ``report.py`` (result types, JSON), ``render.py`` (text), ``command.py``
-(flags, ``--config``, ``run``).
+Files: ``evaluate.py`` (the check and its verdict), ``contradiction.py`` (an upper bound
+below a lower bound), ``lower.py`` (the lower bounds beside each bound), ``warnings.py``
+(findings about the configuration), ``report.py`` (result types, JSON), ``render.py``
+(text), ``command.py`` (flags, ``--config``, ``run``).
 """
 
 from theory.check.command import add_arguments, load_config, run

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import theory.check as package
+from theory.check import contradiction
 from theory.check.evaluate import ALGORITHMS
 from theory.check.render import fmt as _fmt
+from theory.exitcodes import CONTRADICTION
 from theory.presets import PRESETS, preset_names
 from theory.validation import (
     ALIASES,
@@ -122,8 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``palsgd check``: 0 when some bound was evaluated (whatever the report says),
-    2 when every bound was skipped (the report is printed, then the reason)."""
+    """Run ``palsgd check``: 0 when some bound was evaluated, 2 when every bound was skipped
+    (the report is printed, then the reason), 5 when an upper bound is below a lower bound
+    where both apply (:mod:`theory.check.contradiction`)."""
     if args.list_presets:
         _print_presets(args.json)
         return 0
@@ -148,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         )
         hint = f": give {', '.join('--' + m for m in missing)}" if missing else ""
         raise UserInputError(f"{report.verdict}{hint}")
+    if report.verdict_code == contradiction.CODE:
+        return CONTRADICTION
     return 0
 
 

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from theory import bound_cache
-from theory.assumptions import A3_IID, OUTER_AVERAGING
+from theory.assumptions import A3_IID, OUTER_AVERAGING, coins_of
 from theory.bound_numeric import CompiledBound
+from theory.check import contradiction
 from theory.check.lower import lower_values
 from theory.check.render import fmt as _fmt
 from theory.check.render import fmt_h as _fmt_h
@@ -140,7 +141,8 @@ def _check_bound(
         rep.reason = f"{step} not given and no {step} satisfies the conditions"
     if alpha is not None:
         _at_alpha(rep, b, base, alpha)
-        rep.lower_bounds = lower_values(algorithm, base, alpha, b.measured)
+        coins = coins_of(b.name, b.assumptions)
+        rep.lower_bounds = lower_values(algorithm, base, alpha, b.measured, coins)
     rep.uses_H = "H" in b.parameters
     if rep.uses_H:
         _max_H(rep, b, base)
@@ -242,7 +244,7 @@ def check(
     checks = [_check_bound(b, v, algorithm, eps) for b in chosen]
     usage = usage_warnings(v, chosen)
     warnings += usage
-    verdict_code, verdict = _verdict(checks, algorithm)
+    verdict_code, verdict = _verdict(checks, algorithm, v)
     if any(w.code == "ignored_parameters" for w in usage) and verdict_code != "nothing_evaluated":
         verdict += " (some given parameters are not used by the checked bounds: see warnings)"
     return CheckReport(
@@ -258,12 +260,17 @@ def check(
     )
 
 
-def _verdict(checks: Sequence[BoundCheck], algorithm: str) -> tuple[str, str]:
+def _verdict(
+    checks: Sequence[BoundCheck], algorithm: str, values: Mapping[str, float] | None = None
+) -> tuple[str, str]:
     """The one-line answer of :class:`CheckReport` (see ``verdict_code`` there)."""
     done = [b for b in checks if b.status == "evaluated" and b.alpha is not None]
     if not done:
         why = "; ".join(f"{b.name}: {b.reason}" for b in checks) or "no bound selected"
         return "nothing_evaluated", f"nothing checked: every bound was skipped ({why})"
+    pairs = contradiction.contradictions(done, values)
+    if pairs:
+        return contradiction.CODE, contradiction.verdict(pairs)
     holding = [b for b in done if b.conditions_hold]
     clean = [b for b in holding if b.applicable and not b.caveats]
     if clean:

@@ -37,13 +37,19 @@ def _evaluate(lb, args: dict[str, float], v: Mapping[str, float]) -> float:
 
 
 def lower_values(
-    algorithm: str, v: Mapping[str, float], alpha: float | None, measured: str = "iterates"
+    algorithm: str,
+    v: Mapping[str, float],
+    alpha: float | None,
+    measured: str = "iterates",
+    coins: str = "independent",
 ) -> list[LowerValue]:
     """Every registered lower bound that covers ``algorithm``, at step ``alpha``.
 
     ``measured``: what the upper bound averages (``"iterates"`` or ``"anchors"``); a lower
-    bound is compared only on the same quantity. A lower bound whose parameters the
-    configuration lacks, or that cannot measure the same quantity, is listed with the reason.
+    bound is compared only on the same quantity. ``coins``: the upper bound's coin mode
+    (``"independent"`` or ``"shared"``), which the instances take when the run has pulls. A
+    lower bound whose parameters the configuration lacks, or that cannot measure the same
+    quantity, is listed with the reason.
     """
     out = []
     for lb in lower_bounds():
@@ -64,6 +70,8 @@ def lower_values(
             args.update({k: v[k] for k in optional if k in v and k not in ("gamma", "mu")})
             if optional:
                 args["measured"] = measured
+                if v.get("p", 0) > 0:
+                    args["coins"] = coins
             try:
                 row.value = _evaluate(lb, {"alpha": alpha, **args}, v)
             except UserInputError as exc:

@@ -111,7 +111,7 @@ def _lower_lines(b: BoundCheck) -> list[str]:
         else:
             note = f"this bound is {fmt(b.value / lo.value)} x it"
         if b.conditions_hold and b.value is not None and b.value < lo.value:
-            note = "this bound is BELOW it: the bound is false at this configuration"
+            note = "CONTRADICTION: this bound is below it, so at least one of the two is false"
         out.append(f"     {lo.name}: {fmt(lo.value)}  ({note})")
     return out
 

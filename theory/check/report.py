@@ -117,8 +117,10 @@ class CheckReport:
     ``verdict`` is one line answering "does a theorem cover this configuration?";
     ``verdict_code`` is ``"covered"`` (an applicable bound without caveats whose conditions
     hold), ``"conditions_hold"`` (they hold but a caveat says the bound does not cover the
-    run as configured), ``"conditions_fail"`` or ``"nothing_evaluated"`` (every bound
-    skipped: the CLI then exits with 2, since nothing was checked).
+    run as configured), ``"conditions_fail"``, ``"contradiction"`` (an upper bound claiming
+    the run is below a lower bound: at least one is false, :mod:`theory.check.contradiction`;
+    the CLI exits with 5) or ``"nothing_evaluated"`` (every bound skipped: the CLI then
+    exits with 2, since nothing was checked).
     """
 
     inputs: dict[str, float]

@@ -16,12 +16,14 @@ the heterogeneity ``(1/K) sum_k ||f_k'(x) - f'(x)||^2 <= zeta^2`` holds for ever
 A2 (noise variance <= sigma^2, any sigma >= 0), A3 (heterogeneity <= zeta^2) and A4 (lower
 bounded, gap <= F0, any F0 >= 0) for every ``sigma`` and ``F0``.
 
-Exact value. Started at 0, every iterate of Local SGD / PALSGD (independent coins; outer
-averaging, SGD with momentum or Nesterov) is ``c`` times the iterate of the ``c = 1`` run, and as
-long as every worker stays in ``[-R, R]`` each step is affine in the state. Per round a
-worker ends at ``A z + B`` with ``(A, B)`` depending on its own coins only; the workers are
-independent given ``z``, so the moments ``E z^2, E z`` and the per-step ``E xbar_t^2`` follow
-an exact recursion over the rounds (:func:`unit_value`). The region ``R`` is the largest
+Exact value. Started at 0, every iterate of Local SGD / PALSGD (independent or shared coins;
+outer averaging, SGD with momentum or Nesterov) is ``c`` times the iterate of the ``c = 1``
+run, and as long as every worker stays in ``[-R, R]`` each step is affine in the state. Per
+round a worker ends at ``A z + B`` with ``(A, B)`` depending on the coins only: with
+independent coins each worker's own, independent of the others' given ``z``; with shared
+coins one path for every worker, so the groups' ``(A, B)`` are moved together
+(:func:`_shared_mean_moments`). Either way the moments ``E z^2, E z`` and the per-step
+``E xbar_t^2`` follow an exact recursion over the rounds (:func:`unit_value`). The region ``R`` is the largest
 ``|x|`` any worker or anchor reaches on any coin path (interval propagation; exact for
 ``p = 0``), scaled by ``c``; ``c`` is then the largest value the heterogeneity constraint
 allows. The value
@@ -53,6 +55,7 @@ __all__ = [
     "HeteroInstance",
     "InstanceLowerBound",
     "LOCAL_SGD_HETEROGENEITY_LOWER",
+    "horizons",
     "instance_value",
     "unit_value",
 ]
@@ -126,6 +129,42 @@ def _mean_moments(groups, K: int, per_group) -> tuple[np.ndarray, ...]:
     return eA, eB, eA**2 + cov[0], eA * eB + cov[1], eB**2 + cov[2]
 
 
+def _shared_mean_moments(groups, n: int, alpha: float, p: float, eta: float):
+    """Moments of ``Abar_t, Bbar_t`` (the workers' mean) with shared coins, ``t = 0..n``.
+
+    One coin per step for every worker: the vector ``v = (A_1..A_G, B_1..B_G, 1)`` of the
+    groups' coefficients moves by one of two linear maps (gradient step with probability
+    ``1 - p``, pull with probability ``p``), so ``S = E v v^T`` follows
+    ``S <- (1 - p) M_0 S M_0^T + p M_1 S M_1^T`` exactly; ``Abar = w . A``, ``Bbar = w . B``.
+    """
+    G = len(groups)
+    w = np.array([g[0] for g in groups])
+    beta = alpha * eta / p
+    maps = []
+    for gradient in (True, False):
+        M = np.zeros((2 * G + 1, 2 * G + 1))
+        M[-1, -1] = 1.0
+        for i, (_, h, s) in enumerate(groups):
+            if gradient:  # x <- (1 - alpha h/(1-p)) x - alpha s/(1-p)
+                u = 1.0 - alpha * h / (1.0 - p)
+                M[i, i], M[G + i, G + i], M[G + i, -1] = u, u, -alpha * s / (1.0 - p)
+            else:  # x <- (1 - beta) x + beta z: A gains beta
+                M[i, i], M[i, -1], M[G + i, G + i] = 1.0 - beta, beta, 1.0 - beta
+        maps.append(M)
+    a = np.concatenate([w, np.zeros(G), [0.0]])
+    b = np.concatenate([np.zeros(G), w, [0.0]])
+    S = np.zeros((2 * G + 1, 2 * G + 1))
+    S[:G, :G] = S[:G, -1] = S[-1, :G] = S[-1, -1] = 1.0  # A = 1, B = 0 at t = 0
+    out = np.zeros((5, n + 1))
+    for t in range(n + 1):
+        Sa, Sb = S @ a, S @ b
+        out[:, t] = (Sa[-1], Sb[-1], a @ Sa, a @ Sb, b @ Sb)
+        if t < n:
+            with np.errstate(over="ignore", invalid="ignore"):
+                S = (1.0 - p) * maps[0] @ S @ maps[0].T + p * maps[1] @ S @ maps[1].T
+    return tuple(out)
+
+
 def _round_lengths(H: int, T: int) -> list[tuple[int, int]]:
     """``(rounds, steps per round)``: the full rounds, then the final partial one."""
     return ([(T // H, H)] if T >= H else []) + ([(1, T % H)] if T % H else [])
@@ -153,12 +192,14 @@ def _round_matrix(moments, n: int, Gs, count: str) -> np.ndarray:
 
 
 MEASURED = ("iterates", "anchors")
+#: the coin modes: each worker its own coin, or one coin for every worker (the authors' code)
+COINS = ("independent", "shared")
 
 
 def unit_value(
     *, alpha: float, L: float, b: float, K: int, H: int, T: int, p: float = 0.0,
     eta: float = 0.0, outer: str = "average", gamma: float = 1.0, mu: float = 0.0,
-    measured: str = "iterates", reach: float | None = None,
+    measured: str = "iterates", reach: float | None = None, coins: str = "independent",
 ) -> tuple[float, float]:  # fmt: skip
     """``(value, U)`` for the ``c = 1`` run, ``U`` its reach (``reach``: a known bound on it,
     e.g. from the history of a longer run, :func:`reach_history`). ``value`` is
@@ -166,9 +207,10 @@ def unit_value(
     the ``R = T // H`` full rounds, ``(1/R) sum_{r<R} m^2 E z_r^2`` (``"anchors"``).
 
     Per round the second moments of ``s = (z, buf, 1)`` map linearly, so the full rounds
-    are one matrix power.
+    are one matrix power. ``coins``: ``"independent"`` or ``"shared"`` (:data:`COINS`).
     """
     check_choice("measured", measured, MEASURED)
+    shared = check_choice("coins", coins, COINS) == "shared" and p > 0
     groups = _groups(K, L, b)
     lengths = _round_lengths(H, T)
     if reach is None:
@@ -180,8 +222,12 @@ def unit_value(
     y[8] = y[10] = 1.0  # M = E s s^T with s = (0, 0, 1); the running sum 0
     for rounds, n in lengths:
         count = "iterates" if measured == "iterates" else "anchor" if n == H else "none"
-        per = [_worker_moments(h, s, n, alpha, p, eta) for _, h, s in groups]
-        Phi = _round_matrix(_mean_moments(groups, K, per), n, Gs, count)
+        if shared:
+            mean = _shared_mean_moments(groups, n, alpha, p, eta)
+        else:
+            per = [_worker_moments(h, s, n, alpha, p, eta) for _, h, s in groups]
+            mean = _mean_moments(groups, K, per)
+        Phi = _round_matrix(mean, n, Gs, count)
         with np.errstate(over="ignore", invalid="ignore"):
             y = np.linalg.matrix_power(Phi, rounds) @ y
     denom = T if measured == "iterates" else T // H
@@ -193,7 +239,7 @@ def instance_value(
     *, alpha: float, L: float, zeta: float, K: int, H: int, T: int, b: float,
     p: float = 0.0, eta: float = 0.0, outer: str = "average", gamma: float = 1.0,
     mu: float = 0.0, horizon: int | None = None, measured: str = "iterates",
-    reach: float | None = None,
+    reach: float | None = None, coins: str = "independent", charge_region: bool = True,
 ) -> HeteroInstance:  # fmt: skip
     """The instance at curvature ``b`` (``-L < b <= L``) with the largest ``c`` allowed.
 
@@ -201,6 +247,9 @@ def instance_value(
     and the value counts only them, ``(1/T) sum_{t<T'}``: the later terms are ``>= 0``, so
     it is still a lower bound on the average over ``T`` steps. With coins the region must
     hold for every coin path, which widens with the horizon; a shorter one can give more.
+    ``charge_region = False`` drops the region's term ``(L - b) R/2`` from the heterogeneity
+    budget: the instance then leaves the class (only a negative control of the verifier
+    asks for it, :mod:`theory.verify.lower`).
     """
     if not -L < b <= L:
         raise UserInputError(f"b = {b} must lie in (-L, L] = (-{L}, {L}]")
@@ -209,16 +258,16 @@ def instance_value(
         return HeteroInstance(L, b, K, 0.0, 0.0, 0.0)
     unit, U = unit_value(
         alpha=alpha, L=L, b=b, K=K, H=H, T=Tp, p=p, eta=eta, outer=outer, gamma=gamma, mu=mu,
-        measured=measured, reach=reach,
+        measured=measured, reach=reach, coins=coins,
     )  # fmt: skip
     if not (math.isfinite(U) and math.isfinite(unit)):
         return HeteroInstance(L, b, K, 0.0, math.inf, 0.0)
-    c = zeta * math.sqrt(K / (2 * (K // 2))) / (1.0 + 0.5 * (L - b) * U)
+    c = zeta * math.sqrt(K / (2 * (K // 2))) / (1.0 + charge_region * 0.5 * (L - b) * U)
     share = Tp / T if measured == "iterates" else (Tp // H) / max(T // H, 1)
     return HeteroInstance(L, b, K, c, c * U, c * c * unit * share)
 
 
-def _horizons(H: int, T: int, p: float) -> list[int]:
+def horizons(H: int, T: int, p: float) -> list[int]:
     """``T`` without coins; with coins ``H 2^k < T`` and then ``T`` (see
     :func:`instance_value`), shortest first, none beyond :data:`MAX_COIN_STEPS` (then
     that many steps, part of the first round)."""
@@ -239,6 +288,9 @@ class InstanceLowerBound:
 
     Same reading as every lower bound of :mod:`theory.lower` (``kind = "lower"``): no valid
     upper bound may be below it inside its conditions. ``evaluate`` takes scalars.
+    ``attained_on``: the family its value is attained on (``"two_curvature"``), which the
+    verifier evaluates exactly with code of its own; ``charge_region``: see
+    :func:`instance_value`.
     """
 
     name: str
@@ -251,22 +303,26 @@ class InstanceLowerBound:
     notes: str = ""
     b_grid: Sequence[float] = B_GRID
     kind: str = "lower"
+    attained_on: str = "two_curvature"
+    charge_region: bool = True
 
     def instances(self, **values: Any) -> list[HeteroInstance]:
         """The instance at each ``b`` of the grid and each horizon (value, ``c``, region)."""
         v = self._inputs(values)
         out = []
         H, T = v["H"], v["T"]
-        horizons = _horizons(H, T, v["p"])
+        spans = horizons(H, T, v["p"])
         for f in self.b_grid:
             best = 0.0
             hist = reach_history(
-                _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, max(horizons)),
+                _groups(v["K"], v["L"], f * v["L"]), _round_lengths(H, max(spans)),
                 v["alpha"], v["p"], v["eta"], v["outer"], v["gamma"], v["mu"],
             )  # fmt: skip
-            for n in horizons:
+            for n in spans:
                 U = float(hist[-1] if n == T else hist[n // H - 1])
-                ins = instance_value(b=f * v["L"], horizon=n, reach=U, **v)
+                ins = instance_value(
+                    b=f * v["L"], horizon=n, reach=U, charge_region=self.charge_region, **v
+                )
                 out.append(ins)
                 if ins.value < 0.5 * best:  # past the best horizon: longer ones cost more
                     break
@@ -281,7 +337,7 @@ class InstanceLowerBound:
         missing = sorted(set(self.parameters) - set(values))
         if missing:
             raise UserInputError(f"{self.name}: missing parameter(s) {missing}")
-        known = set(self.parameters) | set(self.optional) | {"outer", "measured"}
+        known = set(self.parameters) | set(self.optional) | {"outer", "measured", "coins"}
         # sigma and F0: the instances have no noise and no initial gap, in the class for any
         unknown = sorted(set(values) - known - {"sigma", "F0"})
         if unknown:
@@ -293,6 +349,7 @@ class InstanceLowerBound:
         v = {**self.optional, **{k: x for k, x in values.items() if k in known}}
         outer = v.pop("outer", None)
         measured = check_choice("measured", v.pop("measured", "iterates"), MEASURED)
+        coins = check_choice("coins", v.pop("coins", "independent"), COINS)
         num = validate({k: x for k, x in v.items()})
         out: dict[str, Any] = {k: float(np.asarray(x).reshape(())) for k, x in num.items()}
         for k in ("K", "H", "T"):
@@ -304,14 +361,14 @@ class InstanceLowerBound:
                 f"outer: say which outer optimiser ({list(OUTERS)})"
             )
         outer = check_choice("outer optimiser", outer or "average", OUTERS)
-        return {**out, "outer": outer, "measured": measured}
+        return {**out, "outer": outer, "measured": measured, "coins": coins}
 
 
 LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
     name="local_sgd_heterogeneity_lower",
     title="Local SGD / PALSGD: exact value on a two-curvature heterogeneous instance (lower bound)",
     provenance=(
-        "derived here: exact moments of Local SGD / PALSGD (independent coins) on the "
+        "derived here: exact moments of Local SGD / PALSGD (independent or shared coins) on the "
         "piecewise-quadratic instances of theory.lower.hetero (docs/lower_bounds.md)"
     ),
     algorithms=("local_sgd", "palsgd", "diloco"),

@@ -26,7 +26,12 @@ import numpy as np
 
 from theory.validation import UserInputError, validate
 
-__all__ = ["ClosedFormLowerBound", "LOCAL_SGD_QUADRATIC_LOWER", "quadratic_lower"]
+__all__ = [
+    "ClosedFormLowerBound",
+    "LOCAL_SGD_QUADRATIC_LOWER",
+    "QUADRATIC_LOWER_TERMS",
+    "quadratic_lower",
+]
 
 
 def quadratic_lower(alpha: Any, L: Any, sigma: Any, K: Any, T: Any, F0: Any) -> Any:
@@ -39,12 +44,47 @@ def quadratic_lower(alpha: Any, L: Any, sigma: Any, K: Any, T: Any, F0: Any) -> 
     return 2 * L * F0 * avg + L**2 * alpha**2 * sigma**2 / (K * (1 - r)) * (1 - avg)
 
 
+def _transient(alpha: Any, L: Any, T: Any) -> Any:
+    """``(1/T) sum_{t<T} r^t`` with ``r = (1 - alpha L)^2``."""
+    r = (1 - alpha * L) ** 2
+    return (1 - r**T) / (T * (1 - r))
+
+
+#: the additive terms of :func:`quadratic_lower` (their sum), each ``(text, formula)``:
+#: the initial gap's transient, the noise floor, and the noise's transient (negative)
+QUADRATIC_LOWER_TERMS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    (
+        "2 L F0 (1 - r^T)/(T (1 - r))",
+        lambda alpha, L, sigma, K, T, F0: 2 * L * F0 * _transient(alpha, L, T),
+    ),
+    (
+        "L^2 alpha^2 sigma^2/(K (1 - r))",
+        lambda alpha, L, sigma, K, T, F0: (
+            L**2 * alpha**2 * sigma**2 / (K * (1 - (1 - alpha * L) ** 2))
+        ),
+    ),
+    (
+        "-L^2 alpha^2 sigma^2 (1 - r^T)/(K T (1 - r)^2)",
+        lambda alpha, L, sigma, K, T, F0: (
+            -(L**2)
+            * alpha**2
+            * sigma**2
+            / (K * (1 - (1 - alpha * L) ** 2))
+            * _transient(alpha, L, T)
+        ),
+    ),
+)
+
+
 @dataclass(frozen=True, eq=False)
 class ClosedFormLowerBound:
     """A lower bound given by a closed form ``formula(**parameters)``.
 
     ``kind = "lower"``: a valid upper bound is never below it inside its own conditions.
-    ``evaluate`` takes numbers or arrays; :meth:`expression` is the sympy form.
+    ``evaluate`` takes numbers or arrays; :meth:`expression` is the sympy form. ``terms``:
+    the formula's additive terms ``(text, formula)`` (their sum is ``formula``), for
+    :meth:`term_values`; ``attained_on``: the family of instances its value is attained on
+    (``"quadratic"``: the isotropic quadratic), which the verifier evaluates exactly.
     """
 
     name: str
@@ -55,6 +95,8 @@ class ClosedFormLowerBound:
     formula: Callable[..., Any]
     derived_here: bool = True
     notes: str = ""
+    terms: tuple[tuple[str, Callable[..., Any]], ...] = ()
+    attained_on: str = ""
     kind: str = "lower"
 
     def _inputs(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -69,6 +111,12 @@ class ClosedFormLowerBound:
         v = self._inputs(values)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return np.asarray(self.formula(**v), dtype=float)
+
+    def term_values(self, **values: Any) -> list[np.ndarray]:
+        """Each of :attr:`terms` at ``values`` (their sum is :meth:`evaluate`)."""
+        v = self._inputs(values)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return [np.asarray(f(**v), dtype=float) for _, f in self.terms]
 
     def expression(self) -> Any:
         """The closed form as a sympy expression in :mod:`theory.symbols`."""
@@ -88,6 +136,8 @@ LOCAL_SGD_QUADRATIC_LOWER = ClosedFormLowerBound(
     algorithms=("sgd", "local_sgd"),
     parameters=("alpha", "L", "sigma", "K", "T", "F0"),
     formula=quadratic_lower,
+    terms=QUADRATIC_LOWER_TERMS,
+    attained_on="quadratic",
     notes=(
         "A lower bound (kind = 'lower'): no valid Local SGD or minibatch-SGD upper bound "
         "at the same (alpha, K, T, L, sigma, F0) may be smaller inside its conditions. It "

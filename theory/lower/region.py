@@ -164,8 +164,8 @@ def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarra
 
     ``p = 0``: the one path, exactly. ``p > 0``: interval propagation, each step the hull of
     the gradient branch's and the pull branch's images of the current interval (the pull
-    mixes with the anchor's interval), and at each sync the box of :func:`_sync_box`: every
-    coin path's iterates lie inside.
+    mixes with the anchor's interval, with either sign of ``1 - alpha eta/p``), and at each
+    sync the box of :func:`_sync_box`: every coin path's iterates lie inside.
     """
     if p == 0:
         return _reach_points(groups, lengths, alpha, outer, gamma, mu)
@@ -181,8 +181,10 @@ def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarra
                 q, off = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
                 for _ in range(n):
                     g0, g1 = sorted((q * lo + off, q * hi + off))
-                    pl = ((1 - beta) * lo + beta * zlo, (1 - beta) * hi + beta * zhi)
-                    lo, hi = min(g0, *pl), max(g1, *pl)
+                    # the pull (1 - beta) x + beta z over both intervals; 1 - beta < 0 when
+                    # the pull overshoots (alpha eta/p > 1), and then lo maps to the top
+                    x0, x1 = sorted(((1 - beta) * lo, (1 - beta) * hi))
+                    lo, hi = min(g0, x0 + beta * zlo), max(g1, x1 + beta * zhi)
                     reach = max(reach, abs(lo), abs(hi))
                 ends.append((lo, hi))
             xlo = sum(w * e[0] for (w, _, _), e in zip(groups, ends, strict=True))

@@ -13,23 +13,34 @@ conditions. The run is a straight line, one file per role:
   worst case of one bound;
 * :mod:`~theory.verify.pinned`: bounds stated at one step (designs take that step);
 * :mod:`~theory.verify.hetero`: the second exact oracle, heterogeneous two-curvature
-  instances (:mod:`theory.lower.hetero`), for the heterogeneity terms;
+  instances (:mod:`theory.lower.hetero`), for every bound whose assumptions admit
+  heterogeneous workers;
 * :mod:`~theory.verify.controls`: false variants of a bound and the detection power;
+* :mod:`~theory.verify.lower`, :mod:`~theory.verify.lower_designs`,
+  :mod:`~theory.verify.lower_witness`: lower bounds verified against their own instances
+  (exact, by the verifier's own code) and the known worst case of the class, with their
+  controls; :mod:`~theory.verify.crossings`: an upper bound below a lower bound, settled by
+  the exact oracle;
+* :mod:`~theory.verify.findings`: the known findings (published statements the verifier is
+  expected to refute), checked to still reproduce; they set the exit code;
 * :mod:`~theory.verify.sampling`, :mod:`~theory.verify.montecarlo`,
   :mod:`~theory.verify.stats`: Monte-Carlo tests where no exact recursion exists
   (nonconvex problems, EASGD);
 * :mod:`~theory.verify.checks`, :mod:`~theory.verify.agreement`: rate in ``T``, speed-up in
   ``K``, exact vs Monte Carlo, consensus vs ``H``;
-* :mod:`~theory.verify.run`, :mod:`~theory.verify.report`, :mod:`~theory.verify.plots`,
-  :mod:`~theory.verify.cli`: the main job, its report files and the command line.
+* :mod:`~theory.verify.run`, :mod:`~theory.verify.stages`, :mod:`~theory.verify.report`,
+  :mod:`~theory.verify.plots`, :mod:`~theory.verify.cli`: the main job (its exact stages),
+  its report files and the command line.
 
 Files: ``settings.py`` (settings, verdicts, columns), ``designs.py``, ``oracle.py``,
 ``search.py``, ``exact.py``, ``exact_report.py`` (exact verification on quadratics),
 ``pinned.py`` (bounds stated at one step), ``hetero.py`` (heterogeneous instances),
-``controls.py`` (negative controls), ``bound_file.py`` (user bounds), ``at.py`` (one
-design), ``sampling.py``, ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py``
-(Monte Carlo on nonconvex problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the
-whole run), ``report.py``, ``plots.py``, ``plots_exact.py``, ``cli.py``.
+``controls.py`` (negative controls), ``lower.py``, ``lower_designs.py``,
+``lower_witness.py`` (lower bounds), ``crossings.py`` (contradictions), ``findings.py``
+(known findings), ``bound_file.py`` (user bounds), ``at.py`` (one design), ``sampling.py``,
+``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py`` (Monte Carlo on nonconvex
+problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the whole run), ``stages.py``
+(its exact stages), ``report.py``, ``plots.py``, ``plots_exact.py``, ``cli.py``.
 """
 
 from theory.verify import settings

@@ -2,15 +2,21 @@
 
 ``DESIGN`` is the ``key=value`` text that every reproduce command of a report carries
 (:func:`theory.verify.oracle.design_text`); the measured value, the bound, its terms and
-its conditions are printed.
+its conditions are printed. For a lower bound (:mod:`theory.verify.lower`) the design is
+``alpha, L, sigma, F0, zeta, K, H, T, p, eta, gamma, mu, outer, measured, coins`` and the
+claim, its own instances' exact value and the known worst case are printed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 from theory.check import jsonable
 from theory.validation import UserInputError
+from theory.verify import lower as lower_check
+from theory.verify.findings import known
 from theory.verify.oracle import (
     REL_TOL,
     bound_params,
@@ -20,7 +26,7 @@ from theory.verify.oracle import (
     parse_design,
 )
 from theory.verify.report import _fmt
-from theory.verify.run import resolve_bounds
+from theory.verify.run import is_lower, resolve_bounds
 from theory.verify.settings import VerifySettings
 
 __all__ = ["run_at"]
@@ -33,6 +39,8 @@ def run_at(settings: VerifySettings, at: str, *, as_json: bool = False) -> int:
     if not settings.bounds or len(bounds) != 1:
         raise UserInputError("--at needs exactly one --bounds NAME")
     bound = bounds[0]
+    if is_lower(bound):
+        return _run_at_lower(bound.name, at, as_json)
     fam = family_of(bound)
     if not fam.exact:
         raise UserInputError(
@@ -64,5 +72,19 @@ def run_at(settings: VerifySettings, at: str, *, as_json: bool = False) -> int:
             print(f"  condition {name}: {'holds' if ok else 'FAILS'}")
         for t, v in out["terms"].items():
             print(f"  term {t} = {v:.6g}")
-        print("  VIOLATED" if violated else "  not violated here")
+        finding = known(bound.name)
+        note = f" (a known finding: {finding.docs})" if violated and finding else ""
+        print(("  VIOLATED" if violated else "  not violated here") + note)
     return 1 if violated else 0
+
+
+def _run_at_lower(name: str, at: str, as_json: bool) -> int:
+    """``--at`` for a lower bound (:func:`theory.verify.lower.at`): 1 if refuted there."""
+    design = lower_check.parse_at(at)
+    if as_json:
+        with contextlib.redirect_stdout(io.StringIO()):
+            out = lower_check.at(name, **design)
+        print(json.dumps(jsonable({"bound": name, "design": design, **out}), indent=1))
+    else:
+        out = lower_check.at(name, **design)
+    return 1 if out["violated"] else 0

@@ -19,13 +19,20 @@
 
 Output (``--out``, default ``reports/verify``; written to a temporary sibling directory and
 renamed at the end, so a failed run leaves nothing behind): ``results.json`` (everything),
-``exact.csv``, ``tightness.csv``, ``controls.csv``, ``results.csv``, ``rates.csv``,
+``exact.csv``, ``tightness.csv``, ``controls.csv``, ``hetero.csv``, ``lower.csv``,
+``results.csv``, ``rates.csv``,
 ``speedup.csv``, ``exact_vs_mc.csv``, ``consensus.csv``, ``summary.txt`` (the exact verdicts,
 tightness and power first) and the plots (PNG and PDF).
 
-Exit codes: 0 no bound violated, 1 a bound is violated (listed prominently at the end),
-2 bad input (unknown bound or problem, invalid numbers, a declared constant that sampling
-shows false, an unwritable output directory, a run that would check nothing).
+Lower bounds are verified too (:mod:`theory.verify.lower`), and contradictions between
+upper and lower bounds settled (:mod:`theory.verify.crossings`); known findings
+(:mod:`theory.verify.findings`) are checked to still reproduce.
+
+Exit codes: 0 nothing violated beyond the known findings, each of which reproduced; 1 a
+bound that is not a known finding is violated, or a known finding no longer reproduces
+(listed prominently at the end); 2 bad input (unknown bound or problem, invalid numbers, a
+declared constant that sampling shows false, an unwritable output directory, a run that
+would check nothing).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from theory.verify.at import run_at
 from theory.verify.exact_report import format_exact
 from theory.verify.oracle import family_of
 from theory.verify.report import _fmt
+from theory.verify.run import is_lower
 
 __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
 
@@ -86,8 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd verify``."""
     d = V.VerifySettings()
     parser.epilog = (
-        "exit codes: 0 no bound violated, 1 some bound violated, 2 bad input, "
-        "130 interrupted. "
+        "exit codes: 0 nothing violated beyond the known findings (each reproduced), 1 a new "
+        "violation or a known finding that no longer reproduces, 2 bad input, 130 interrupted. "
         f"Default problems: {' '.join(V.DEFAULT_PROBLEMS)}."
     )
     _add_sampling_arguments(parser, d)
@@ -304,7 +312,8 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
 def _checked_anything(report: dict[str, Any]) -> bool:
     """True when the run reached at least one verdict (exact, or a decided MC test)."""
     c = report["summary"]["counts"]
-    return bool(report.get("exact")) or c.get("holds", 0) + c.get("violated", 0) > 0
+    exact = bool(report.get("exact") or report.get("lower"))
+    return exact or c.get("holds", 0) + c.get("violated", 0) > 0
 
 
 def _print_report(report: dict[str, Any], out: str, total_s: float) -> None:
@@ -359,16 +368,18 @@ def _print_report(report: dict[str, Any], out: str, total_s: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the verification; exit code 0 (no violation), 1 (a bound violated), 2 (bad input)."""
+    """Run the verification; exit code 0 (nothing violated beyond the known findings, each
+    reproduced), 1 (a new violation, or a known finding that no longer reproduces), 2 (bad
+    input)."""
     t0 = time.perf_counter()
     settings = settings_from_args(args)
     if args.at is not None:
         return run_at(settings, args.at, as_json=args.json)
     bounds = V.resolve_bounds(settings.bounds, settings.bound_file)  # fail before writing
-    if settings.controls_only and not any(family_of(b).exact for b in bounds):
+    if settings.controls_only and not any(is_lower(b) or family_of(b).exact for b in bounds):
         raise UserInputError(
-            "--controls needs a bound with an exact oracle (algorithm sgd, local_sgd or "
-            f"palsgd); selected: {[b.name for b in bounds]}"
+            "--controls needs a lower bound or a bound with an exact oracle (algorithm sgd, "
+            f"local_sgd or palsgd); selected: {[b.name for b in bounds]}"
         )
     V.resolve_problems(settings.problems)
     with V.AtomicDirectory(args.out) as tmp:

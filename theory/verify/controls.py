@@ -45,7 +45,7 @@ class Control:
     def rejected_by(self) -> str:
         """``"quadratics"``, ``"heterogeneous instances"`` (the first that rejects) or ``""``."""
         if self.result is not None and self.result.verdict == VIOLATED:
-            return "quadratics"
+            return getattr(self.result, "refuted_by", "") or "quadratics"
         if self.hetero is not None and self.hetero.verdict == VIOLATED:
             return "heterogeneous instances"
         return ""
@@ -114,12 +114,24 @@ def run_controls(
 
 
 def power(controls: list[Control]) -> dict:
-    """Detection power: controls rejected / controls run, per bound and overall."""
+    """Detection power: controls rejected / controls run, overall, per bound and per kind
+    of statement (``"upper"``, ``"lower"``: the controls of the lower bounds,
+    :mod:`theory.verify.lower`)."""
     run = [c for c in controls if c.result is not None]
     per: dict[str, dict[str, int]] = {}
+    kinds: dict[str, dict[str, Any]] = {}
     for c in run:
-        d = per.setdefault(c.parent, {"controls": 0, "rejected": 0})
-        d["controls"] += 1
-        d["rejected"] += c.status == REJECTED
+        kind = getattr(c.bound, "kind", "upper")
+        for d in (per.setdefault(c.parent, {}), kinds.setdefault(kind, {})):
+            d["controls"] = d.get("controls", 0) + 1
+            d["rejected"] = d.get("rejected", 0) + (c.status == REJECTED)
+    for d in kinds.values():
+        d["power"] = d["rejected"] / d["controls"]
     n, k = len(run), sum(c.status == REJECTED for c in run)
-    return {"controls": n, "rejected": k, "power": k / n if n else None, "per_bound": per}
+    return {
+        "controls": n,
+        "rejected": k,
+        "power": k / n if n else None,
+        "per_bound": per,
+        "by_kind": kinds,
+    }

@@ -10,8 +10,10 @@ __all__ = [
     "TIGHTNESS_COLUMNS",
     "CONTROLS_COLUMNS",
     "HETERO_COLUMNS",
+    "LOWER_COLUMNS",
     "exact_summary",
     "format_exact",
+    "ratio_text",
 ]
 
 #: columns of ``exact.csv`` (one row per bound verified exactly)
@@ -30,6 +32,20 @@ CONTROLS_COLUMNS = (
 HETERO_COLUMNS = (
     "bound", "verdict", "designs", "inside", "worst_ratio", "elapsed_s", "worst_command",
 )  # fmt: skip
+#: columns of ``lower.csv`` (one row per lower bound; ratio = claimed / attained exactly)
+LOWER_COLUMNS = (
+    "bound", "verdict", "designs", "inside", "worst_ratio", "worst_claimed", "worst_attained",
+    "refuted_by", "elapsed_s", "worst_command",
+)  # fmt: skip
+
+
+def ratio_text(x: Any, spec: str = ".4g") -> str:
+    """A ratio measured/bound as the report prints it; ``inf`` (the exact second moment
+    overflowed) reads "inf (the iterates diverge)"."""
+    if x is None:
+        return "-"
+    v = float(x)
+    return "inf (the iterates diverge)" if v == float("inf") else format(v, spec)
 
 
 def exact_summary(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,13 +93,18 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
     """The exact verdicts, the per-term tightness table and the controls, as text."""
     exact = report.get("exact", [])
     if not exact:
-        return ""
+        return "\n".join(_lower_lines(report.get("lower", []))[1:] + _power_lines(report))
     lines = ["exact verification on quadratics (no statistics: the measured value is exact)"]
+    known = {f["bound"] for f in report.get("findings", [])}
     body = [
         (
             r["bound"],
-            "!! VIOLATED !!" if r["verdict"] == "violated" else r["verdict"],
-            _f(r["worst_ratio"], ".4g"),
+            (
+                ("violated (known finding)" if r["bound"] in known else "!! VIOLATED !!")
+                if r["verdict"] == "violated"
+                else r["verdict"]
+            ),
+            ratio_text(r["worst_ratio"]),
             f"{r['inside']}/{r['designs']}",
             _f(r["vacuous_share"], ".0%") if r["vacuous_share"] is not None else "-",
         )
@@ -93,7 +114,7 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
     lines.append("")
     lines.append("worst design per bound (reproduce with the command):")
     for r in exact:
-        lines.append(f"  {r['bound']}: ratio {_f(r['worst_ratio'], '.4g')}")
+        lines.append(f"  {r['bound']}: ratio {ratio_text(r['worst_ratio'])}")
         if r["worst_command"]:
             lines.append(f"    {r['worst_command']}")
     lines.append("")
@@ -106,31 +127,53 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
                 t["bound"],
                 term,
                 str(t["designs"]),
-                _f(t["max_ratio"], ".3g") if t["status"] == "tested" else "untested",
+                ratio_text(t["max_ratio"], ".3g") if t["status"] == "tested" else "untested",
             )
         )
     lines += _table(("bound", "term", "designs", "max ratio"), body)
-    lines += _hetero_lines(report.get("hetero", []))
-    pw = report.get("power") or {}
-    if pw.get("controls"):
-        lines.append("")
-        lines.append(
-            f"negative controls (each term halved, each removed, bound x 0.9): "
-            f"{pw['rejected']}/{pw['controls']} rejected, detection power {pw['power']:.0%}"
-        )
-        for name, d in pw["per_bound"].items():
-            lines.append(f"  {name}: {d['rejected']}/{d['controls']} rejected")
-        lines.append(
-            "  'not shown false' = the exact oracle never exceeded it on the searched designs "
-            "(it may be true); never counted as a pass"
-        )
+    lines += _hetero_lines(report.get("hetero", []), report.get("hetero_skipped", []))
+    lines += _lower_lines(report.get("lower", []))
+    lines += _power_lines(report)
     return "\n".join(lines)
 
 
-def _hetero_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The heterogeneous-instance verdicts (:mod:`theory.verify.hetero`)."""
+def _lower_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The lower-bound verdicts (:mod:`theory.verify.lower`)."""
     if not rows:
         return []
+    lines = [
+        "",
+        "lower bounds (claimed / attained exactly by their own instances or by the known "
+        "worst case of the class; above 1 refutes):",
+    ]
+    body = [
+        (
+            r["bound"],
+            "!! VIOLATED !!" if r["verdict"] == "violated" else r["verdict"],
+            ratio_text(r["worst_ratio"]),
+            f"{r['inside']}/{r['designs']}",
+            r["refuted_by"] or "-",
+        )
+        for r in rows
+    ]
+    lines += _table(("bound", "verdict", "worst ratio", "tested/designs", "refuted by"), body)
+    for r in rows:
+        if r["worst_command"]:
+            lines.append(f"  {r['bound']}: {r['worst_command']}")
+    return lines
+
+
+def _hetero_lines(
+    rows: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]] = ()
+) -> list[str]:
+    """The heterogeneous-instance verdicts (:mod:`theory.verify.hetero`) and the bounds they
+    do not test, with the reason."""
+    if not rows and not skipped:
+        return []
+    if not rows:
+        return ["", "heterogeneous instances: no bound of this run is tested on them"] + [
+            f"  {r['bound']}: not tested ({r['reason']})" for r in skipped
+        ]
     lines = [
         "",
         "heterogeneous instances (two curvatures, sigma = 0, F0 = 0; exact value / bound):",
@@ -139,7 +182,7 @@ def _hetero_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         (
             r["bound"],
             "!! VIOLATED !!" if r["verdict"] == "violated" else r["verdict"],
-            _f(r["worst_ratio"], ".4g"),
+            ratio_text(r["worst_ratio"]),
             f"{r['inside']}/{r['designs']}",
         )
         for r in rows
@@ -148,4 +191,29 @@ def _hetero_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     for r in rows:
         if r["worst_command"]:
             lines.append(f"  {r['bound']}: {r['worst_command']}")
+    lines += [f"  {r['bound']}: not tested ({r['reason']})" for r in skipped]
+    return lines
+
+
+def _power_lines(report: Mapping[str, Any]) -> list[str]:
+    """The negative controls' detection power: overall, per kind of statement, per bound."""
+    lines: list[str] = []
+    pw = report.get("power") or {}
+    if pw.get("controls"):
+        lines.append("")
+        lines.append(
+            f"negative controls (upper bounds: each term halved, each removed, bound x 0.9; "
+            f"lower bounds: x 1.5, x 2, each term removed that raises it): "
+            f"{pw['rejected']}/{pw['controls']} rejected, detection power {pw['power']:.0%}"
+        )
+        for kind, d in (pw.get("by_kind") or {}).items():
+            lines.append(
+                f"  {kind} bounds: {d['rejected']}/{d['controls']} rejected ({d['power']:.0%})"
+            )
+        for name, d in pw["per_bound"].items():
+            lines.append(f"  {name}: {d['rejected']}/{d['controls']} rejected")
+        lines.append(
+            "  'not shown false' = the exact oracle never exceeded it on the searched designs "
+            "(it may be true); never counted as a pass"
+        )
     return lines

@@ -8,6 +8,15 @@ exact value is a lower bound on the worst case over the class. A bound (or a neg
 control) that is below it by more than ``REL_TOL`` at a design inside its conditions is
 **violated** there; otherwise it is **not shown false** on these instances.
 
+Which bounds (:func:`coverage`): decided by the bound's assumptions, never by the symbols of
+its formula. A bound admits heterogeneous workers unless it declares identical workers
+explicitly (the i.i.d. assumption ``A3iid``); every such bound for Local SGD, DiLoCo or
+PALSGD (independent or shared coins) is checked here, whether or not its formula mentions
+``zeta``: a bound that drops its heterogeneity terms is then compared with instances whose
+heterogeneity it ignores. Minibatch SGD and all-reduce algorithms are not: their workers
+take every gradient at one common point, so the mean step is ``grad f`` plus noise on any
+instance and heterogeneity has no effect to test.
+
 Designs: ``sigma = 0``, ``F0 = 0`` (every term without ``zeta`` vanishes), random ``L``,
 ``K``, ``H``, ``T``, ``p``, ``eta``, ``gamma``, ``mu`` and a step up to the bound's largest,
 then a few rounds of perturbing the worst ones (step, ``H``, ``T``, ``p``, ``eta``). A bound
@@ -33,7 +42,8 @@ from theory.verify.controls import controls_of
 from theory.verify.oracle import REL_TOL, family_of
 
 __all__ = [
-    "HeteroResult", "QUICK", "applies", "at", "designs_for", "lower_at", "judge", "verify_hetero",
+    "HeteroResult", "QUICK", "applies", "at", "coverage", "designs_for", "lower_at", "judge",
+    "verify_hetero",
 ]  # fmt: skip
 
 LOWER = "local_sgd_heterogeneity_lower"
@@ -61,16 +71,29 @@ class HeteroResult:
         return asdict(self)
 
 
-def applies(bound: Bound) -> bool:
-    """Whether the instances cover ``bound``: a heterogeneous (``zeta``) bound for Local SGD,
-    DiLoCo or PALSGD with independent coins."""
+#: the algorithms whose workers take local steps, so that heterogeneity reaches the iterates
+LOCAL_ALGORITHMS = ("local_sgd", "diloco", "palsgd")
+
+
+def coverage(bound: Bound) -> str:
+    """``""`` when the heterogeneous instances test ``bound``, else why not (module docstring).
+
+    Decided from the assumptions: a bound declaring identical workers (``A3iid``) is not
+    tested; any other bound for an algorithm with local steps is, whatever its formula."""
     fam = family_of(bound)
-    return (
-        "zeta" in bound.parameters
-        and not fam.iid
-        and fam.algorithm in ("local_sgd", "diloco", "palsgd")
-        and fam.coins == "independent"
-    )
+    if fam.iid:
+        return "declares identical workers (assumption A3iid)"
+    if fam.algorithm not in LOCAL_ALGORITHMS:
+        return (
+            f"its algorithm ({fam.algorithm}) takes every gradient at one common point, so "
+            "heterogeneity has no effect on the iterates"
+        )
+    return ""
+
+
+def applies(bound: Bound) -> bool:
+    """Whether the heterogeneous instances test ``bound`` (:func:`coverage` is empty)."""
+    return not coverage(bound)
 
 
 def _outers(bound: Bound) -> tuple[str, ...]:
@@ -131,12 +154,15 @@ def lower_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.nda
     """The exact value on the instances at each design in ``mask`` (NaN elsewhere); the
     larger over the outer optimisers the bound claims."""
     lb = get_lower(LOWER)
+    fam = family_of(bound)
     measured = getattr(bound, "measured", "iterates")
     out = np.full(mask.shape, np.nan)
     for i in np.flatnonzero(mask):
         args = {k: float(d[k][i]) for k in _KEYS}
         out[i] = max(
-            lb.evaluate(alpha=float(d["alpha"][i]), **args, outer=o, measured=measured)
+            lb.evaluate(
+                alpha=float(d["alpha"][i]), **args, outer=o, measured=measured, coins=fam.coins
+            )
             for o in _outers(bound)
         )
     return out
@@ -191,7 +217,10 @@ def verify_hetero(
             np.isfinite(lower) & (value > 0), lower / np.where(value > 0, value, 1), -1
         )
         worst = np.argsort(-score)[:top]
-        new = _perturb(bound, d, worst[score[worst] > 0], rng, k)
+        worst = worst[score[worst] > 0]
+        if worst.size == 0:  # no design with a finite ratio to climb from
+            break
+        new = _perturb(bound, d, worst, rng, k)
         if new["alpha"].size == 0:
             break
         low_new = lower_at(bound, new, _inside(bound, new))

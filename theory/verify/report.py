@@ -20,10 +20,14 @@ from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
     EXACT_COLUMNS_CSV,
     HETERO_COLUMNS,
+    LOWER_COLUMNS,
     TIGHTNESS_COLUMNS,
     exact_summary,
     format_exact,
+    ratio_text,
 )
+from theory.verify.findings import classify
+from theory.verify.outcome import crossing_lines, findings_lines, result_line
 from theory.verify.settings import (
     CONSENSUS_COLUMNS,
     EXACT_COLUMNS,
@@ -78,8 +82,16 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
         if s.get("status") == "DISAGREES"
     ]
     ex = exact_summary(report)
+    lower_violated = [r["bound"] for r in report.get("lower", []) if r["verdict"] == VIOLATED]
+    crossed = [c["refuted"] for c in report.get("crossings", [])]
+    every = [*ex["exact_violated"], *lower_violated, *crossed, *(v["bound"] for v in violated)]
+    verdict = classify(report.get("findings", []), every)
     return {
         **ex,
+        "lower_violated": lower_violated,
+        "violated_bounds": list(dict.fromkeys(every)),
+        "new_violations": verdict["new_violations"],
+        "stale_findings": verdict["stale"],
         "counts": counts,
         "per_bound": per_bound,
         "violated": violated,
@@ -89,7 +101,7 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
         "not_verifiable": [r["note"] for r in rows if r.get("verdict") == NOT_VERIFIABLE],
         "correction": report["statistics"]["correction"],
         "family_wise_level": report["statistics"]["family_wise_level"],
-        "exit_code": 1 if violated or ex["exact_violated"] else 0,
+        "exit_code": verdict["exit_code"],
     }
 
 
@@ -147,19 +159,24 @@ def format_summary(report: Mapping[str, Any]) -> str:
     s = report["summary"]
     c = s["counts"]
     lines = []
-    if s.get("exact_bounds"):
+    lower = report.get("lower", [])
+    if s.get("exact_bounds") or lower:
         pw = s.get("power") or {}
+        kinds = "; ".join(
+            f"{k} {d['rejected']}/{d['controls']}" for k, d in (pw.get("by_kind") or {}).items()
+        )
         ctrl = (
             f"; negative controls: {pw['rejected']}/{pw['controls']} rejected "
-            f"(detection power {pw['power']:.0%})"
+            f"(detection power {pw['power']:.0%}: {kinds})"
             if pw.get("controls")
             else ""
         )
+        low = f", {len(lower)} lower bound(s), {len(s['lower_violated'])} violated" if lower else ""
         lines.append(
             f"exact: {s['exact_bounds']} bound(s) verified on quadratics, "
-            f"{len(s['exact_violated'])} violated{ctrl}"
+            f"{len(s['exact_violated'])} violated{low}{ctrl}"
         )
-    mc_ran = bool(report["results"]) or not s.get("exact_bounds")
+    mc_ran = bool(report["results"]) or not (s.get("exact_bounds") or lower)
     lines += (
         []
         if not mc_ran
@@ -179,16 +196,29 @@ def format_summary(report: Mapping[str, Any]) -> str:
         lines.append(f"note: {note}")
     for a in s["exact_vs_mc_disagreements"]:
         lines.append(f"WARNING: exact moments and Monte Carlo disagree for {a}")
+    known = {f["bound"] for f in report.get("findings", [])}
     for r in report.get("exact", []):
-        if r["verdict"] == "violated":
+        if r["verdict"] == "violated" and r["bound"] not in known:
             lines.append("")
             lines.append("!" * 78)
             lines.append(
                 f"BOUND VIOLATED (exact): {r['bound']}: measured/bound = "
-                f"{_fmt(r['worst_ratio'], '.4g')} at the design (largest term {r['worst_term']}):"
+                f"{ratio_text(r['worst_ratio'])} at the design (largest term {r['worst_term']}):"
             )
             lines.append(f"  {r['worst_command']}")
             lines.append("!" * 78)
+    for r in report.get("lower", []):
+        if r["verdict"] == "violated":
+            lines.append("")
+            lines.append("!" * 78)
+            lines.append(
+                f"LOWER BOUND VIOLATED (exact): {r['bound']} claims {_fmt(r['worst_claimed'])} "
+                f"where {r['refuted_by']} attain(s) {_fmt(r['worst_attained'])} "
+                f"(claimed/attained {ratio_text(r['worst_ratio'])}):"
+            )
+            lines.append(f"  {r['worst_command']}")
+            lines.append("!" * 78)
+    lines += crossing_lines(report.get("crossings", []))
     if s["violated"]:
         lines.append("")
         lines.append("!" * 78)
@@ -200,6 +230,9 @@ def format_summary(report: Mapping[str, Any]) -> str:
                 f"{_fmt(v['bound_value'])}, ratio {_fmt(v['ratio'], '.2f')}"
             )
         lines.append("!" * 78)
+    lines += findings_lines(report.get("findings", []))
+    lines.append("")
+    lines.append(result_line(s))
     return "\n".join(lines)
 
 
@@ -283,6 +316,7 @@ _CSV_FILES = (
     ("tightness.csv", "tightness", TIGHTNESS_COLUMNS),
     ("controls.csv", "controls", CONTROLS_COLUMNS),
     ("hetero.csv", "hetero", HETERO_COLUMNS),
+    ("lower.csv", "lower", LOWER_COLUMNS),
     ("results.csv", "results", RESULTS_COLUMNS),
     ("rates.csv", "rates", RATES_COLUMNS),
     ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),

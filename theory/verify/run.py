@@ -11,20 +11,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 import theory
 from theory import bounds as bound_registry
 from theory.bound import Bound
 from theory.check import jsonable
 from theory.io import package_versions
+from theory.lower import lower_bounds
 from theory.validation import UserInputError
-from theory.verify import hetero as hetero_oracle
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.bound_file import load_bound_file
 from theory.verify.checks import rate_check, speedup_check
-from theory.verify.controls import Control, controls_of, power, run_controls
-from theory.verify.exact import QUICK_BUDGET, Budget, ExactResult, verify_exact
+from theory.verify.controls import power
+from theory.verify.exact import ExactResult
+from theory.verify.findings import findings_report
 from theory.verify.montecarlo import _family_resamples, _test_family
 from theory.verify.oracle import family_of
 from theory.verify.report import summary_of
@@ -46,6 +45,7 @@ from theory.verify.settings import (
     Config,
     VerifySettings,
 )
+from theory.verify.stages import exact_stage, lower_stage, progress_bar
 
 
 def _versions() -> dict[str, Any]:
@@ -63,18 +63,27 @@ def _versions() -> dict[str, Any]:
     return out
 
 
-def resolve_bounds(names: Sequence[str] | None, bound_file: str | None = None) -> list[Bound]:
-    """The bounds called ``names`` among the registered ones and those of ``bound_file``
-    (:mod:`theory.verify.bound_file`); ``None`` selects every registered bound, or every
-    bound of the file when a file is given."""
+def is_lower(bound: Any) -> bool:
+    """Whether ``bound`` is a lower bound (:mod:`theory.lower`, ``kind = "lower"``)."""
+    return getattr(bound, "kind", "upper") == "lower"
+
+
+def resolve_bounds(names: Sequence[str] | None, bound_file: str | None = None) -> list[Any]:
+    """The bounds called ``names`` among the registered upper and lower bounds and those of
+    ``bound_file`` (:mod:`theory.verify.bound_file`); ``None`` selects every registered
+    bound, upper and lower, or every bound of the file when a file is given."""
     user = load_bound_file(bound_file) if bound_file else []
     by_name = {b.name: b for b in user}
-    clash = sorted(set(by_name) & set(bound_registry.names()))
+    lower = {lb.name: lb for lb in lower_bounds()}
+    clash = sorted(set(by_name) & (set(bound_registry.names()) | set(lower)))
     if clash:
         raise UserInputError(f"--bound-file: bound name(s) {clash} are already registered")
     if not names:
-        return user if user else bound_registry.all_bounds()
-    return [by_name[n] if n in by_name else bound_registry.get(n) for n in names]
+        return user if user else [*bound_registry.all_bounds(), *lower.values()]
+    return [
+        by_name[n] if n in by_name else lower[n] if n in lower else bound_registry.get(n)
+        for n in names
+    ]
 
 
 def resolve_problems(names: Sequence[str]) -> list[str]:
@@ -168,21 +177,23 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
     settings.validated()
     t_start = time.perf_counter()
     bounds = resolve_bounds(settings.bounds, settings.bound_file)
+    uppers = [b for b in bounds if not is_lower(b)]
     pnames = resolve_problems(settings.problems)
     cache = ProblemCache(settings)
-    exact_bounds = [b for b in bounds if family_of(b).exact] if settings.search else []
-    exact_results, controls, hetero = _exact_stage(exact_bounds, settings, progress)
-    if settings.controls_only:
-        return _report(settings, bounds, cache, exact_results, controls, t_start, hetero)
+    exact_bounds = [b for b in uppers if family_of(b).exact] if settings.search else []
+    stages = exact_stage(exact_bounds, settings, progress)
+    stages["lower"] = lower_stage([b for b in bounds if is_lower(b)], uppers, settings, stages)
+    if settings.controls_only or not uppers:
+        return _report(settings, bounds, cache, stages, t_start)
     done_exactly = {b.name for b in exact_bounds}
 
-    items, skipped, verifiable = _monte_carlo_plan(bounds, pnames, cache, settings, done_exactly)
+    items, skipped, verifiable = _monte_carlo_plan(uppers, pnames, cache, settings, done_exactly)
     n_rate = len(verifiable) * len(settings.rate_T) if settings.rates else 0
     n_speed = 2 * len(verifiable) if settings.speedup else 0
     n_exact = len(exact_specs()) if settings.exact else 0
     n_cons = 2 * len(settings.consensus_H) if settings.consensus else 0
     total = len(items) + n_rate + n_speed + n_exact + n_cons
-    bar = _progress_bar(total, progress)
+    bar = progress_bar(total, progress)
     try:
         rows = _test_family(
             items,
@@ -199,7 +210,7 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
         if bar is not None:
             bar.close()
     n_tested = sum(1 for r in rows if r.get("verdict") in (HOLDS, VIOLATED, INCONCLUSIVE))
-    report = _report(settings, bounds, cache, exact_results, controls, t_start, hetero)
+    report = _report(settings, bounds, cache, stages, t_start)
     report.update(
         {
             "statistics": _statistics(settings, n_tested, len(items)),
@@ -211,50 +222,6 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
     )
     report["summary"] = summary_of(report)
     return report
-
-
-def _exact_stage(
-    bounds: Sequence[Bound], settings: VerifySettings, progress: bool
-) -> tuple[list[ExactResult], list[Control], list[hetero_oracle.HeteroResult]]:
-    """Exact verification of every bound with an exact oracle, then its negative controls;
-    a heterogeneous bound and its controls also on the heterogeneous instances."""
-    budget = Budget().scaled(settings.budget) if not settings.quick else QUICK_BUDGET
-    cbudget = Budget().scaled(settings.control_budget) if not settings.quick else QUICK_BUDGET
-    variants = {b.name: controls_of(b) for b in bounds} if settings.controls else {}
-    n_ctrl = sum(len(v) for v in variants.values())
-    bar = _progress_bar(len(bounds) + n_ctrl, progress, "exact + controls")
-    results: list[ExactResult] = []
-    ctrls: list[Control] = []
-    hetero: list[hetero_oracle.HeteroResult] = []
-    try:
-        for bi, bound in enumerate(bounds):
-            seed = _child_seed(settings.seed, 20, bi)
-            results.append(
-                verify_exact(bound, budget=budget, seed=seed, bound_file=settings.bound_file)
-            )
-            if bar is not None:
-                bar.update(1)
-            if settings.controls:
-                ctrls += run_controls(
-                    bound, budget=cbudget, seed=seed, progress=bar, controls=variants[bound.name]
-                )
-            if hetero_oracle.applies(bound):
-                hetero.append(_hetero_stage(bound, variants.get(bound.name, []), settings, seed))
-    finally:
-        if bar is not None:
-            bar.close()
-    return results, ctrls, hetero
-
-
-def _hetero_stage(
-    bound: Bound, controls: Sequence[Control], settings: VerifySettings, seed: int
-) -> hetero_oracle.HeteroResult:
-    """``bound`` on the heterogeneous instances; its controls judged on the same designs."""
-    size = hetero_oracle.QUICK if settings.quick else {}
-    res, designs, lower = hetero_oracle.verify_hetero(bound, seed=seed, **size)
-    for c in controls:
-        c.hetero = hetero_oracle.judge(c.bound, designs, lower)
-    return res
 
 
 def _monte_carlo_stages(
@@ -324,17 +291,39 @@ def _statistics(settings: VerifySettings, n_tested: int, n_items: int) -> dict[s
     }
 
 
-def _report(settings, bounds, cache, exact_results, controls, t_start, hetero=()) -> dict[str, Any]:
+def _describe(bound: Any) -> dict[str, Any]:
+    """:meth:`Bound.describe`, or the description of a lower bound."""
+    if not is_lower(bound):
+        return bound.describe()
+    return {
+        "name": bound.name,
+        "kind": "lower",
+        "title": bound.title,
+        "provenance": bound.provenance,
+        "algorithms": list(bound.algorithms),
+        "parameters": list(bound.parameters),
+        "attained_on": getattr(bound, "attained_on", ""),
+        "notes": bound.notes,
+    }
+
+
+def _report(settings, bounds, cache, stages, t_start) -> dict[str, Any]:
+    exact_results = stages["exact"]
+    controls = stages["controls"]
     report: dict[str, Any] = {
         "tool": "palsgd verify",
         "settings": jsonable(dataclasses.asdict(settings)),
         "versions": _versions(),
         "exact": jsonable([r.to_dict() for r in exact_results]),
-        "hetero": jsonable([r.to_dict() for r in hetero]),
+        "hetero": jsonable([r.to_dict() for r in stages["hetero"]]),
+        "hetero_skipped": stages["hetero_skipped"],
+        "lower": jsonable([r.to_dict() for r in stages["lower"]]),
+        "crossings": jsonable(stages.get("crossings", [])),
+        "findings": jsonable(findings_report(r.bound for r in exact_results)),
         "tightness": jsonable(tightness_rows(exact_results)),
         "controls": jsonable([c.to_dict() for c in controls]),
         "power": jsonable(power(controls)),
-        "bounds": [b.describe() for b in bounds],
+        "bounds": [_describe(b) for b in bounds],
         "constant_checks": cache.checks,
         "results": [],
         "rates": [],
@@ -367,9 +356,3 @@ def tightness_rows(results: Sequence[ExactResult]) -> list[dict[str, Any]]:
                 }
             )
     return rows
-
-
-def _progress_bar(total: int, enabled: bool, desc: str = "palsgd verify") -> Any:
-    if not enabled or total == 0:
-        return None
-    return tqdm(total=total, desc=desc, unit="step", leave=False, dynamic_ncols=True)

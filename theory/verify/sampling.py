@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from theory.assumptions import coins_of
 from theory.bound import Bound
 from theory.validation import UserInputError
 from theory.verify.settings import _KIND_OF, Config, VerifySettings
@@ -36,16 +37,9 @@ def algorithm_for(bound: Bound) -> str:
 
 
 def coins_for(bound: Bound) -> str:
-    """``"shared"`` for a bound stated for shared coins (all workers pull on the same steps,
-    as in the authors' code), else ``"independent"``.
-
-    Recognised by the bound's name (``...shared...``) or an assumption that mentions shared
-    coins; a bound assuming independent coins (``S3``) is ``"independent"``.
-    """
-    if any(a.key == "S3" for a in bound.assumptions):
-        return "independent"
-    texts = [bound.name] + [f"{a.key} {a.name} {a.statement}" for a in bound.assumptions]
-    return "shared" if any("shared" in t.lower() for t in texts) else "independent"
+    """``"shared"`` for a bound stated for shared coins, else ``"independent"``
+    (:func:`theory.assumptions.coins_of`)."""
+    return coins_of(bound.name, bound.assumptions)
 
 
 def _simulator_kinds() -> tuple[str, ...]:
