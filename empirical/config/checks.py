@@ -18,6 +18,7 @@ from empirical.config.fields import (
     _canonical_key,
 )
 from empirical.schedules import SCHEDULES
+from empirical.token_cache import TOKEN_DTYPES
 from theory.algorithm import DISTRIBUTED_NAMES
 from theory.validation import (
     ParameterError,
@@ -144,12 +145,18 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
         "precision": PRECISIONS,
         "lr_schedule": SCHEDULES,
         "outer_lr_schedule": SCHEDULES,
+        "token_dtype": ("auto", *TOKEN_DTYPES),
     }
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
             raise UserInputError(
                 f"option '{name}' = {getattr(cfg, name)!r} is not one of {', '.join(allowed)}"
             )
+    if cfg.token_dtype != "auto" and cfg.dataset != "tokens":
+        raise UserInputError(
+            f"option 'token_dtype' = {cfg.token_dtype!r} applies to the 'tokens' dataset "
+            f"(a file of token ids), not '{cfg.dataset}'"
+        )
     if cfg.backend == "nccl" and dev == "cpu":
         raise UserInputError("backend 'nccl' needs CUDA devices, but device 'cpu' was given")
     if cfg.lr_warmup > cfg.T:

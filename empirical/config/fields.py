@@ -13,6 +13,7 @@ __all__ = [
     "THEORY_FIELDS",
     "ALGORITHM_FIELDS",
     "MATCH_FIELDS",
+    "MATCH_DEFAULTS",
     "RUN_ONLY_FIELDS",
     "FIELD_ALIASES",
 ]
@@ -42,6 +43,7 @@ class TrainConfig:
     dataset: str = "embedded-text"
     data_path: str | None = None
     tokenizer: str | None = None
+    token_dtype: str = "auto"
     iid: bool = True
     seq_len: int = 64
     batch_size: int = 8
@@ -170,7 +172,12 @@ MATCH_FIELDS = (
     "outer",
     "coins",
     "seed",
+    "token_dtype",
 )
+
+#: fields of MATCH_FIELDS added after checkpoints were first written, with the value a
+#: manifest that lacks them was written with
+MATCH_DEFAULTS: dict[str, object] = {"token_dtype": "auto"}
 
 #: fields that may differ freely between a run and the checkpoint it resumes (they say how
 #: this invocation runs and where it writes, not what is trained); every other field not

@@ -35,9 +35,13 @@ _CLI_ALIASES: dict[str, str] = {
 _HELP: dict[str, str] = {
     "model": "model name (empirical.models.MODEL_NAMES)",
     "dataset": "dataset name (empirical.data.DATASET_NAMES)",
-    "data_path": "file or directory of the dataset (needed by file-based datasets)",
+    "data_path": "file or directory of the dataset (needed by file-based datasets; "
+    "'tokens': a flat binary file of token ids, or a directory with train.bin and val.bin)",
     "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
     "directory (nothing is downloaded)",
+    "token_dtype": "dataset 'tokens': integer type of the ids in --data-path (uint16 | "
+    "uint32 | int32 | int64; auto: a dtype named in the file name, else uint16 up to "
+    "65,536 ids of the vocabulary, uint32 above)",
     "iid": "ranks read disjoint shards of one shuffled data set (--no-iid: each rank owns "
     "a fixed block of the data, heterogeneous workers)",
     "seq_len": "tokens per sequence (language models)",
