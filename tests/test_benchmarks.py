@@ -24,6 +24,10 @@ SHORT = {
         "--consensus-params", "1000",
     ],
     "bench_costmodel.py": ["--steps-scale", "0.125", "--repeats", "1"],
+    "bench_overlap.py": [
+        "--algorithms", "local_sgd", "--taus", "2", "--rounds", "2", "--batch", "32",
+        "--repeats", "1",
+    ],
 }  # fmt: skip
 
 

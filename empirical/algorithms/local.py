@@ -71,6 +71,7 @@ from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat import FlatLayout, flat_dtype
 from empirical.algorithms.local_comm import _CHUNK, LocalCommunication, sq_norm
 from empirical.algorithms.outer import OuterOptimizer
+from empirical.algorithms.overlap import OverlappedSync
 from empirical.algorithms.slowlink import link_delay_fn
 from empirical.timing import DeviceClock
 from theory.algorithm import is_sync_step
@@ -79,7 +80,7 @@ from theory.validation import UserInputError
 __all__ = ["LocalAlgorithm", "sq_norm", "_CHUNK"]
 
 
-class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
+class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
     """``local_sgd``, ``post_local_sgd``, ``diloco`` and ``palsgd`` (see the module docstring).
 
     ``LocalAlgorithm(config, ...)`` builds the subclass of ``config.name``
@@ -217,6 +218,10 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         """The work buffer (allocated on first access)."""
         return self._work_buffer()
 
+    def _local_params(self) -> list[torch.Tensor]:
+        """The parameters as this rank holds them (the tensors the flat layout covers)."""
+        return self.params
+
     # ------------------------------------------------------------------ decisions
     def next_action(self) -> str:
         """``"grad"``: only PALSGD has pull steps (:class:`~empirical.algorithms.
@@ -246,7 +251,9 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
 
         ``scaler``: an optional ``torch.amp.GradScaler`` that scaled the loss (unscaled
         before the clip; a step with inf/NaN gradients is skipped by the scaler).
-        Zero-gradient outer steps still pending from the last sync are taken first.
+        Zero-gradient outer steps still pending from the last sync are taken first. With an
+        overlapped sync (``sync_delay``) the outer step in flight lands after its step and
+        a due sync starts instead of completing (:mod:`empirical.algorithms.overlap`).
         """
         s = self.t
         action = self.next_action()
@@ -255,14 +262,20 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         self._local_update(s, action, scaler)
         self.inner_optimizer.zero_grad(set_to_none=True)
         self.t = s + 1
-        synced = False
+        synced = landed = False
         if not self.local_started and self.t >= self.T0:
             self._start_local_phase()
-        elif self.sync_due_after(s):
+            return StepInfo(action=action, synced=False, t=self.t)
+        if self.in_flight is not None and s == self.in_flight.land_after:
+            landed = self.finish()
+        if self.sync_due_after(s):
             with self.clock.region("time_sync_s"):
-                self._sync()
+                if self.config.sync_delay:
+                    self._start_sync(s)
+                else:
+                    self._sync()
             synced = True
-        return StepInfo(action=action, synced=synced, t=self.t)
+        return StepInfo(action=action, synced=synced, t=self.t, landed=landed)
 
     def _local_update(self, s: int, action: str, scaler: Any) -> None:
         """The algorithm's update of step ``s`` (``action``: :meth:`next_action`)."""
@@ -327,6 +340,7 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
                 else {k: v.clone() for k, v in self.anchor_buffers.items()}
             ),
             "stats": dict(self.stats),
+            "in_flight": self._in_flight_state(),
         }
 
     @torch.no_grad()
@@ -350,6 +364,13 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         self.anchor_buffers = None if ab is None else {k: v.clone() for k, v in ab.items()}
         self.stats.update(state.get("stats", {}))
         self._coins = (0, [])
+        flight = state.get("in_flight")
+        if flight is not None and flight["sum"].numel() != self.n_sync:
+            raise UserInputError(
+                f"checkpoint's sync in flight holds {flight['sum'].numel()} values, this "
+                f"model's sync buffer {self.n_sync}"
+            )
+        self._load_in_flight(flight)
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes held by the algorithm on the model's device: work buffer (0 until first

@@ -58,6 +58,13 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
             unit="s/byte",
         ),
         ParamSpec(
+            "sync_delay",
+            "local steps between an overlapped sync and its outer step (0: blocking)",
+            0,
+            math.inf,
+            integer=True,
+        ),  # fmt: skip
+        ParamSpec(
             "eval_interval", "steps between evaluations (0: none)", 0, math.inf, integer=True
         ),
         ParamSpec("eval_batches", "batches per evaluation", 1, math.inf, integer=True),

@@ -80,6 +80,7 @@ class TrainConfig:
     coins_file: str | None = None
     comm_delay_s: float | None = None
     comm_delay_per_byte_s: float | None = None
+    sync_delay: int | None = None
     # learning-rate schedules (inner: over steps 0..T; outer: over the steps after T0)
     lr_schedule: str = "constant"
     lr_warmup: int = 0
@@ -152,6 +153,7 @@ ALGORITHM_FIELDS: dict[str, str] = {
     "offload_outer_state": "offload_outer_state",
     "comm_delay_s": "comm_delay_s",
     "comm_delay_per_byte_s": "comm_delay_per_byte_s",
+    "sync_delay": "sync_delay",
 }
 
 #: fields a checkpoint must share with the run that resumes it (besides the world size)
@@ -173,11 +175,12 @@ MATCH_FIELDS = (
     "coins",
     "seed",
     "token_dtype",
+    "sync_delay",
 )
 
 #: fields of MATCH_FIELDS added after checkpoints were first written, with the value a
 #: manifest that lacks them was written with
-MATCH_DEFAULTS: dict[str, object] = {"token_dtype": "auto"}
+MATCH_DEFAULTS: dict[str, object] = {"token_dtype": "auto", "sync_delay": None}
 
 #: fields that may differ freely between a run and the checkpoint it resumes (they say how
 #: this invocation runs and where it writes, not what is trained); every other field not

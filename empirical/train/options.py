@@ -103,6 +103,9 @@ _HELP: dict[str, str] = {
     "comm_delay_s": "emulated slow link: seconds added to every all-reduce",
     "comm_delay_per_byte_s": "emulated slow link: seconds per payload byte added to every "
     "all-reduce",
+    "sync_delay": "overlapped sync: the outer all-reduce runs while the workers compute "
+    "and its outer step lands SYNC_DELAY local steps later (1..H-1; 0 or unset: blocking "
+    "sync; docs/trainer.md)",
     "eval_interval": "steps between evaluations of the anchor (0: none)",
     "eval_batches": "batches per evaluation",
     "checkpoint_dir": "checkpoint directory (default OUTPUT_DIR/checkpoints)",

@@ -184,6 +184,8 @@ class Trainer(CheckpointSteps, Monitoring, RunRecords):
             scaler=self.scaler,
             autocast=self.autocast,
         )
+        if int(self.algo.t) >= self.cfg.T:
+            self.algo.finish()  # an overlapped sync's outer step still in flight lands
         self.clock.add("wall_s", start, self.clock.mark())
         if res.loss is not None:
             self._note_loss(res.loss, int(self.algo.t))
