@@ -28,6 +28,7 @@ SHORT = {
         "--algorithms", "local_sgd", "--taus", "2", "--rounds", "2", "--batch", "32",
         "--repeats", "1",
     ],
+    "bench_sharded.py": ["--model", "gptneo-tiny", "--shards", "1", "2", "--H", "2"],
 }  # fmt: skip
 
 

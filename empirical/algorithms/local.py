@@ -64,11 +64,13 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from empirical.algorithms.base import Communicator, DistributedAlgorithm, StepInfo
 from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat import FlatLayout, flat_dtype
+from empirical.algorithms.fsdp import full_tensor, local_view
 from empirical.algorithms.local_comm import _CHUNK, LocalCommunication, sq_norm
 from empirical.algorithms.outer import OuterOptimizer
 from empirical.algorithms.overlap import OverlappedSync
@@ -127,8 +129,11 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         self.model = model
         if not self.params:
             raise UserInputError("the model has no trainable parameters")
-        self.dtype = flat_dtype(self.params)
-        self.device = self.params[0].device
+        # this rank's tensors: the parameters, or their chunks when FSDP2 shards them
+        self.sharded = any(isinstance(p, DTensor) for p in self.params)
+        self.local_params = [local_view(p) for p in self.params]
+        self.dtype = flat_dtype(self.local_params)
+        self.device = self.local_params[0].device
         self.clock = DeviceClock(self.device, self.stats)
         delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
         self.comm = Communicator(process_group, self.stats, delay=delay, clock=self.clock)
@@ -152,7 +157,7 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         buffer when they share dtype and device."""
         self.named_buffers: list[tuple[str, torch.Tensor]] = list(model.named_buffers())
         self.float_buffers = [b for _, b in self.named_buffers if b.is_floating_point()]
-        self.layout = FlatLayout(self.params)
+        self.layout = FlatLayout(self.local_params)
         n = self.n = self.layout.numel
         self.avg_buffers = self.config.buffers == "average" and bool(self.float_buffers)
         self.buf_layout = FlatLayout(self.float_buffers, offset=n)
@@ -161,7 +166,8 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         self.n_warm = n + len(self.params)  # gradients, presence flags
         self._work: torch.Tensor | None = None
         self.flat: torch.Tensor | None = None
-        if all(p.dtype == self.dtype and p.device == self.device for p in self.params):
+        same = all(p.dtype == self.dtype and p.device == self.device for p in self.local_params)
+        if same and not self.sharded:  # FSDP2 owns the storage of sharded parameters
             self.flat = torch.zeros(self.n_sync, dtype=self.dtype, device=self.device)
             with torch.no_grad():
                 self.layout.gather(self.params, self.flat)
@@ -193,16 +199,16 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         if not self.config.has_pulls:
             return []
         if self.config.pull_first_tensor_only:
-            return [(0, [self.params[0]], [self.z_views[0]])]
+            return [(0, [self.local_params[0]], [self.z_views[0]])]
         group_of = {
             id(p): gi for gi, g in enumerate(self.inner_optimizer.param_groups) for p in g["params"]
         }
         by_group: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
-        for p, zv in zip(self.params, self.z_views, strict=True):
+        for p, lp, zv in zip(self.params, self.local_params, self.z_views, strict=True):
             gi = group_of.get(id(p))
             if gi is not None:
                 ps, zs = by_group.setdefault(gi, ([], []))
-                ps.append(p)
+                ps.append(lp)
                 zs.append(zv)
         return [(gi, ps, zs) for gi, (ps, zs) in sorted(by_group.items())]
 
@@ -217,10 +223,6 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
     def work(self) -> torch.Tensor:
         """The work buffer (allocated on first access)."""
         return self._work_buffer()
-
-    def _local_params(self) -> list[torch.Tensor]:
-        """The parameters as this rank holds them (the tensors the flat layout covers)."""
-        return self.params
 
     # ------------------------------------------------------------------ decisions
     def next_action(self) -> str:
@@ -301,7 +303,9 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         Without a stored anchor (Local SGD with averaging, or before the warm-up ends)
         the parameters are this rank's current ones, which equal the global model right
         after a sync. Buffers: the values kept at the last sync (policies ``"average"``,
-        ``"anchor"``) or the current local ones (``"local"``).
+        ``"anchor"``) or the current local ones (``"local"``). With sharded workers
+        (:mod:`empirical.algorithms.fsdp`) the full tensors are gathered over the shard
+        group: a collective, every rank of the worker calls it.
         """
         sd = self.model.state_dict(keep_vars=True)
         index = {id(p): i for i, p in enumerate(self.params)}
@@ -312,9 +316,12 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
             i = index.get(id(val))
             if i is not None and use_z:
                 assert self.z is not None
-                out[key] = self.z_views[i].to(val.dtype).clone()
+                chunk = self.z_views[i].to(val.dtype)
+                out[key] = full_tensor(chunk, val).clone()  # gathered when sharded
             elif key in bufs:
                 out[key] = bufs[key].clone()
+            elif isinstance(val, DTensor):
+                out[key] = val.detach().full_tensor()
             else:
                 out[key] = val.detach().clone()
         return out

@@ -71,7 +71,7 @@ class OverlappedSync:
         if self.flat is not None:
             self.flat[: self.n].add_(self.z, alpha=sign)
             return
-        for p, zv in zip(self._local_params(), self.z_views, strict=True):
+        for p, zv in zip(self.local_params, self.z_views, strict=True):
             p.add_(zv.to(p.dtype), alpha=sign)
 
     @torch.no_grad()

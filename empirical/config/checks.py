@@ -101,6 +101,7 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
         ParamSpec(
             "nproc", "processes (workers K) to launch on this node", 1, math.inf, integer=True
         ),
+        ParamSpec("shards", "ranks per worker (FSDP2 within a worker)", 1, math.inf, integer=True),
         ParamSpec("max_restarts", "torchrun restarts after a failure", 0, math.inf, integer=True),
     ]
 }
@@ -158,6 +159,17 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
         if getattr(cfg, name) not in allowed:
             raise UserInputError(
                 f"option '{name}' = {getattr(cfg, name)!r} is not one of {', '.join(allowed)}"
+            )
+    if cfg.shards > 1:
+        if cfg.nproc % cfg.shards:
+            raise ParameterError(
+                "shards", cfg.shards, f"a divisor of --nproc {cfg.nproc}",
+                "K = nproc / shards workers of shards ranks each",
+            )  # fmt: skip
+        if cfg.algorithm == "ddp":
+            raise UserInputError(
+                "option 'shards' shards the workers of the local algorithms (local_sgd, "
+                "post_local_sgd, diloco, palsgd), not 'ddp'"
             )
     if cfg.token_dtype != "auto" and cfg.dataset != "tokens":
         raise UserInputError(

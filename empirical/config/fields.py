@@ -117,6 +117,7 @@ class TrainConfig:
     wandb_project: str | None = None
     progress: bool = True
     nproc: int = 2
+    shards: int = 1
     max_restarts: int = 0
 
     def checkpoint_path(self) -> Path:
@@ -176,11 +177,12 @@ MATCH_FIELDS = (
     "seed",
     "token_dtype",
     "sync_delay",
+    "shards",
 )
 
 #: fields of MATCH_FIELDS added after checkpoints were first written, with the value a
 #: manifest that lacks them was written with
-MATCH_DEFAULTS: dict[str, object] = {"token_dtype": "auto", "sync_delay": None}
+MATCH_DEFAULTS: dict[str, object] = {"token_dtype": "auto", "sync_delay": None, "shards": 1}
 
 #: fields that may differ freely between a run and the checkpoint it resumes (they say how
 #: this invocation runs and where it writes, not what is trained); every other field not

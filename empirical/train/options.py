@@ -124,8 +124,11 @@ _HELP: dict[str, str] = {
     "log_interval": "steps between train records",
     "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
     "progress": "progress bar on rank 0",
-    "nproc": "processes (workers K) on this node (default 2: torchrun launches 2 ranks, "
-    "gloo on the CPU); 1 trains in this process (palsgd train only)",
+    "nproc": "processes on this node (default 2: torchrun launches 2 ranks, gloo on the "
+    "CPU; workers K = nproc / shards); 1 trains in this process (palsgd train only)",
+    "shards": "ranks per worker: each of the nproc/shards workers shards its model over "
+    "SHARDS ranks with FSDP2 (fully_shard on a 2-D mesh; the sync runs across workers); "
+    "batch-size stays per rank (docs/trainer.md)",
     "max_restarts": "torchrun restarts after a failure (each resumes from the latest checkpoint)",
 }
 
