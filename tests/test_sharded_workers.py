@@ -59,6 +59,159 @@ def test_shards_must_divide_the_ranks_and_need_a_local_algorithm():
     assert resolve_config(overrides={"nproc": 4, "shards": 2}).shards == 2
 
 
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)  # the spawned process's own generator: every rank builds the same
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+
+
+def _algorithm_level(rank: int, world: int, cfg_kw: dict, T: int) -> dict:
+    """Ranks 0 and 2 train the unsharded reference (K = 2 workers, batch 4); all four train
+    the sharded workers (worker k = ranks 2k, 2k+1, each on its half of worker k's batch)."""
+    import torch.distributed as dist
+
+    from empirical.algorithms import AlgorithmConfig, build_algorithm
+    from empirical.algorithms.fsdp import shard_model, worker_mesh
+
+    cfg = AlgorithmConfig(**cfg_kw)
+    ref_group = dist.new_group([0, 2])
+    wm = worker_mesh(2, "cpu")
+    worker, shard = wm.worker, wm.shard
+
+    def batches():
+        g = torch.Generator().manual_seed(100 + worker)
+        return [(torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)) for _ in range(T)]
+
+    def train(model, group, take):
+        opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+        algo = build_algorithm(cfg, model, opt, process_group=group)
+        for x, y in batches():
+            if algo.next_action() == "grad":
+                xs, ys = take(x), take(y)
+                torch.nn.functional.mse_loss(model(xs), ys).backward()
+            algo.step()
+        algo.finish()
+        return algo
+
+    out: dict = {}
+    if shard == 0:
+        ref = train(_mlp(), ref_group, lambda t: t)
+        out["ref"] = [p.detach().clone() for p in ref.model.parameters()]
+        out["ref_pulls"] = ref.stats["pull_steps"]
+    sharded = shard_model(_mlp(), wm)
+    algo = train(sharded, wm.replicate_group, lambda t: t[2 * shard : 2 * shard + 2])
+    out["sharded"] = [p.full_tensor().detach().clone() for p in sharded.parameters()]
+    out["pulls"] = algo.stats["pull_steps"]
+    out["n_local"], out["n_full"] = algo.n, sum(p.numel() for p in sharded.parameters())
+    return out
+
+
+def _train_steps(model, algo, batches) -> None:
+    for x, y in batches:
+        if algo.next_action() == "grad":
+            torch.nn.functional.mse_loss(model(x), y).backward()
+        algo.step()
+
+
+def test_the_sharded_paths_on_a_one_rank_mesh(tmp_path):
+    """In this process, a world of one rank and a (1, 1) mesh: the parameters become
+    DTensors (FSDP2's sharded storage), so the algorithm takes its chunk paths (no flat
+    re-pointing, local views, gathered anchor) and the checkpoint helpers round-trip; the
+    trajectory equals the plain algorithm's, and a run resumed from local_state continues
+    bitwise."""
+    import torch.distributed as dist
+
+    from empirical.algorithms import AlgorithmConfig, build_algorithm
+    from empirical.algorithms.fsdp import (
+        load_local_optimizer_state,
+        load_local_state,
+        local_state,
+        shard_model,
+        worker_mesh,
+    )
+    from empirical.distributed import find_free_port
+
+    assert not dist.is_initialized()
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{find_free_port()}", rank=0, world_size=1
+    )
+    try:
+        wm = worker_mesh(1, "cpu")
+        cfg = AlgorithmConfig(name="palsgd", H=3, T0=1, p=0.4, eta=1.0, outer="nesterov",
+                              gamma=0.7, mu=0.9, sync_delay=1, seed=2)  # fmt: skip
+        g = torch.Generator().manual_seed(0)
+        data = [(torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)) for _ in range(9)]
+
+        def build(sharded: bool):
+            model = _mlp()
+            if sharded:
+                shard_model(model, wm)
+            opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+            return model, opt, build_algorithm(cfg, model, opt, process_group=wm.replicate_group)
+
+        plain, _, pa = build(False)
+        sharded, sopt, sa = build(True)
+        assert sa.sharded and sa.flat is None and not pa.sharded and pa.flat is not None
+        _train_steps(plain, pa, data[:4])
+        _train_steps(sharded, sa, data[:4])
+        assert sa.in_flight is not None  # synced after step 3, lands after step 4
+        for a, b in zip(sharded.parameters(), plain.parameters(), strict=True):
+            torch.testing.assert_close(a.full_tensor(), b, rtol=1e-6, atol=1e-7)
+        anchor = sa.anchor_state_dict()
+        for k, v in pa.anchor_state_dict().items():
+            torch.testing.assert_close(anchor[k], v, rtol=1e-6, atol=1e-7)
+        saved = {
+            "model": local_state(sharded.state_dict()),
+            "optimizer": local_state(sopt.state_dict()),
+            "algorithm": sa.state_dict(),
+        }
+        torch.save(saved, tmp_path / "rank0.pt")
+        _train_steps(sharded, sa, data[4:])
+        again, aopt, aa = build(True)
+        state = torch.load(tmp_path / "rank0.pt", weights_only=False)
+        load_local_state(again, state["model"])
+        load_local_optimizer_state(aopt, state["optimizer"])
+        aa.load_state_dict(state["algorithm"])
+        _train_steps(again, aa, data[4:])
+        for a, b in zip(again.parameters(), sharded.parameters(), strict=True):
+            assert torch.equal(a.to_local(), b.to_local())
+        assert torch.equal(aa.z, sa.z)
+    finally:
+        dist.destroy_process_group()
+
+
+CONFIGS = {
+    "nesterov": dict(name="palsgd", H=3, T0=2, p=0.4, eta=1.0, outer="nesterov", gamma=0.7, mu=0.9),
+    "average-overlapped": dict(name="palsgd", H=3, p=0.4, eta=1.0, sync_delay=1, seed=4),
+}
+
+
+def _both(rank: int, world: int, T: int) -> dict:
+    return {k: _algorithm_level(rank, world, kw, T) for k, kw in CONFIGS.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_sharded_algorithm_equals_the_unsharded_one():
+    """Uneven dim-0 chunks (5 and 3 rows over 2 shards), warm-up, pulls, the overlapped
+    sync: the full parameters of each sharded worker equal its unsharded counterpart's up
+    to rounding, and each rank keeps only its chunk of the algorithm's state."""
+    runs = spawn_workers(_both, 4, 10, timeout_s=600)
+    for key in CONFIGS:
+        res = [r[key] for r in runs]
+        for k in (0, 1):
+            ref = res[2 * k]
+            for s in (0, 1):
+                mine = res[2 * k + s]
+                for a, b in zip(mine["sharded"], ref["ref"], strict=True):
+                    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=key)
+                assert mine["pulls"] == ref["ref_pulls"]
+                assert mine["n_local"] < mine["n_full"]
+        assert res[0]["n_local"] + res[1]["n_local"] == res[0]["n_full"]
+        assert max(r["pulls"] for r in res) > 0
+        pairs = zip(res[0]["ref"], res[2]["ref"], strict=True)
+        assert max((a - b).abs().max().item() for a, b in pairs) > 1e-4  # workers differ
+
+
 def _runs(rank: int, world: int, base: str, shards: int, resume: bool) -> dict:
     from empirical.train import train
 
@@ -78,6 +231,7 @@ def _state(out: Path, rank: int) -> dict:
     return ck.load_rank_state(d, ck.read_manifest(d), rank)
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_two_sharded_workers_equal_the_unsharded_run(tmp_path):
     """K = 2 workers: 4 ranks (2 shards each, micro-batch B) against 2 ranks (micro-batch
