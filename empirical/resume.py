@@ -17,7 +17,13 @@ from typing import Any
 
 from empirical.checkpoint import check_compatible, check_rank_files
 from empirical.checkpoint.verify import _norm
-from empirical.config import MATCH_FIELDS, RUN_ONLY_FIELDS, TrainConfig, allowed_changes
+from empirical.config import (
+    MATCH_DEFAULTS,
+    MATCH_FIELDS,
+    RUN_ONLY_FIELDS,
+    TrainConfig,
+    allowed_changes,
+)
 from theory.validation import UserInputError
 
 __all__ = ["checkpoint_meta", "changed_hyperparameters", "check_resume", "common_resume_step"]
@@ -54,7 +60,7 @@ def check_resume(
 ) -> dict[str, tuple[Any, Any]]:
     """Every check of a checkpoint against this run; returns the allowed changes."""
 
-    check_compatible(manifest, checkpoint_meta(cfg, world_size), directory)
+    check_compatible(manifest, checkpoint_meta(cfg, world_size), directory, MATCH_DEFAULTS)
     check_rank_files(directory, manifest)
     if int(manifest["step"]) > cfg.T:
         raise UserInputError(

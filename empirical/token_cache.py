@@ -28,9 +28,18 @@ from tqdm.auto import tqdm
 
 from theory.validation import UserInputError
 
-__all__ = ["TokenCache", "token_cache", "cache_key"]
+__all__ = ["TokenCache", "token_cache", "cache_key", "token_dtype_for", "TOKEN_DTYPES"]
+
+#: the integer dtypes a file of token ids may hold (``palsgd train --token-dtype``)
+TOKEN_DTYPES = ("uint16", "uint32", "int32", "int64")
 
 _PROBE = 'Once upon a time, 12 cats <|endoftext|> said: "Hi!"\n\u00e9\u4e16'
+
+
+def token_dtype_for(vocab_size: int) -> str:
+    """The narrowest unsigned dtype for ids below ``vocab_size``: ``uint16`` up to 65,536
+    ids, ``uint32`` above."""
+    return "uint16" if vocab_size <= 1 << 16 else "uint32"
 
 
 def cache_key(path: str | os.PathLike, tokenizer: Any, add_eos: bool) -> str:
@@ -93,7 +102,7 @@ def token_cache(source: Any, path: str | os.PathLike, tokenizer: Any, add_eos: b
     base = Path(path)
     bin_path = base.with_name(f"{base.name}.tokens-{key}.bin")
     idx_path = base.with_name(f"{base.name}.tokens-{key}.idx")
-    dtype = "uint16" if tokenizer.vocab_size <= 1 << 16 else "uint32"
+    dtype = token_dtype_for(tokenizer.vocab_size)
     if bin_path.is_file() and idx_path.is_file():
         return TokenCache(bin_path, idx_path, dtype)
     n = len(source)

@@ -8,7 +8,10 @@
 #      all-reduce, consensus host time, peak memory) written as a profile JSON, read back by
 #      `palsgd cost predict --profiles-file`,
 #   5. the data / offload benchmark on the GPU,
-#   6. the simulator's numpy and torch backends (CPU and CUDA) with the RNG-inclusive roofline.
+#   6. the simulator's numpy and torch backends (CPU and CUDA) with the RNG-inclusive roofline,
+#   7. the overlapped sync against the blocking one on the emulated slow link, and the memory
+#      per rank of PALSGD workers with and without FSDP2 sharding (both on the host's CPUs
+#      with gloo: sharded workers on GPUs need one GPU per rank, more than this check has).
 # Usage: scripts/gpu-check.sh [--dry-run] [--out DIR]
 #   --dry-run: the same steps on the CPU with tiny sizes (checks the script end to end).
 # Every result lands in DIR (default gpu-check-out/); the exit code is that of the first
@@ -21,7 +24,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -40,6 +43,9 @@ if [ "$DRY" = 1 ]; then
   DATA_ARGS=(--steps 1 --stories 400 --num-workers 1 --device cpu)
   TESTS=(tests/test_gpu.py tests/test_simulate_torch.py)
   SIM_ARGS=(--backends-only --quick --steps 1)
+  OVERLAP_ARGS=(--algorithms local_sgd --taus 2 --rounds 2 --batch 32 --repeats 1
+                --windows 0 1 --mechanism-repeats 1)
+  SHARD_ARGS=(--model gptneo-tiny --H 2)
 else
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || {
     echo "gpu-check.sh: CUDA is not available (use --dry-run on a CPU machine)" >&2; exit 2; }
@@ -48,6 +54,8 @@ else
   DATA_ARGS=(--steps 4 --stories 20000 --num-workers 4 --device cuda)
   TESTS=(tests)
   SIM_ARGS=(--backends-only --steps 8)
+  OVERLAP_ARGS=(--repeats 1)
+  SHARD_ARGS=(--model gptneo-8m)
 fi
 COMMON=(--no-progress --T "$TRAIN_T" --seq-len 64 --batch-size 8 --A 2 --H 8 --T0 4
         --eval-interval 20 --eval-batches 2 --log-interval 10 --checkpoint-interval 20)
@@ -82,6 +90,13 @@ done_step
 step "6. simulator backends (numpy, torch CPU/CUDA) and roofline"
 OMP_NUM_THREADS=1 "$PY" benchmarks/bench_simulate.py "${SIM_ARGS[@]}" \
   --out "$OUT/bench-simulate-backends.json" 2>&1 | tail -12 | tee -a "$LOG"
+done_step
+
+step "7. overlapped vs blocking sync (emulated link) and sharded-worker memory (CPU, gloo)"
+OMP_NUM_THREADS=1 "$PY" benchmarks/bench_overlap.py "${OVERLAP_ARGS[@]}" \
+  --json "$OUT/bench-overlap.json" 2>&1 | tail -20 | tee -a "$LOG"
+OMP_NUM_THREADS=1 "$PY" benchmarks/bench_sharded.py "${SHARD_ARGS[@]}" \
+  --json "$OUT/bench-sharded.json" 2>&1 | tail -4 | tee -a "$LOG"
 done_step
 
 echo "gpu-check.sh: all steps passed; results in $OUT" | tee -a "$LOG"

@@ -1,6 +1,6 @@
 """THE AGREEMENT TEST: the distributed code (empirical.algorithms, K = 2 gloo processes) and
 the simulator (theory.simulate.simulate, R = 1) produce the same trajectory on the same
-problem with the same coins.
+problem with the same coins, the overlapped sync (sync_delay) included.
 
 Problem: theory.problems' heterogeneous quadratic ``f_k(x) = 1/2 (x - b_k)^T A (x - b_k)``
 with a dense (rotated) ``A``, no noise (sigma = 0), so gradients are deterministic. The
@@ -42,6 +42,7 @@ SPEC_FIELDS = (
     "seed",
     "outer_steps_per_sync",
     "sync_offset",
+    "sync_delay",
 )
 
 CONFIGS = {
@@ -69,6 +70,20 @@ CONFIGS = {
     "local_sgd": AlgorithmConfig(name="local_sgd", H=3),
     "post_local_sgd": AlgorithmConfig(name="post_local_sgd", H=3, T0=2),
     "diloco": AlgorithmConfig(name="diloco", H=3, T0=2),
+    # the overlapped sync: the outer step lands sync_delay steps after its all-reduce starts
+    "palsgd_overlapped": AlgorithmConfig(
+        name="palsgd",
+        H=4,
+        T0=3,
+        p=0.3,
+        eta=1.0,
+        outer="nesterov",
+        gamma=0.7,
+        mu=0.9,
+        seed=5,
+        sync_delay=2,
+    ),  # fmt: skip
+    "local_sgd_overlapped": AlgorithmConfig(name="local_sgd", H=3, sync_delay=1),
 }
 
 
@@ -102,24 +117,32 @@ def _dense_A(prob) -> np.ndarray:
     return prob.A if prob.A is not None else np.diag(prob.eigenvalues)
 
 
+def _record(model: Quadratic, algo, world: int, xs: list, zs: list) -> None:
+    """Append every worker's iterate (gathered) and this rank's anchor."""
+    x = torch.cat([model.x1.detach(), model.x2.detach()])
+    gathered = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(gathered, x)
+    xs.append(torch.stack(gathered).numpy())
+    zs.append(None if algo.z is None else algo.z.clone().numpy())
+
+
 def worker(rank: int, world: int, A: np.ndarray, b: np.ndarray) -> dict:
     out = {}
     for key, cfg in CONFIGS.items():
         model = Quadratic(A, b[rank], X0)
         algo = build_algorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=ALPHA))
-        xs, zs, actions = [], [], []
+        xs, zs, actions, flying = [], [], [], []
         for _ in range(T):
             action = algo.next_action()
             if action == "grad":
                 model().backward()
             actions.append(action)
             algo.step()
-            x = torch.cat([model.x1.detach(), model.x2.detach()])
-            gathered = [torch.empty_like(x) for _ in range(world)]
-            dist.all_gather(gathered, x)
-            xs.append(torch.stack(gathered).numpy())
-            zs.append(None if algo.z is None else algo.z.clone().numpy())
-        out[key] = {"x": np.stack(xs), "z": zs, "actions": actions}
+            _record(model, algo, world, xs, zs)
+            flying.append(algo.in_flight is not None)
+        algo.finish()  # a run of T steps ends with the update in flight landed
+        _record(model, algo, world, xs, zs)
+        out[key] = {"x": np.stack(xs), "z": zs, "actions": actions, "in_flight": flying}
     return out
 
 
@@ -150,26 +173,33 @@ def test_distributed_trajectory_equals_simulator(runs, key):
     spec = spec_of(cfg)
     mine = runs[0][key]
     assert np.array_equal(mine["x"], runs[1][key]["x"])  # both ranks gathered the same
-    moved = 0.0
+    moved, compared = 0.0, 0
     for t in range(1, T + 1):
+        # a simulated run of t steps lands the update in flight at its end; the distributed
+        # run lands it later (after step t + sync_delay, or at finish() after step T)
+        i = T if t == T else t - 1
+        if t < T and mine["in_flight"][t - 1]:
+            continue
+        compared += 1
         tr = simulate(prob, spec, T=t, R=1, seed=0, x0=X0)
         np.testing.assert_allclose(
-            mine["x"][t - 1],
+            mine["x"][i],
             tr.final_x[0],
             rtol=1e-10,
             atol=1e-12,
             err_msg=f"{key}: workers' iterates after step {t}",
         )
-        if mine["z"][t - 1] is not None and t >= cfg.T0:
+        if mine["z"][i] is not None and t >= cfg.T0:
             np.testing.assert_allclose(
-                mine["z"][t - 1],
+                mine["z"][i],
                 tr.anchor[0],
                 rtol=1e-10,
                 atol=1e-12,
                 err_msg=f"{key}: anchor after step {t}",
             )
-        moved = max(moved, float(np.abs(mine["x"][t - 1] - X0).max()))
+        moved = max(moved, float(np.abs(mine["x"][i] - X0).max()))
     assert moved > 0.1
+    assert compared >= T // 2 + 1
     if cfg.has_pulls:
         pulls = [sum(a == "pull" for a in r[key]["actions"]) for r in runs]
         np.testing.assert_array_equal(pulls, tr.pull_steps[0])
@@ -184,3 +214,15 @@ def test_a_different_seed_gives_a_different_trajectory(runs):
     prob = make_problem()
     tr = simulate(prob, spec_of(cfg.replace(seed=cfg.seed + 1)), T=T, R=1, seed=0, x0=X0)
     assert np.abs(runs[0]["palsgd_nesterov"]["x"][-1] - tr.final_x[0]).max() > 1e-6
+
+
+def test_the_delay_of_the_overlapped_sync_shows_in_the_trajectory(runs):
+    """The overlapped runs are not the blocking ones: the simulator without the delay
+    disagrees with them."""
+    from theory.simulate import simulate
+
+    prob = make_problem()
+    for key in ("palsgd_overlapped", "local_sgd_overlapped"):
+        cfg = CONFIGS[key]
+        tr = simulate(prob, spec_of(cfg.replace(sync_delay=0)), T=T, R=1, seed=0, x0=X0)
+        assert np.abs(runs[0][key]["x"][-1] - tr.final_x[0]).max() > 1e-6, key

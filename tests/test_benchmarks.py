@@ -24,6 +24,12 @@ SHORT = {
         "--consensus-params", "1000",
     ],
     "bench_costmodel.py": ["--steps-scale", "0.125", "--repeats", "1"],
+    "bench_overlap.py": [
+        "--algorithms", "local_sgd", "--taus", "2", "--rounds", "2", "--batch", "32",
+        "--repeats", "1", "--windows", "0", "1", "--mechanism-repeats", "1",
+    ],
+    "bench_sharded.py": ["--model", "gptneo-tiny", "--shards", "1", "2", "--H", "2"],
+    "bench_compare.py": ["--small", "--sample", "2"],
 }  # fmt: skip
 
 

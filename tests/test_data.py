@@ -448,6 +448,7 @@ def test_build_dataset_rejects_bad_names_and_values():
     assert set(DATASET_NAMES) == {
         "embedded-text",
         "tinystories",
+        "tokens",
         "embedded-images",
         "cifar10",
         "imagefolder",

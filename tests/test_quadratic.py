@@ -59,8 +59,9 @@ def _brute_force(problem: MatrixQuadratic, spec: dict, T: int) -> dict[str, np.n
     if outer == "avg":
         gamma, mu = 1.0, 0.0
     shared = spec.get("coins", "independent") == "shared"
-    n = K + 3
-    Z, BUF, ONE = K, K + 1, K + 2
+    tau = spec.get("sync_delay", 0)
+    n = K + 4  # the outer gradient in flight Q stays 0 without an overlapped sync
+    Z, BUF, ONE, Q = K, K + 1, K + 2, K + 3
     if shared:
         patterns = [((0,) * K, 1 - p), ((1,) * K, p)]
     else:
@@ -112,7 +113,28 @@ def _brute_force(problem: MatrixQuadratic, spec: dict, T: int) -> dict[str, np.n
                         N[k, k] = cg**2 * s2[i]
                 Snew += w * (M @ S @ M.T + N)
             S = Snew
-            if (t - T0 + 1 + off) % H == 0:
+            if tau and t - tau >= T0 and (t - tau - T0 + 1 + off) % H == 0:
+                # the update in flight lands: outer step on Q, workers shifted by z' - z
+                J = np.eye(n)
+                Delta = np.eye(n)[Q]
+                buf_new = J[BUF]
+                if outer == "nesterov":
+                    buf_new = mu * J[BUF] + Delta
+                    z_new = J[Z] - gamma * (Delta + mu * buf_new)
+                else:
+                    z_new = J[Z] - gamma * Delta
+                for k in range(K):
+                    J[k] = np.eye(n)[k] + z_new - np.eye(n)[Z]
+                J[Z], J[BUF], J[Q] = z_new, buf_new, 0
+                S = J @ S @ J.T
+            if (t - T0 + 1 + off) % H == 0 and tau:
+                J = np.eye(n)  # overlapped sync starts: Q <- z - xbar, workers <- z
+                J[Q] = 0
+                J[Q, :K] = -1 / K
+                J[Q, Z] = 1
+                J[:K] = np.eye(n)[Z]
+                S = J @ S @ J.T
+            elif (t - T0 + 1 + off) % H == 0:
                 J = np.eye(n)
                 xbar = np.zeros(n)
                 xbar[:K] = 1 / K
@@ -351,10 +373,29 @@ BRUTE_SPECS = [
     ),  # fmt: skip
     dict(kind="diloco", alpha=0.1, H=4, outer="nesterov", gamma=0.7, mu=0.9),
     dict(kind="post_local_sgd", alpha=0.1, H=4, T0=5, outer="avg"),
+    # the overlapped sync: the outer step lands sync_delay steps after its sync
+    dict(
+        kind="palsgd",
+        alpha=0.07,
+        eta=2.0,
+        p=0.3,
+        H=4,
+        outer="nesterov",
+        gamma=0.7,
+        mu=0.9,
+        coins="independent",
+        T0=2,
+        sync_offset=1,
+        sync_delay=2,
+    ),  # fmt: skip
+    dict(kind="palsgd", alpha=0.1, eta=1.5, p=0.3, H=3, outer="avg", coins="shared", sync_delay=1),
+    dict(kind="local_sgd", alpha=0.1, H=5, outer="avg", sync_delay=4),
 ]
 
 
-@pytest.mark.parametrize("spec", BRUTE_SPECS, ids=lambda s: f"{s['kind']}-{s.get('coins', '')}")
+@pytest.mark.parametrize(
+    "spec", BRUTE_SPECS, ids=lambda s: f"{s['kind']}-{s.get('coins', '')}-{s.get('sync_delay', 0)}"
+)
 def test_against_brute_force_enumeration(spec):
     rng = np.random.default_rng(5)
     prob = _random_problem(rng, K=3, d=2, s2=0.4, het=1.5)
@@ -593,6 +634,18 @@ SIM_SPECS = {
         T0=3,
         coins="shared",
         sync_offset=2,
+    ),  # fmt: skip
+    "palsgd_nesterov_overlapped": dict(
+        kind="palsgd",
+        alpha=0.3,
+        H=4,
+        p=0.3,
+        eta=1.0,
+        outer="nesterov",
+        gamma=0.7,
+        mu=0.9,
+        T0=1,
+        sync_delay=2,
     ),  # fmt: skip
 }
 SIM_KEYS = ("loss_gap", "grad_norm_sq", "consensus", "anchor_dist")

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from palsgd.cli import main
@@ -68,6 +69,7 @@ EXAMPLES: dict[str, tuple[str, list[str]]] = {
     "torchrun --nproc-per-node 4 -m empirical.train --preset gptneo-8m-readme --data-path DIR "
     "--tokenizer TOKDIR": ("placeholder", []),
     "palsgd train --preset gptneo-8m-readme-faithful --data-path DIR": ("placeholder", []),
+    "palsgd train --dataset tokens --data-path tokens.bin --token-dtype uint16": ("tokens", []),
     "palsgd probe": (
         "proc",
         ["--steps", "4", "--points", "2", "--samples", "4", "--max-samples", "16"]
@@ -182,6 +184,31 @@ def test_placeholder_example(line, tmp_path, monkeypatch, capsys):
     assert main(["train", *args, "--print-config"]) == 0
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["data_path"] == "DIR" and cfg["model"] == "gptneo-8m"
+
+
+def test_token_file_example(tmp_path):
+    """The README's own-token-file section as written: its python line makes tokens.bin,
+    the documented command trains two ranks on it (fewer steps), the file's ids reach the
+    model (the summary names the dataset) and an id outside the vocabulary exits 2."""
+    text = README.read_text()
+    block = re.search(r"\*\*Your own token file\.\*\*.*?```bash\n(.*?)```", text, re.S)
+    assert block, "README lost its own-token-file section"
+    make, command = [ln for ln in block.group(1).splitlines() if ln.strip()]
+    assert command in EXAMPLES and EXAMPLES[command][0] == "tokens"
+    argv = shlex.split(make)
+    assert argv[0] == "python"
+    subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, check=True, timeout=120)
+    assert (tmp_path / "tokens.bin").stat().st_size == 200_000
+    extra = ["--T", "4", "--eval-interval", "2", "--no-progress"]
+    proc = _run_proc(shlex.split(command) + extra, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_outputs(command, tmp_path, proc)
+    summary = json.loads((tmp_path / "runs" / "train" / "summary.json").read_text())
+    assert summary["config"]["dataset"] == "tokens"
+    np.full(5000, 300, dtype=np.uint16).tofile(tmp_path / "tokens.bin")
+    proc = _run_proc(shlex.split(command) + extra + ["--nproc", "1", "--overwrite"], tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--data-path tokens.bin" in proc.stderr and "holds id 300" in proc.stderr
 
 
 def test_verify_example_short(tmp_path):

@@ -18,6 +18,17 @@ outer learning rate and momentum.
   ``z <- z - gamma buf`` (plain ``z <- z - gamma Delta`` at ``mu = 0``); ``"nesterov"``:
   ``buf <- mu buf + Delta``, ``z <- z - gamma (Delta + mu buf)`` (``nesterov=True``;
   DiLoCo, Douillard et al. 2023, Sec. 2).
+* Overlapped sync (``sync_delay = tau >= 1``, :func:`is_landing_step`): the outer
+  all-reduce runs while the workers compute, and its outer step lands ``tau`` local steps
+  later. At the sync after step ``s`` (anchor ``z_r``), worker ``k`` sends
+  ``Delta_k = z_r - x_k`` and restarts from the anchor it has, ``x_k <- z_r``; steps
+  ``s+1 .. s+tau`` run as usual (pulls toward ``z_r``). Right after step ``s + tau`` the
+  outer update lands: ``(z_{r+1}, buf) = outer_step(z_r, buf, mean_k Delta_k)`` and every
+  worker keeps its ``tau`` steps of progress, shifted onto the new anchor:
+  ``x_k <- x_k + (z_{r+1} - z_r)`` (so ``x_k - z`` is unchanged by the landing). A run
+  of ``T`` steps ends with the update in flight landed. ``1 <= tau <= H - 1`` (one
+  all-reduce in flight at a time); ``tau = 0`` is the blocking sync above, and with
+  ``tau = 0`` the formulas reduce to it (``x_k <- z_r + (z_{r+1} - z_r) = z_{r+1}``).
 """
 
 from __future__ import annotations
@@ -46,6 +57,8 @@ __all__ = [
     "DILOCO_DEFAULT_MU",
     "AlgorithmSpec",
     "is_sync_step",
+    "is_landing_step",
+    "check_sync_delay",
     "authors_sync_offset",
     "outer_step",
 ]
@@ -77,6 +90,36 @@ def is_sync_step(t: Any, T0: int, H: int, sync_offset: int = 0) -> Any:
     """
     hit = (t - T0 + 1 + sync_offset) % H == 0
     return (t >= T0) & hit
+
+
+def is_landing_step(t: Any, T0: int, H: int, sync_offset: int, sync_delay: int) -> Any:
+    """Whether the outer update of an overlapped sync lands right after local step ``t``:
+    the sync after step ``t - sync_delay`` (the module docstring). Never for
+    ``sync_delay = 0`` (the blocking sync lands where it starts). Ints or integer arrays."""
+    if sync_delay == 0:
+        return t < 0
+    return is_sync_step(t - sync_delay, T0, H, sync_offset)
+
+
+def check_sync_delay(name: str, sync_delay: Any, H: Any) -> int:
+    """The validated ``sync_delay`` of algorithm ``name`` with ``H`` local steps per round:
+    ``0``, or ``1 <= sync_delay <= H - 1`` for the methods with rounds (:data:`LOCAL_NAMES`;
+    EASGD's mixing and minibatch SGD have no outer all-reduce to overlap)."""
+    tau = check_int("sync_delay", sync_delay, 0, integral_floats=True)
+    if tau == 0:
+        return 0
+    if name not in LOCAL_NAMES:
+        raise ParameterError(
+            "sync_delay", tau, f"[0, 0] for {name!r}",
+            "the overlapped sync delays the outer step of the methods with rounds: "
+            + ", ".join(LOCAL_NAMES),
+        )  # fmt: skip
+    if tau > int(H) - 1:
+        raise ParameterError(
+            "sync_delay", tau, f"integer in [0, H - 1] = [0, {int(H) - 1}]",
+            "the outer step must land before the next sync starts (one all-reduce in flight)",
+        )  # fmt: skip
+    return tau
 
 
 def authors_sync_offset(name: str, T0: int, H: int) -> int:
@@ -139,6 +182,9 @@ class AlgorithmSpec:
     ``[0, 2/(K+1))``, the range the paper states for a stable mixing matrix ``W_a``
     (``a = 0``: no mixing, independent SGD per worker and a frozen centre). Only
     ``kind="easgd"`` takes it.
+
+    ``sync_delay``: ``tau`` of the overlapped sync (module docstring; 0, the default, is the
+    blocking sync; ``1 <= tau <= H - 1`` for the kinds with rounds).
     """
 
     kind: str
@@ -156,6 +202,7 @@ class AlgorithmSpec:
     outer_steps_per_sync: int = 1
     sync_offset: int = 0
     easgd_alpha: float | None = None
+    sync_delay: int = 0
 
     def __post_init__(self) -> None:
         check_choice("algorithm kind", self.kind, KINDS)
@@ -187,6 +234,7 @@ class AlgorithmSpec:
             self, "sync_offset", check_int("sync_offset", self.sync_offset, 0, integral_floats=True)
         )
         k = self.kind
+        set_(self, "sync_delay", check_sync_delay(k, self.sync_delay, self.H))
         if k != "palsgd" and self.p != 0:
             raise UserInputError(
                 f"kind {k!r} has no pull steps (p = 0); got p = {self.p}: use kind='palsgd'"
@@ -271,6 +319,11 @@ class AlgorithmSpec:
     def is_sync_step(self, t: int) -> bool:
         """Whether a sync follows local step ``t`` (global index; :func:`is_sync_step`)."""
         return bool(is_sync_step(t, self.T0, self.H, self.sync_offset))
+
+    def is_landing_step(self, t: int) -> bool:
+        """Whether an overlapped sync's outer update lands right after local step ``t``
+        (:func:`is_landing_step`; never with ``sync_delay = 0``)."""
+        return bool(is_landing_step(t, self.T0, self.H, self.sync_offset, self.sync_delay))
 
     def outer_step(self, z: A, buf: A, delta: A) -> tuple[A, A]:
         """This algorithm's outer update (:func:`outer_step`)."""

@@ -16,8 +16,9 @@ Files: ``config.py`` (the configuration and stability check), ``base.py`` (the i
 statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (what the local algorithms
 share), ``local_variants.py`` (Local SGD, Post-Local SGD, DiLoCo, PALSGD, one step each),
 ``local_comm.py`` (their collectives: warm-up all-reduce, sync), ``outer.py`` (the outer
-optimizer), ``flat.py`` (flat buffers), ``coins.py`` (pull coins), ``slowlink.py`` (an
-emulated slow link).
+optimizer), ``flat.py`` (flat buffers), ``coins.py`` (pull coins), ``overlap.py`` (the
+overlapped sync, ``sync_delay``), ``fsdp.py`` (workers sharded with FSDP2 on a 2-D mesh),
+``slowlink.py`` (an emulated slow link).
 
 See :mod:`empirical.algorithms.local` for the exact per-step semantics and
 ``docs/reference-implementation.md`` for the authors' code's quirks (available as named

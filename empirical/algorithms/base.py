@@ -17,7 +17,14 @@ from empirical.algorithms.config import AlgorithmConfig
 from empirical.timing import DeviceClock
 from theory.validation import UserInputError
 
-__all__ = ["StepInfo", "StepResult", "DistributedAlgorithm", "Communicator", "new_stats"]
+__all__ = [
+    "StepInfo",
+    "StepResult",
+    "DistributedAlgorithm",
+    "Communicator",
+    "PendingReduce",
+    "new_stats",
+]
 
 
 @dataclass
@@ -25,13 +32,16 @@ class StepInfo:
     """Result of :meth:`DistributedAlgorithm.step`.
 
     ``action``: ``"grad"`` or ``"pull"``; ``synced``: a sync (outer step, workers reset to
-    the anchor) happened right after this step; ``t``: local steps done after this step
-    (the authors' ``global_step``; the step just taken had index ``t - 1``).
+    the anchor) happened right after this step (with an overlapped sync: started); ``t``:
+    local steps done after this step (the authors' ``global_step``; the step just taken had
+    index ``t - 1``); ``landed``: the outer step of an overlapped sync landed right after
+    this step.
     """
 
     action: str
     synced: bool
     t: int
+    landed: bool = False
 
 
 @dataclass
@@ -116,6 +126,19 @@ class Communicator:
         self.stats["allreduce_calls"] += 1
         self.stats["bytes_communicated"] += nbytes
 
+    def all_reduce_sum_async(self, buf: torch.Tensor) -> PendingReduce:
+        """Start an in-place SUM all-reduce of ``buf`` (``async_op=True``), counted now;
+        :meth:`PendingReduce.wait` finishes it. With an emulated slow link the delay runs
+        from the moment the collective completes, while the caller computes."""
+        nbytes = buf.numel() * buf.element_size()
+        if not self.active:
+            return PendingReduce(None, 0.0, self)
+        work = dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
+        self.stats["allreduce_calls"] += 1
+        self.stats["bytes_communicated"] += nbytes
+        delay = 0.0 if self.delay is None else max(self.delay(nbytes), 0.0)
+        return PendingReduce(work, delay, self)
+
     def broadcast(self, t: torch.Tensor) -> None:
         """Broadcast ``t`` from the group's rank 0, timed and counted."""
         if not self.active:
@@ -124,6 +147,41 @@ class Communicator:
             dist.broadcast(t, src=self.src, group=self.group)
         self.stats["broadcast_calls"] += 1
         self.stats["bytes_communicated"] += t.numel() * t.element_size()
+
+
+class PendingReduce:
+    """An all-reduce in flight (:meth:`Communicator.all_reduce_sum_async`).
+
+    :meth:`wait` blocks until the collective has completed and, with an emulated slow link,
+    until ``delay`` seconds after its completion; only the time it blocks, the exposed
+    communication, is added to ``time_comm_s``. Waiting twice is free.
+    """
+
+    def __init__(self, work: Any, delay: float, comm: Communicator) -> None:
+        self.work, self.delay, self.comm = work, float(delay), comm
+        self.done = work is None
+        self._completed_at: float | None = None
+        if work is not None and self.delay > 0:
+            work.get_future().add_done_callback(self._note_completion)
+
+    def _note_completion(self, _fut: Any) -> None:
+        self._completed_at = time.perf_counter()
+
+    def wait(self) -> None:
+        """Finish the all-reduce (and the emulated link's delay)."""
+        if self.done:
+            return
+        with self.comm.clock.region("time_comm_s"):
+            self.work.wait()
+        if self.delay > 0:
+            # the link's delay runs from the collective's completion (the callback may
+            # not have run yet when wait() returns: then from now)
+            completed = self._completed_at or time.perf_counter()
+            left = completed + self.delay - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+            self.comm.clock.add_seconds("time_comm_s", max(left, 0.0))
+        self.done = True
 
 
 class DistributedAlgorithm:
@@ -236,6 +294,11 @@ class DistributedAlgorithm:
                 drawn += 1
         info = self.step() if scaler is None else self.step(scaler=scaler)
         return StepResult(info=info, loss=loss_out, batches=drawn)
+
+    def finish(self) -> bool:
+        """Land an overlapped sync's outer step still in flight (at the end of training);
+        ``True`` if one landed. A no-op for the blocking algorithms."""
+        return False
 
     def resolve_timings(self) -> None:
         """Add the device-timed intervals recorded so far to ``stats`` (waits once on a GPU)."""

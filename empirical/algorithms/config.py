@@ -35,6 +35,7 @@ from theory.algorithm import (
     OUTERS,
     WARMUP_NAMES,
     authors_sync_offset,
+    check_sync_delay,
 )
 from theory.validation import ParameterError, UserInputError, check_choice, check_int, validate
 
@@ -94,6 +95,11 @@ class AlgorithmConfig:
     Emulated slow link (:mod:`empirical.algorithms.slowlink`, for checking the cost model on
     one machine): every all-reduce of ``n`` payload bytes is followed by an extra delay of
     ``comm_delay_s + n * comm_delay_per_byte_s`` seconds (both 0 by default: no delay).
+
+    Overlapped sync (``sync_delay = tau``, 0 by default: the blocking sync): the sync's
+    all-reduce is started asynchronously and its outer step lands ``tau`` local steps
+    later, ``1 <= tau <= H - 1`` (:mod:`theory.algorithm` writes the update down;
+    :mod:`empirical.algorithms.overlap`). Not with ``interleave_outer_steps``.
     """
 
     name: str
@@ -118,6 +124,7 @@ class AlgorithmConfig:
     offload_outer_state: bool = False
     comm_delay_s: float = 0.0
     comm_delay_per_byte_s: float = 0.0
+    sync_delay: int = 0
 
     def __post_init__(self) -> None:
         check_choice("name", self.name, NAMES)
@@ -210,10 +217,13 @@ class AlgorithmConfig:
     def uses_anchor(self) -> bool:
         """True when the algorithm must store the anchor ``z`` between syncs.
 
-        PALSGD pulls toward it; SGD/Nesterov outer optimizers step on it. Local SGD with
-        plain averaging needs no anchor (``z`` is the average computed at the sync).
+        PALSGD pulls toward it; SGD/Nesterov outer optimizers step on it; an overlapped
+        sync restarts the workers from it while the all-reduce runs. Local SGD with plain,
+        blocking averaging needs no anchor (``z`` is the average computed at the sync).
         """
-        return self.name != "ddp" and (self.name == "palsgd" or self.outer != "average")
+        return self.name != "ddp" and (
+            self.name == "palsgd" or self.outer != "average" or self.sync_delay > 0
+        )
 
     @property
     def warmup_steps(self) -> int:
@@ -277,6 +287,12 @@ class AlgorithmConfig:
                 self.p,
                 "[0, 0] for " + repr(self.name),
                 "pull steps exist only in 'palsgd'; use name='palsgd'",
+            )
+        check_sync_delay(self.name, self.sync_delay, self.H)
+        if self.sync_delay and self.interleave_outer_steps:
+            raise UserInputError(
+                "sync_delay > 0 (the overlapped sync) lands all outer steps at once; it does "
+                "not combine with interleave_outer_steps"
             )
         if self.name == "local_sgd" and self.T0 != 0:
             raise ParameterError(

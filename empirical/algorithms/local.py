@@ -64,13 +64,16 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from empirical.algorithms.base import Communicator, DistributedAlgorithm, StepInfo
 from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat import FlatLayout, flat_dtype
+from empirical.algorithms.fsdp import full_tensor, local_view
 from empirical.algorithms.local_comm import _CHUNK, LocalCommunication, sq_norm
 from empirical.algorithms.outer import OuterOptimizer
+from empirical.algorithms.overlap import OverlappedSync
 from empirical.algorithms.slowlink import link_delay_fn
 from empirical.timing import DeviceClock
 from theory.algorithm import is_sync_step
@@ -79,7 +82,7 @@ from theory.validation import UserInputError
 __all__ = ["LocalAlgorithm", "sq_norm", "_CHUNK"]
 
 
-class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
+class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
     """``local_sgd``, ``post_local_sgd``, ``diloco`` and ``palsgd`` (see the module docstring).
 
     ``LocalAlgorithm(config, ...)`` builds the subclass of ``config.name``
@@ -126,8 +129,11 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         self.model = model
         if not self.params:
             raise UserInputError("the model has no trainable parameters")
-        self.dtype = flat_dtype(self.params)
-        self.device = self.params[0].device
+        # this rank's tensors: the parameters, or their chunks when FSDP2 shards them
+        self.sharded = any(isinstance(p, DTensor) for p in self.params)
+        self.local_params = [local_view(p) for p in self.params]
+        self.dtype = flat_dtype(self.local_params)
+        self.device = self.local_params[0].device
         self.clock = DeviceClock(self.device, self.stats)
         delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
         self.comm = Communicator(process_group, self.stats, delay=delay, clock=self.clock)
@@ -151,7 +157,7 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         buffer when they share dtype and device."""
         self.named_buffers: list[tuple[str, torch.Tensor]] = list(model.named_buffers())
         self.float_buffers = [b for _, b in self.named_buffers if b.is_floating_point()]
-        self.layout = FlatLayout(self.params)
+        self.layout = FlatLayout(self.local_params)
         n = self.n = self.layout.numel
         self.avg_buffers = self.config.buffers == "average" and bool(self.float_buffers)
         self.buf_layout = FlatLayout(self.float_buffers, offset=n)
@@ -160,7 +166,8 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         self.n_warm = n + len(self.params)  # gradients, presence flags
         self._work: torch.Tensor | None = None
         self.flat: torch.Tensor | None = None
-        if all(p.dtype == self.dtype and p.device == self.device for p in self.params):
+        same = all(p.dtype == self.dtype and p.device == self.device for p in self.local_params)
+        if same and not self.sharded:  # FSDP2 owns the storage of sharded parameters
             self.flat = torch.zeros(self.n_sync, dtype=self.dtype, device=self.device)
             with torch.no_grad():
                 self.layout.gather(self.params, self.flat)
@@ -192,16 +199,16 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         if not self.config.has_pulls:
             return []
         if self.config.pull_first_tensor_only:
-            return [(0, [self.params[0]], [self.z_views[0]])]
+            return [(0, [self.local_params[0]], [self.z_views[0]])]
         group_of = {
             id(p): gi for gi, g in enumerate(self.inner_optimizer.param_groups) for p in g["params"]
         }
         by_group: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
-        for p, zv in zip(self.params, self.z_views, strict=True):
+        for p, lp, zv in zip(self.params, self.local_params, self.z_views, strict=True):
             gi = group_of.get(id(p))
             if gi is not None:
                 ps, zs = by_group.setdefault(gi, ([], []))
-                ps.append(p)
+                ps.append(lp)
                 zs.append(zv)
         return [(gi, ps, zs) for gi, (ps, zs) in sorted(by_group.items())]
 
@@ -246,7 +253,9 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
 
         ``scaler``: an optional ``torch.amp.GradScaler`` that scaled the loss (unscaled
         before the clip; a step with inf/NaN gradients is skipped by the scaler).
-        Zero-gradient outer steps still pending from the last sync are taken first.
+        Zero-gradient outer steps still pending from the last sync are taken first. With an
+        overlapped sync (``sync_delay``) the outer step in flight lands after its step and
+        a due sync starts instead of completing (:mod:`empirical.algorithms.overlap`).
         """
         s = self.t
         action = self.next_action()
@@ -255,14 +264,20 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         self._local_update(s, action, scaler)
         self.inner_optimizer.zero_grad(set_to_none=True)
         self.t = s + 1
-        synced = False
+        synced = landed = False
         if not self.local_started and self.t >= self.T0:
             self._start_local_phase()
-        elif self.sync_due_after(s):
+            return StepInfo(action=action, synced=False, t=self.t)
+        if self.in_flight is not None and s == self.in_flight.land_after:
+            landed = self.finish()
+        if self.sync_due_after(s):
             with self.clock.region("time_sync_s"):
-                self._sync()
+                if self.config.sync_delay:
+                    self._start_sync(s)
+                else:
+                    self._sync()
             synced = True
-        return StepInfo(action=action, synced=synced, t=self.t)
+        return StepInfo(action=action, synced=synced, t=self.t, landed=landed)
 
     def _local_update(self, s: int, action: str, scaler: Any) -> None:
         """The algorithm's update of step ``s`` (``action``: :meth:`next_action`)."""
@@ -288,7 +303,9 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         Without a stored anchor (Local SGD with averaging, or before the warm-up ends)
         the parameters are this rank's current ones, which equal the global model right
         after a sync. Buffers: the values kept at the last sync (policies ``"average"``,
-        ``"anchor"``) or the current local ones (``"local"``).
+        ``"anchor"``) or the current local ones (``"local"``). With sharded workers
+        (:mod:`empirical.algorithms.fsdp`) the full tensors are gathered over the shard
+        group: a collective, every rank of the worker calls it.
         """
         sd = self.model.state_dict(keep_vars=True)
         index = {id(p): i for i, p in enumerate(self.params)}
@@ -299,9 +316,12 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
             i = index.get(id(val))
             if i is not None and use_z:
                 assert self.z is not None
-                out[key] = self.z_views[i].to(val.dtype).clone()
+                chunk = self.z_views[i].to(val.dtype)
+                out[key] = full_tensor(chunk, val).clone()  # gathered when sharded
             elif key in bufs:
                 out[key] = bufs[key].clone()
+            elif isinstance(val, DTensor):
+                out[key] = val.detach().full_tensor()
             else:
                 out[key] = val.detach().clone()
         return out
@@ -327,6 +347,7 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
                 else {k: v.clone() for k, v in self.anchor_buffers.items()}
             ),
             "stats": dict(self.stats),
+            "in_flight": self._in_flight_state(),
         }
 
     @torch.no_grad()
@@ -350,6 +371,13 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
         self.anchor_buffers = None if ab is None else {k: v.clone() for k, v in ab.items()}
         self.stats.update(state.get("stats", {}))
         self._coins = (0, [])
+        flight = state.get("in_flight")
+        if flight is not None and flight["sum"].numel() != self.n_sync:
+            raise UserInputError(
+                f"checkpoint's sync in flight holds {flight['sum'].numel()} values, this "
+                f"model's sync buffer {self.n_sync}"
+            )
+        self._load_in_flight(flight)
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes held by the algorithm on the model's device: work buffer (0 until first

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from empirical.algorithms.flat import foreach_copy
+from empirical.algorithms.fsdp import local_view
 
 __all__ = ["LocalCommunication", "sq_norm"]
 
@@ -43,7 +44,7 @@ class LocalCommunication:
         if not self.comm.active:
             return
         n, buf = self.n, self._work_buffer()[: self.n_warm]
-        grads = [p.grad for p in self.params]
+        grads = [None if p.grad is None else local_view(p.grad) for p in self.params]
         flags = buf[n:]
         views = self.layout.views(buf)
         if all(g is not None for g in grads):
@@ -62,7 +63,7 @@ class LocalCommunication:
         for p, h in zip(self.params, have, strict=True):
             if h and p.grad is None:
                 p.grad = torch.zeros_like(p)
-        dst = [p.grad for p, h in zip(self.params, have, strict=True) if h]
+        dst = [local_view(p.grad) for p, h in zip(self.params, have, strict=True) if h]
         src = [v for v, h in zip(views, have, strict=True) if h]
         foreach_copy(dst, src)
 
@@ -75,9 +76,9 @@ class LocalCommunication:
             self.comm.broadcast(self.flat[: self.n])
         else:
             buf = self._work_buffer()[: self.n]
-            self.layout.gather(self.params, buf)
+            self.layout.gather(self.local_params, buf)
             self.comm.broadcast(buf)
-            self.layout.scatter(buf, self.params)
+            self.layout.scatter(buf, self.local_params)
         for p in self.model.parameters():
             if not p.requires_grad:  # frozen parameters: never synced later, equal from here on
                 self.comm.broadcast(p.data)
@@ -91,7 +92,7 @@ class LocalCommunication:
             if self.flat is not None:
                 self.z.copy_(self.flat[: self.n])
             else:
-                self.layout.gather(self.params, self.z)
+                self.layout.gather(self.local_params, self.z)
         if self.config.buffers != "local":
             self.anchor_buffers = {k: b.detach().clone() for k, b in self.named_buffers}
         self.local_started = True
@@ -103,7 +104,7 @@ class LocalCommunication:
         if self.flat is not None:
             self.flat[: self.n].copy_(self.z)
         else:
-            self.layout.scatter(self.z, self.params)
+            self.layout.scatter(self.z, self.local_params)
 
     @torch.no_grad()
     def _pending_outer_steps(self, count: int) -> None:
@@ -150,10 +151,10 @@ class LocalCommunication:
             if self.flat is not None:
                 torch.sub(self.z, self.flat[:n], out=x)  # Delta_k = z - x_k
             else:
-                self.layout.gather(self.params, x)
+                self.layout.gather(self.local_params, x)
                 torch.sub(self.z, x, out=x)
         elif self.flat is None:
-            self.layout.gather(self.params, x)
+            self.layout.gather(self.local_params, x)
         if not due:
             buf[last] = 0.0
         elif delta_path or self.z is None:
@@ -192,7 +193,7 @@ class LocalCommunication:
             if self.z is not None:
                 self.z.copy_(x)
             if self.flat is None:
-                self.layout.scatter(x, self.params)
+                self.layout.scatter(x, self.local_params)
             self.stats["outer_steps"] += 1
         if consensus is not None:
             self.stats["last_consensus"] = max(float(consensus), 0.0)

@@ -106,12 +106,18 @@ def resolve_resume(resume: str | None, root: str | os.PathLike) -> Path | None:
 
 
 def check_compatible(
-    manifest: Mapping[str, Any], expected: Mapping[str, Any], where: str | os.PathLike = ""
+    manifest: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    where: str | os.PathLike = "",
+    defaults: Mapping[str, Any] | None = None,
 ) -> None:
-    """Raise UserInputError listing every key of ``expected`` whose value differs."""
+    """Raise UserInputError listing every key of ``expected`` whose value differs.
+
+    ``defaults``: the value of a key that a manifest written before the key existed lacks
+    (any other missing key differs)."""
     diffs = []
     for key, want in expected.items():
-        have = manifest.get(key, "<missing>")
+        have = manifest.get(key, (defaults or {}).get(key, "<missing>"))
         if _norm(have) != _norm(want):
             diffs.append(f"{key}: checkpoint {have!r}, this run {want!r}")
     if diffs:

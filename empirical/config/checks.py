@@ -18,6 +18,7 @@ from empirical.config.fields import (
     _canonical_key,
 )
 from empirical.schedules import SCHEDULES
+from empirical.token_cache import TOKEN_DTYPES
 from theory.algorithm import DISTRIBUTED_NAMES
 from theory.validation import (
     ParameterError,
@@ -57,6 +58,13 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
             unit="s/byte",
         ),
         ParamSpec(
+            "sync_delay",
+            "local steps between an overlapped sync and its outer step (0: blocking)",
+            0,
+            math.inf,
+            integer=True,
+        ),  # fmt: skip
+        ParamSpec(
             "eval_interval", "steps between evaluations (0: none)", 0, math.inf, integer=True
         ),
         ParamSpec("eval_batches", "batches per evaluation", 1, math.inf, integer=True),
@@ -93,6 +101,7 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
         ParamSpec(
             "nproc", "processes (workers K) to launch on this node", 1, math.inf, integer=True
         ),
+        ParamSpec("shards", "ranks per worker (FSDP2 within a worker)", 1, math.inf, integer=True),
         ParamSpec("max_restarts", "torchrun restarts after a failure", 0, math.inf, integer=True),
     ]
 }
@@ -144,12 +153,29 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
         "precision": PRECISIONS,
         "lr_schedule": SCHEDULES,
         "outer_lr_schedule": SCHEDULES,
+        "token_dtype": ("auto", *TOKEN_DTYPES),
     }
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
             raise UserInputError(
                 f"option '{name}' = {getattr(cfg, name)!r} is not one of {', '.join(allowed)}"
             )
+    if cfg.shards > 1:
+        if cfg.nproc % cfg.shards:
+            raise ParameterError(
+                "shards", cfg.shards, f"a divisor of --nproc {cfg.nproc}",
+                "K = nproc / shards workers of shards ranks each",
+            )  # fmt: skip
+        if cfg.algorithm == "ddp":
+            raise UserInputError(
+                "option 'shards' shards the workers of the local algorithms (local_sgd, "
+                "post_local_sgd, diloco, palsgd), not 'ddp'"
+            )
+    if cfg.token_dtype != "auto" and cfg.dataset != "tokens":
+        raise UserInputError(
+            f"option 'token_dtype' = {cfg.token_dtype!r} applies to the 'tokens' dataset "
+            f"(a file of token ids), not '{cfg.dataset}'"
+        )
     if cfg.backend == "nccl" and dev == "cpu":
         raise UserInputError("backend 'nccl' needs CUDA devices, but device 'cpu' was given")
     if cfg.lr_warmup > cfg.T:

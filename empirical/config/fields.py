@@ -13,6 +13,7 @@ __all__ = [
     "THEORY_FIELDS",
     "ALGORITHM_FIELDS",
     "MATCH_FIELDS",
+    "MATCH_DEFAULTS",
     "RUN_ONLY_FIELDS",
     "FIELD_ALIASES",
 ]
@@ -42,6 +43,7 @@ class TrainConfig:
     dataset: str = "embedded-text"
     data_path: str | None = None
     tokenizer: str | None = None
+    token_dtype: str = "auto"
     iid: bool = True
     seq_len: int = 64
     batch_size: int = 8
@@ -78,6 +80,7 @@ class TrainConfig:
     coins_file: str | None = None
     comm_delay_s: float | None = None
     comm_delay_per_byte_s: float | None = None
+    sync_delay: int | None = None
     # learning-rate schedules (inner: over steps 0..T; outer: over the steps after T0)
     lr_schedule: str = "constant"
     lr_warmup: int = 0
@@ -114,6 +117,7 @@ class TrainConfig:
     wandb_project: str | None = None
     progress: bool = True
     nproc: int = 2
+    shards: int = 1
     max_restarts: int = 0
 
     def checkpoint_path(self) -> Path:
@@ -150,6 +154,7 @@ ALGORITHM_FIELDS: dict[str, str] = {
     "offload_outer_state": "offload_outer_state",
     "comm_delay_s": "comm_delay_s",
     "comm_delay_per_byte_s": "comm_delay_per_byte_s",
+    "sync_delay": "sync_delay",
 }
 
 #: fields a checkpoint must share with the run that resumes it (besides the world size)
@@ -170,7 +175,14 @@ MATCH_FIELDS = (
     "outer",
     "coins",
     "seed",
+    "token_dtype",
+    "sync_delay",
+    "shards",
 )
+
+#: fields of MATCH_FIELDS added after checkpoints were first written, with the value a
+#: manifest that lacks them was written with
+MATCH_DEFAULTS: dict[str, object] = {"token_dtype": "auto", "sync_delay": None, "shards": 1}
 
 #: fields that may differ freely between a run and the checkpoint it resumes (they say how
 #: this invocation runs and where it writes, not what is trained); every other field not

@@ -36,7 +36,11 @@ def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:
     ``grad_steps``, ``pull_steps``, ``warmup_steps``, ``syncs``, ``allreduce_calls`` and
     ``critical_grad_steps`` (rank 0's gradient steps plus, for every completed round, the
     excess of the round's largest gradient-step count over all workers over rank 0's: the
-    gradient steps on the critical path that a sync makes rank 0 wait for).
+    gradient steps on the critical path that a sync makes rank 0 wait for). With an
+    overlapped sync (``sync_delay = tau``) also ``window_grad_steps`` and
+    ``window_pull_steps``: rank 0's gradient and pull steps between each sync and its
+    landing (the ``tau`` steps after it, fewer when the run ends first), counted at the
+    sync's row: the compute that hides the sync's all-reduce.
     """
     K = check_workers(K)
     validate(T=T)
@@ -83,7 +87,7 @@ def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:
     grad0 = np.cumsum(grads[:, 0])
     syncs = np.cumsum(sync)
     warm = np.cumsum(~local)
-    return {
+    out = {
         "step": t + 1,
         "grad_steps": grad0,
         "pull_steps": np.cumsum(pulls[:, 0]),
@@ -92,6 +96,15 @@ def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:
         "allreduce_calls": warm + syncs,
         "critical_grad_steps": grad0 + np.cumsum(wait),
     }
+    tau = int(getattr(config, "sync_delay", 0))
+    if tau:
+        last = np.minimum(ends + tau, T - 1)  # the window of the sync after step s: s+1..last
+        for key, col in (("window_grad_steps", grads), ("window_pull_steps", pulls)):
+            before = np.concatenate([[0], np.cumsum(col[:, 0])])
+            per_sync = np.zeros(T)
+            per_sync[ends] = before[last + 1] - before[ends + 1]
+            out[key] = np.cumsum(per_sync)
+    return out
 
 
 def expected_trace(
@@ -117,7 +130,14 @@ def expected_trace(
 
 
 _TRACE_KEYS = ("step", "grad_steps", "pull_steps", "syncs")
-_OPTIONAL_KEYS = ("warmup_steps", "allreduce_calls", "critical_grad_steps", "wall_s")
+_OPTIONAL_KEYS = (
+    "warmup_steps",
+    "allreduce_calls",
+    "critical_grad_steps",
+    "window_grad_steps",
+    "window_pull_steps",
+    "wall_s",
+)
 
 
 def load_trace(source: Any) -> dict[str, np.ndarray]:
@@ -160,7 +180,7 @@ def load_trace(source: Any) -> dict[str, np.ndarray]:
         raise UserInputError(
             f"trace fields have different lengths: { {k: len(v) for k, v in out.items()} }"
         )
-    for k in (*_TRACE_KEYS, "warmup_steps", "allreduce_calls", "critical_grad_steps"):
+    for k in (*_TRACE_KEYS, *_OPTIONAL_KEYS[:-1]):
         if k in out and np.any(np.diff(out[k]) < 0):
             raise UserInputError(f"trace field '{k}' must be cumulative (nondecreasing)")
     return out

@@ -10,6 +10,10 @@ Datasets (:func:`build_dataset`; nothing is downloaded, every file is local):
   ``<|endoftext|>``, e.g. ``TinyStories-train.txt`` / ``TinyStories-valid.txt``), JSON lines
   with a ``text`` field, JSON arrays (the ``data00.json`` shards, field ``story``), or a
   dataset saved with ``datasets.save_to_disk`` (needs the optional ``datasets`` package).
+* ``tokens``: a user's corpus as a flat binary file of token ids (``uint16``, ``uint32``,
+  ``int32`` or ``int64``, no header; one file, or a directory with ``train.bin`` and
+  ``val.bin``), memory-mapped, cut into chunks of ``seq_len`` ids
+  (:mod:`empirical.data.token_file`).
 * ``embedded-images``: a generated, deterministic 10-class 32x32 RGB task (shapes and
   textures with random position, size, colours and pixel noise).
 * ``cifar10``: the CIFAR-10 python pickle batches (``data_batch_1..5``, ``test_batch``).
@@ -42,6 +46,7 @@ Files:
 * ``text.py``: ``embedded-text`` (:func:`embedded_corpus`, :class:`TokenChunkDataset`).
 * ``story_files.py``: TinyStories file formats, indexed for random access.
 * ``stories.py``: ``tinystories`` (:class:`StoryDataset`, :class:`PretokenizedStoryDataset`).
+* ``token_file.py``: ``tokens`` (:class:`TokenFileDataset`, :data:`TOKEN_DTYPES`).
 * ``images.py``: :class:`TensorImageDataset`, augmentation and ``embedded-images``
   (:func:`render_shapes`).
 * ``cifar.py``: ``cifar10`` (:func:`load_cifar10`).
@@ -70,12 +75,15 @@ from empirical.data.sharding import dataset_shard, make_loader, shard_indices
 from empirical.data.stories import PretokenizedStoryDataset, StoryDataset
 from empirical.data.stream import BatchStream
 from empirical.data.text import TokenChunkDataset, embedded_corpus
+from empirical.data.token_file import TOKEN_DTYPES, TokenFileDataset
 
 __all__ = [
     "DATASET_NAMES",
     "IGNORE_INDEX",
     "build_dataset",
     "TokenChunkDataset",
+    "TokenFileDataset",
+    "TOKEN_DTYPES",
     "StoryDataset",
     "PretokenizedStoryDataset",
     "TensorImageDataset",

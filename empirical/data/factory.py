@@ -13,12 +13,14 @@ from empirical.data.imagefolder import ImageFolderDataset
 from empirical.data.images import _embedded_images
 from empirical.data.stories import _tinystories
 from empirical.data.text import _embedded_text
+from empirical.data.token_file import _token_file
 from empirical.tokenizer import load_tokenizer
 from theory.validation import UserInputError, check_int
 
 DATASET_NAMES: tuple[str, ...] = (
     "embedded-text",
     "tinystories",
+    "tokens",
     "embedded-images",
     "cifar10",
     "imagefolder",
@@ -35,6 +37,7 @@ _KWARGS: dict[str, tuple[str, ...]] = {
         "add_eos",
         "pretokenize",
     ),
+    "tokens": ("token_dtype", "vocab_size", "val_fraction"),
     "embedded-images": ("n", "noise", "augment"),
     "cifar10": ("augment", "mean", "std"),
     "imagefolder": ("augment", "scale", "ratio", "resize_size", "mean", "std"),
@@ -56,11 +59,13 @@ def build_dataset(
 
     Args:
         name: one of :data:`DATASET_NAMES`.
-        path: local file or folder (``tinystories``, ``cifar10``, ``imagefolder``).
+        path: local file or folder (``tinystories``, ``tokens``, ``cifar10``,
+            ``imagefolder``).
         split: ``"train"`` or ``"val"`` (``valid``, ``validation``, ``test`` are aliases).
         seq_len: tokens per language-model item (the model's context must be >= seq_len).
         tokenizer: ``None``/``"byte"`` (:class:`ByteTokenizer`), a local HF tokenizer
-            directory, or a tokenizer object (language-model datasets).
+            directory, or a tokenizer object (language-model datasets). ``tokens`` reads
+            only its ``vocab_size``, and only when no ``vocab_size`` is given.
         image_size: output side in pixels (default: 32 for the 32x32 datasets, 224 for
             ``imagefolder``).
         seed: data seed: generation of ``embedded-images``, the ``holdout``/``fraction``
@@ -71,6 +76,9 @@ def build_dataset(
             (``text``/``story``), ``fraction`` (seeded subset, 1.0), ``add_eos`` (True),
             ``pretokenize`` (False: tokenise on access; True: once, into a memory-mapped
             cache next to the file, :mod:`empirical.token_cache`);
+            ``tokens`` (:mod:`empirical.data.token_file`): ``token_dtype`` (``"auto"``),
+            ``vocab_size`` (the model's vocabulary the ids must fit; default: the
+            tokenizer's), ``val_fraction`` (0.1, one-file data paths only);
             ``embedded-images``: ``n`` (10000 train / 2000 val), ``noise`` (0.1),
             ``augment`` (False); ``cifar10``: ``augment`` (train only), ``mean``, ``std``;
             ``imagefolder``: ``augment``, ``scale``, ``ratio``, ``resize_size``, ``mean``,
@@ -89,8 +97,13 @@ def build_dataset(
         )
     split = _split(split)
     seed = check_int("seed", seed, low=0)
-    if name in ("embedded-text", "tinystories"):
+    if name in ("embedded-text", "tinystories", "tokens"):
         seq_len = check_int("seq_len", seq_len, low=2)
+        if name == "tokens":
+            vocab = kw.pop("vocab_size", None)
+            if vocab is None:
+                vocab = load_tokenizer(tokenizer).vocab_size
+            return _token_file(path, split, seq_len, vocab, **kw)
         tok = load_tokenizer(tokenizer)
         if name == "embedded-text":
             return _embedded_text(split, seq_len, tok, **kw)

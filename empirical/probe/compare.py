@@ -62,6 +62,11 @@ def theory_scope(
         )
     if algorithm.get("sync_offset", 0):
         out.append(f"sync offset {algorithm['sync_offset']}: the first round is shorter than H")
+    if algorithm.get("sync_delay", 0):
+        out.append(
+            f"overlapped sync (sync_delay = {algorithm['sync_delay']}): the bounds assume the "
+            "blocking sync; theory.simulate and theory.moments.exact_moments model the delay"
+        )
     if model is not None:
         out += _model_scope(model, name, algorithm)
     return out

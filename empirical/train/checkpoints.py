@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from empirical.algorithms.fsdp import load_local_optimizer_state, load_local_state, local_state
 from empirical.checkpoint import (
     capture_rng,
     load_rank_state,
@@ -113,8 +114,12 @@ class CheckpointSteps:
             raise error or UserInputError(
                 f"checkpoint '{directory}': another rank could not load its file"
             )
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.wm is None:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        else:  # this rank's chunks of a sharded worker (empirical.algorithms.fsdp)
+            load_local_state(self.model, state["model"])
+            load_local_optimizer_state(self.optimizer, state["optimizer"])
         self.algo.load_state_dict(state["algorithm"])
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
@@ -154,14 +159,18 @@ class CheckpointSteps:
         self._barrier()
 
     # ------------------------------------------------------------------ save
+    def _local(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` as this rank saves it: a sharded worker's chunks, else unchanged."""
+        return state if self.wm is None else local_state(state)
+
     def _rank_state(self, step: int) -> dict[str, Any]:
         """What this rank's checkpoint file holds at ``step``."""
         return {
             "format": _RANK_FORMAT,
             "rank": self.rank,
             "step": step,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": self._local(self.model.state_dict()),
+            "optimizer": self._local(self.optimizer.state_dict()),
             "algorithm": self.algo.state_dict(),
             "data": self.stream.state_dict(),
             "rng": capture_rng(),

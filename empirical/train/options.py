@@ -35,9 +35,13 @@ _CLI_ALIASES: dict[str, str] = {
 _HELP: dict[str, str] = {
     "model": "model name (empirical.models.MODEL_NAMES)",
     "dataset": "dataset name (empirical.data.DATASET_NAMES)",
-    "data_path": "file or directory of the dataset (needed by file-based datasets)",
+    "data_path": "file or directory of the dataset (needed by file-based datasets; "
+    "'tokens': a flat binary file of token ids, or a directory with train.bin and val.bin)",
     "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
     "directory (nothing is downloaded)",
+    "token_dtype": "dataset 'tokens': integer type of the ids in --data-path (uint16 | "
+    "uint32 | int32 | int64; auto: a dtype named in the file name, else uint16 up to "
+    "65,536 ids of the vocabulary, uint32 above)",
     "iid": "ranks read disjoint shards of one shuffled data set (--no-iid: each rank owns "
     "a fixed block of the data, heterogeneous workers)",
     "seq_len": "tokens per sequence (language models)",
@@ -99,6 +103,9 @@ _HELP: dict[str, str] = {
     "comm_delay_s": "emulated slow link: seconds added to every all-reduce",
     "comm_delay_per_byte_s": "emulated slow link: seconds per payload byte added to every "
     "all-reduce",
+    "sync_delay": "overlapped sync: the outer all-reduce runs while the workers compute "
+    "and its outer step lands SYNC_DELAY local steps later (1..H-1; 0 or unset: blocking "
+    "sync; docs/trainer.md)",
     "eval_interval": "steps between evaluations of the anchor (0: none)",
     "eval_batches": "batches per evaluation",
     "checkpoint_dir": "checkpoint directory (default OUTPUT_DIR/checkpoints)",
@@ -117,8 +124,11 @@ _HELP: dict[str, str] = {
     "log_interval": "steps between train records",
     "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
     "progress": "progress bar on rank 0",
-    "nproc": "processes (workers K) on this node (default 2: torchrun launches 2 ranks, "
-    "gloo on the CPU); 1 trains in this process (palsgd train only)",
+    "nproc": "processes on this node (default 2: torchrun launches 2 ranks, gloo on the "
+    "CPU; workers K = nproc / shards); 1 trains in this process (palsgd train only)",
+    "shards": "ranks per worker: each of the nproc/shards workers shards its model over "
+    "SHARDS ranks with FSDP2 (fully_shard on a 2-D mesh; the sync runs across workers); "
+    "batch-size stays per rank (docs/trainer.md)",
     "max_restarts": "torchrun restarts after a failure (each resumes from the latest checkpoint)",
 }
 

@@ -24,7 +24,7 @@ from empirical.checkpoint import (
     read_manifest,
     resolve_resume,
 )
-from empirical.config import ALGORITHM_FIELDS, TrainConfig
+from empirical.config import ALGORITHM_FIELDS, MATCH_DEFAULTS, TrainConfig
 from empirical.distributed import bind_device
 from empirical.resume import check_resume, checkpoint_meta
 from empirical.train.options import PROG
@@ -47,6 +47,7 @@ __all__ = [
 _DATASET_TASKS = {
     "embedded-text": "lm",
     "tinystories": "lm",
+    "tokens": "lm",
     "embedded-images": "image",
     "cifar10": "image",
     "imagefolder": "image",
@@ -137,6 +138,8 @@ def check_names(cfg: TrainConfig) -> str:
 def _build_datasets(cfg: TrainConfig, task: str) -> tuple[Any, Any]:
     """The training split and (with evaluation) the validation split."""
     kw: dict[str, Any] = {"tokenizer": cfg.tokenizer} if task == "lm" else {}
+    if cfg.dataset == "tokens":
+        kw.update(_token_file_options(cfg))
     splits = ("train", "val") if cfg.eval_interval > 0 else ("train",)
     try:
         if cfg.pretokenize:
@@ -163,6 +166,15 @@ def _build_datasets(cfg: TrainConfig, task: str) -> tuple[Any, Any]:
             f"{data_task} dataset"
         )
     return built[0], built[1] if len(built) > 1 else None
+
+
+def _token_file_options(cfg: TrainConfig) -> dict[str, Any]:
+    """The ``tokens`` dataset's dtype, and the vocabulary its ids must fit: the
+    tokenizer's with ``--tokenizer``, else the model's (:mod:`empirical.data.token_file`)."""
+    out: dict[str, Any] = {"token_dtype": cfg.token_dtype}
+    if cfg.tokenizer is None:
+        out["vocab_size"] = models.model_spec(cfg.model)["vocab_size"]
+    return out
 
 
 def _load_coins(path: str | None) -> np.ndarray | None:
@@ -192,7 +204,7 @@ def _newest_intact(cfg: TrainConfig, root: Path, rank: int, world_size: int) -> 
     meta = checkpoint_meta(cfg, world_size)
 
     def same_run(manifest: dict[str, Any], directory: Path) -> None:
-        check_compatible(manifest, meta, directory)
+        check_compatible(manifest, meta, directory, MATCH_DEFAULTS)
 
     good, bad = intact_checkpoints(root, rank, same_run)
     choice = _ResumeChoice(candidates=[step for step, _ in good])

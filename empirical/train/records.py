@@ -41,7 +41,7 @@ class RunRecords:
             atomic_write_json(out / "config.json", config_to_dict(cfg))
             if self.prep.stability.status != "ok":
                 print(f"{PROG}: warning: {self.prep.stability.message}", file=sys.stderr)
-        self.run_name = cfg.run_name or run_name(cfg, self.world)
+        self.run_name = cfg.run_name or run_name(cfg, self.world // cfg.shards)
         self.writer = MetricsWriter(
             out,
             enabled=self.main,
@@ -187,6 +187,7 @@ class RunRecords:
         """Collective: write the anchor (the global model) to ``export_dir`` on rank 0."""
         state, _ = self._global_state()
         if self.main:
-            path = export_anchor(self.model, state, self.cfg.export_dir, self.cfg.model)
+            template = self.model if self.plain_model is None else self.plain_model
+            path = export_anchor(template, state, self.cfg.export_dir, self.cfg.model)
             print(f"{PROG}: exported the anchor to {path}", file=sys.stderr)
         self._barrier()

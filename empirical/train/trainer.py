@@ -18,6 +18,7 @@ import torch.distributed as dist
 from empirical import data as data_mod
 from empirical import models
 from empirical.algorithms import build_algorithm
+from empirical.algorithms.fsdp import SliceStream, shard_model, worker_mesh
 from empirical.data import seed_of
 from empirical.schedules import rate_at
 from empirical.timing import DeviceClock, Totals
@@ -82,20 +83,34 @@ class Trainer(CheckpointSteps, Monitoring, RunRecords):
                 shuffle=True,
                 drop_last=False,
             )
+        # sharded workers (--shards S): FSDP2 within each worker, the sync across workers
+        self.wm, self.plain_model = None, None
+        if cfg.shards > 1:
+            self.wm = worker_mesh(cfg.shards, self.device.type)
+            if self.main and cfg.export_dir:
+                self.plain_model = copy.deepcopy(self.model)  # the export's template
+            shard_model(self.model, self.wm)
         self.optimizer = build_inner_optimizer(cfg, self.model.parameters())
         self.algo = build_algorithm(
-            prep.algorithm, self.model, self.optimizer, coin_source=prep.coin_trace
+            prep.algorithm,
+            self.model,
+            self.optimizer,
+            coin_source=prep.coin_trace,
+            process_group=None if self.wm is None else self.wm.replicate_group,
         )
+        wm = self.wm
         self.stream = data_mod.BatchStream(
             prep.train_set,
-            cfg.batch_size,
-            rank=self.rank,
-            world_size=self.world,
+            cfg.batch_size * (1 if wm is None else wm.S),
+            rank=self.rank if wm is None else wm.worker,
+            world_size=self.world if wm is None else wm.K,
             seed=cfg.seed,
             iid=cfg.iid,
             num_workers=cfg.num_workers,
             pin_memory=cfg.pin_memory and self.device.type == "cuda",
         )
+        if wm is not None:  # this rank's slice of its worker's batch
+            self.stream = SliceStream(self.stream, wm.shard, wm.S)
         self.clock = DeviceClock(self.device)
         self.totals = Totals()
         self._build_precision()
@@ -184,6 +199,8 @@ class Trainer(CheckpointSteps, Monitoring, RunRecords):
             scaler=self.scaler,
             autocast=self.autocast,
         )
+        if int(self.algo.t) >= self.cfg.T:
+            self.algo.finish()  # an overlapped sync's outer step still in flight lands
         self.clock.add("wall_s", start, self.clock.mark())
         if res.loss is not None:
             self._note_loss(res.loss, int(self.algo.t))

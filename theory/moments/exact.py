@@ -36,7 +36,11 @@ anchor is set ``z <- x`` and the outer momentum buffer to zero. The sync after l
 ``t`` happens when ``(t - T0 + 1 + sync_offset) % H == 0``: with ``Delta = z - mean_k x_k``,
 outer SGD is ``z <- z - gamma Delta`` (averaging is ``gamma = 1``) and outer Nesterov is the
 PyTorch form ``buf <- mu buf + Delta; z <- z - gamma (Delta + mu buf)``; then every worker
-restarts from ``z``.
+restarts from ``z``. The overlapped sync (``sync_delay = tau``, :mod:`theory.algorithm`)
+keeps ``q = z - mean_k x_k`` in the state, restarts every worker from the current ``z`` and
+lands ``tau`` steps later (outer step on ``q``, ``x_k <- x_k + z' - z``): both are linear
+maps of the state ``(x_1..x_K, z, buf, 1, q)``, so the recursion stays exact; a run ends
+with the update in flight landed.
 
 Sources of the closed forms checked against this recursion (``tests/test_quadratic.py``):
 the within-round mean ``A_H = -(lambda/(lambda+eta)) (1 - c^H)``, ``c = 1 - alpha
@@ -65,12 +69,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory.algorithm import is_sync_step
+from theory.algorithm import is_landing_step, is_sync_step
 from theory.moments.branches import local_step_branches
 from theory.moments.inputs import EigenQuadratic, as_eig, check_x0
 from theory.moments.spec import MomentAlgo, as_algo
 from theory.moments.step import (
     apply_linear,
+    delayed_sync_matrix,
+    landing_matrix,
     local_step,
     start_matrix,
     step_map,
@@ -155,31 +161,39 @@ def exact_moments(
     with np.errstate(over="ignore", invalid="ignore"):
         for t in tqdm(range(int(T)), desc="exact moments", disable=not progress, leave=False):
             run.step(t)
+        run.finish(int(T))
         return run.curves()
 
 
 class _StepRun:
-    """The state ``S`` (d, K+3, K+3) of one run, its per-step records and the rounds."""
+    """The state ``S`` (d, n, n) of one run (``n = K + 3``, ``K + 4`` with an overlapped
+    sync's ``q``), its per-step records and the rounds."""
 
     def __init__(self, prob: EigenQuadratic, algo: MomentAlgo, start: np.ndarray) -> None:
         self.prob, self.algo = prob, algo
         lam = prob.lam
         K, d = prob.b.shape
-        self.K, self.iz, self.i1 = K, K, K + 2  # workers, z, buf, constant 1
+        self.K, self.iz, self.i1 = K, K, K + 2  # workers, z, buf, constant 1 (, q)
+        self.n = K + (4 if algo.sync_delay else 3)
+        self.in_flight = False
         bbar = prob.b.mean(axis=0)
         delta = prob.to_eig(prob.b - bbar).T  # (d, K): heterogeneity offsets per direction
         y0 = prob.to_eig(start - bbar)
-        v0 = np.zeros((d, K + 3))
+        v0 = np.zeros((d, self.n))
         v0[:, :K] = y0[:, None]
         v0[:, self.iz] = y0
         v0[:, self.i1] = 1.0
         self.S = v0[:, :, None] * v0[:, None, :]
         a = algo.alpha
         # branch noise for unit variance, scaled per worker by s2 (d, K)
-        self.step_map = step_map(local_step_branches(lam, a, algo.eta, algo.p, 1.0), delta)
+        branches = local_step_branches(lam, a, algo.eta, algo.p, 1.0)
+        self.step_map = step_map(branches, delta, self.n - K)
         self.warm_noise = a**2 * prob.s2.sum(axis=1) / K**2  # Var of alpha * mean_k xi_k
-        self.sync_J = sync_matrix(K, algo)
-        self.start_J = start_matrix(K)
+        if algo.sync_delay:
+            self.sync_J, self.land_J = delayed_sync_matrix(K), landing_matrix(K, algo)
+        else:
+            self.sync_J = sync_matrix(K, algo)
+        self.start_J = start_matrix(K, self.n)
         self.rows: list[tuple[float, float, float, float]] = []
         self.r_steps: list[int] = []
         self.r_dist: list[float] = []
@@ -221,9 +235,22 @@ class _StepRun:
             self.S = warm_step(S, K, 1 - algo.alpha * lam, self.warm_noise)
             return
         self.S = local_step(S, K, self.step_map, self.prob.s2, algo.shared)
-        if is_sync_step(t, int(algo.T0), algo.H, algo.sync_offset):
+        T0 = int(algo.T0)
+        if is_landing_step(t, T0, algo.H, algo.sync_offset, algo.sync_delay):
+            self.finish(t + 1)
+        if is_sync_step(t, T0, algo.H, algo.sync_offset):
             self.S = apply_linear(self.sync_J, self.S)
-            self._record_round(t + 1)
+            if algo.sync_delay:
+                self.in_flight = True
+            else:
+                self._record_round(t + 1)
+
+    def finish(self, step: int) -> None:
+        """The outer update of an overlapped sync in flight lands before ``step``."""
+        if self.in_flight:
+            self.S = apply_linear(self.land_J, self.S)
+            self.in_flight = False
+            self._record_round(step)
 
     def curves(self) -> ExactCurves:
         """The records as :class:`ExactCurves` (the final values from the current state)."""
@@ -258,6 +285,7 @@ class _StepRun:
                 "coins": "shared" if algo.shared else "independent",
                 "sync_offset": algo.sync_offset,
                 "outer_steps_per_sync": algo.outer_steps,
+                "sync_delay": algo.sync_delay,
                 "diverged": not bool(np.all(np.isfinite(self.S))),
             },
         )

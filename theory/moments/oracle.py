@@ -61,7 +61,7 @@ from theory.moments.rounds import (
     with_accumulators,
 )
 from theory.moments.spec import MomentAlgo, as_algo
-from theory.validation import validate_one
+from theory.validation import UserInputError, validate_one
 
 __all__ = ["Directions", "OracleResult", "directions_of", "exact_oracle", "oracle_on"]
 
@@ -144,6 +144,11 @@ def oracle_on(dirs: Directions, spec: Any, *, T: int, curves: bool = False) -> O
     """:func:`exact_oracle` on a reduced quadratic (see :class:`Directions`)."""
     validate_one("T", T)
     algo = as_algo(spec)
+    if algo.sync_delay:
+        raise UserInputError(
+            f"sync_delay = {algo.sync_delay}: the round-map oracle has no overlapped sync; "
+            "theory.moments.exact_moments computes its exact moments step by step"
+        )
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return _Run(dirs, algo, int(T), curves).result()
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from theory.algorithm import LOCAL_NAMES
+from theory.algorithm import LOCAL_NAMES, check_sync_delay
 from theory.validation import UserInputError, check_int, validate
 
 _OUTER_AVG = ("avg", "average", "averaging", "mean")
@@ -30,6 +30,7 @@ class MomentAlgo:
     shared: bool
     sync_offset: int
     outer_steps: int = 1  # outer steps per sync (extra ones on a zero outer gradient)
+    sync_delay: int = 0  # overlapped sync: the outer step lands this many steps later
 
 
 def _spec_get(spec: Any, name: str, default: Any = None) -> Any:
@@ -40,7 +41,8 @@ def _spec_get(spec: Any, name: str, default: Any = None) -> Any:
 
 def as_algo(spec: Any) -> MomentAlgo:
     """Normalise an algorithm spec (``theory.simulate.AlgorithmSpec``, a dict, or any object
-    with the fields ``kind, alpha, H, p, eta, outer, gamma, mu, T0, coins, sync_offset``)."""
+    with the fields ``kind, alpha, H, p, eta, outer, gamma, mu, T0, coins, sync_offset``,
+    and optionally ``outer_steps_per_sync``, ``sync_delay``)."""
     kind = str(_spec_get(spec, "kind", "palsgd") or "palsgd").lower().replace("-", "_")
     alpha = _spec_get(spec, "alpha")
     if alpha is None:
@@ -73,6 +75,9 @@ def as_algo(spec: Any) -> MomentAlgo:
             f"algorithm kind {kind!r} has no exact moment recursion here; known kinds: "
             f"{sorted(_KIND_MINIBATCH + _KIND_LOCAL)} (simulate EASGD with theory.simulate)"
         )
+    sync_delay = _spec_get(spec, "sync_delay", 0) or 0
+    if sync_delay:
+        sync_delay = check_sync_delay(kind, sync_delay, H)
     if kind in _KIND_MINIBATCH:
         return MomentAlgo(float(alpha), 1, 0.0, 0.0, "sgd", 1.0, 0.0, math.inf, False, 0)
     if outer in _OUTER_AVG:
@@ -97,4 +102,5 @@ def as_algo(spec: Any) -> MomentAlgo:
         coins == "shared",
         int(sync_offset),
         int(outer_steps),
+        int(sync_delay),
     )

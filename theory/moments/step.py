@@ -1,5 +1,8 @@
 """One step of the second-moment matrix ``S = E[y y^T]`` of ``y = (x_1..x_K, z, buf, 1)``
-per eigendirection: local steps, warm-up steps, the sync and the start of the local phase."""
+per eigendirection: local steps, warm-up steps, the sync and the start of the local phase.
+An overlapped sync (``sync_delay >= 1``) appends the outer gradient in flight ``q`` to the
+state, ``y = (x_1..x_K, z, buf, 1, q)``: its start (:func:`delayed_sync_matrix`) and its
+landing (:func:`landing_matrix`) are linear maps too, and local steps leave ``q`` alone."""
 
 from __future__ import annotations
 
@@ -13,11 +16,14 @@ from theory.moments.branches import Branch
 from theory.moments.spec import MomentAlgo
 
 
-def _branch_blocks(br: Branch, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-direction scale ``(d,)`` and the ``(d, K, 3)`` coefficients on ``(z, buf, 1)``."""
+def _branch_blocks(
+    br: Branch, delta: np.ndarray, n_other: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-direction scale ``(d,)`` and the ``(d, K, n_other)`` coefficients on
+    ``(z, buf, 1[, q])`` (zero on ``q``)."""
     d, K = delta.shape
     scale = np.broadcast_to(np.asarray(br.scale, dtype=float), (d,))
-    B = np.zeros((d, K, 3))
+    B = np.zeros((d, K, n_other))
     B[:, :, 0] = np.broadcast_to(np.asarray(br.pull, dtype=float), (d,))[:, None]
     B[:, :, 2] = np.broadcast_to(np.asarray(br.drift, dtype=float), (d,))[:, None] * delta
     return scale, B
@@ -56,14 +62,16 @@ class StepMap:
     noise: np.ndarray
 
 
-def step_map(branches: Sequence[Branch], delta: np.ndarray) -> StepMap:
+def step_map(branches: Sequence[Branch], delta: np.ndarray, n_other: int = 3) -> StepMap:
+    """The :class:`StepMap` of ``branches`` with heterogeneity offsets ``delta`` (d, K), on
+    a state with ``n_other`` entries after the workers (3, or 4 with ``q``)."""
     d, K = delta.shape
     blocks = []
     noise = np.zeros(d)
     mean_scale = np.zeros(d)
-    mean_B = np.zeros((d, K, 3))
+    mean_B = np.zeros((d, K, n_other))
     for br in branches:
-        scale, B = _branch_blocks(br, delta)
+        scale, B = _branch_blocks(br, delta, n_other)
         blocks.append((br.prob, scale, B))
         noise += br.prob * np.broadcast_to(np.asarray(br.noise, dtype=float), (d,))
         mean_scale += br.prob * scale
@@ -102,7 +110,7 @@ def warm_step(S: np.ndarray, K: int, scale: np.ndarray, noise: np.ndarray) -> np
     (the workers hold the same model; the averaged noise, of variance ``noise`` per
     direction, is common to all of them)."""
     W, C, O = S[:, :K, :K], S[:, :K, K:], S[:, K:, K:]
-    W_new, C_new = _map_blocks(W, C, O, scale, np.zeros((S.shape[0], K, 3)))
+    W_new, C_new = _map_blocks(W, C, O, scale, np.zeros((S.shape[0], K, S.shape[1] - K)))
     return _assemble(S, K, W_new + noise[:, None, None], C_new)
 
 
@@ -137,9 +145,40 @@ def sync_matrix(K: int, algo: MomentAlgo) -> np.ndarray:
     return J
 
 
-def start_matrix(K: int) -> np.ndarray:
-    """End of warm-up: ``z <- xbar``, ``buf <- 0``, workers unchanged."""
-    n = K + 3
+def delayed_sync_matrix(K: int) -> np.ndarray:
+    """Start of an overlapped sync on ``(x_1..x_K, z, buf, 1, q)``: ``q <- z - xbar``, then
+    ``x_k <- z``; ``z`` and ``buf`` unchanged (:mod:`theory.algorithm`)."""
+    iz, iq = K, K + 3
+    J = np.eye(K + 4)
+    J[iq] = 0.0
+    J[iq, :K] = -1.0 / K
+    J[iq, iz] = 1.0
+    J[:K] = 0.0
+    J[:K, iz] = 1.0
+    return J
+
+
+def landing_matrix(K: int, algo: MomentAlgo) -> np.ndarray:
+    """Landing of an overlapped sync on ``(x_1..x_K, z, buf, 1, q)``: ``(z', buf')`` is
+    :func:`theory.algorithm.outer_step` on the rows of ``z``, ``buf`` and ``q``, then
+    ``x_k <- x_k + z' - z`` and ``q <- 0``."""
+    iz, ib, iq = K, K + 1, K + 3
+    J = np.eye(K + 4)
+    z_row, buf_row = outer_step(
+        J[iz].copy(), J[ib].copy(), J[iq].copy(), outer=algo.outer, gamma=algo.gamma,
+        mu=algo.mu, extra_steps=algo.outer_steps - 1,
+    )  # fmt: skip
+    J[:K] += z_row - J[iz]
+    J[iz] = z_row
+    J[ib] = buf_row
+    J[iq] = 0.0
+    return J
+
+
+def start_matrix(K: int, n: int | None = None) -> np.ndarray:
+    """End of warm-up: ``z <- xbar``, ``buf <- 0``, workers unchanged (``n``: the state's
+    size, ``K + 3`` or ``K + 4`` with ``q``, which is zero then)."""
+    n = K + 3 if n is None else n
     J = np.eye(n)
     J[K] = 0.0
     J[K, :K] = 1.0 / K

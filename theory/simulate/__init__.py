@@ -22,6 +22,12 @@ README): steps ``t = 0, ..., T-1``, pull steps count.
   ``outer_steps_per_sync = A`` the outer step is applied ``A - 1`` more times on a zero
   outer gradient (the authors' ``is_intended_impl=False``) and the sync costs ``A``
   all-reduces. Then every worker restarts from ``z``.
+* Overlapped sync (``sync_delay = tau >= 1``; :mod:`theory.algorithm`): at a sync step
+  ``Delta = z - mean_k x_k`` is kept in flight and every worker restarts from the current
+  ``z``; right after local step ``t + tau`` the outer update lands,
+  ``(z', buf') = outer_step(z, buf, Delta)`` and ``x_k <- x_k + (z' - z)``. The sync is
+  counted (``comm_rounds``) when it starts; a run of ``T`` steps ends with the update in
+  flight landed (``final_x``, ``anchor``).
 * ``kind="easgd"`` (elastic averaging SGD as Wang and Joshi, Cooperative SGD, JMLR 22(213),
   2021, eqs. (4), (5), (11), write it: ``X_{t+1} = (X_t - alpha G_t) S_t`` with ``S_t`` the
   mixing matrix ``W_a`` at the sync steps and the identity otherwise; ``X`` stacks the

@@ -1,9 +1,10 @@
 """The step schedule of a simulator run, shared by the numpy and the torch backends.
 
 :class:`RunLoop` runs the steps of :mod:`theory.simulate` (recording, warm-up, coins,
-local step, sync or elastic mixing) and keeps the counters (gradient evaluations,
-all-reduces, pulls); a backend supplies the arithmetic in ``record``, ``draw``,
-``warm_step``, ``local_step``, ``mix``, ``sync`` and ``trace``.
+local step, sync or elastic mixing, the landing of an overlapped sync) and keeps the
+counters (gradient evaluations, all-reduces, pulls); a backend supplies the arithmetic in
+``record``, ``draw``, ``warm_step``, ``local_step``, ``mix``, ``sync``, ``start_sync``,
+``land`` and ``trace``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class RunLoop:
         self.ge_rec = np.empty((R, n_rec))
         self.grad_evals = np.zeros(R)
         self.comm = 0
+        self.in_flight = False  # an overlapped sync's outer step is pending
 
     # ---- the backend's arithmetic ------------------------------------------------------
     def record(self, i: int) -> None:
@@ -80,6 +82,15 @@ class RunLoop:
         raise NotImplementedError
 
     def sync(self) -> None:
+        raise NotImplementedError
+
+    def start_sync(self) -> None:
+        """Overlapped sync: keep ``Delta = z - xbar`` in flight, restart the workers from
+        ``z`` (:mod:`theory.algorithm`, ``sync_delay``)."""
+        raise NotImplementedError
+
+    def land(self) -> None:
+        """Overlapped sync: the outer step on the ``Delta`` in flight, ``x_k += z' - z``."""
         raise NotImplementedError
 
     def trace(self) -> Trace:
@@ -104,14 +115,23 @@ class RunLoop:
                 self.comm += 1
                 continue
             self._local(t, draw)
+            if spec.sync_delay and spec.is_landing_step(t):
+                self.land()
+                self.in_flight = False
             if not spec.is_sync_step(t):
                 continue
             if self.easgd:
                 self.mix()
                 self.comm += 1
+            elif spec.sync_delay:
+                self.start_sync()
+                self.in_flight = True
+                self.comm += spec.outer_steps_per_sync
             else:
                 self.sync()
                 self.comm += spec.outer_steps_per_sync
+        if self.in_flight:  # the run ends with the update in flight landed
+            self.land()
         return self.trace()
 
     def _local(self, t: int, draw: Any) -> None:

@@ -152,6 +152,16 @@ class NumpyRun(RunLoop):
         self.Z[...] = Z_new
         self.X[...] = self.Z[:, None, :]
 
+    def start_sync(self) -> None:
+        self.delta = self.Z - self.X.mean(axis=1)
+        self.X[...] = self.Z[:, None, :]
+
+    def land(self) -> None:
+        self.X -= self.Z[:, None, :]
+        Z_new, self.buf = self.spec.outer_step(self.Z, self.buf, self.delta)
+        self.Z[...] = Z_new
+        self.X += self.Z[:, None, :]
+
     def trace(self) -> Trace:
         v = self.point()
         gT = self.problem.grad(v)

@@ -280,6 +280,16 @@ class TorchRun(RunLoop):
         self.Z.copy_(Z_new)
         self.X.copy_(self.Z[:, None, :].expand(self.R, self.K, self.d))
 
+    def start_sync(self) -> None:
+        self.delta = self.Z - self.X.mean(1)
+        self.X.copy_(self.Z[:, None, :].expand(self.R, self.K, self.d))
+
+    def land(self) -> None:
+        self.X.sub_(self.Z[:, None, :])
+        Z_new, self.buf = self.spec.outer_step(self.Z, self.buf, self.delta)
+        self.Z.copy_(Z_new)
+        self.X.add_(self.Z[:, None, :])
+
     def trace(self) -> Trace:
         v = self.point()
         gT = self.ops.grad(v)
