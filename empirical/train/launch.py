@@ -23,7 +23,7 @@ from empirical.config import TrainConfig, config_to_dict
 from empirical.tokenizer import check_tokenizer_path
 from empirical.train.options import PROG
 from empirical.train.outcomes import EXIT_DIVERGED, EXIT_OK, EXIT_USER_ERROR
-from empirical.train.prepare import algorithm_config, check_names, resolve_device
+from empirical.train.prepare import algorithm_config, check_devices, check_names
 from theory import exitcodes
 from theory.io import atomic_write_json
 from theory.validation import check_output_dir
@@ -48,7 +48,7 @@ def check_before_launch(cfg: TrainConfig) -> None:
     """
     check_names(cfg)
     check_stability(algorithm_config(cfg), cfg.alpha, strict=True)
-    resolve_device(cfg, 0)
+    check_devices(cfg, cfg.nproc)
     if cfg.resume not in (None, "auto"):
         resolve_resume(cfg.resume, cfg.output_dir)
     if cfg.tokenizer not in (None, "byte"):
