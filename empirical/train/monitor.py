@@ -37,12 +37,13 @@ class Monitoring:
             raise Diverged(int(param_step), "parameters")
 
     def _note_loss(self, loss: torch.Tensor, step: int) -> None:
-        """Add a step's loss to the window; remember the first non-finite step (no sync)."""
+        """Add a step's loss to the window; remember the first non-finite step. Device
+        kernels only: the step number enters as a kernel argument, nothing is copied to or
+        read from the device (no host synchronisation)."""
         self.loss_sum += loss
         self.loss_count += 1
         first_bad = ~torch.isfinite(loss) & ~torch.isfinite(self._bad_pending)
-        here = torch.tensor(float(step), dtype=torch.float64, device=self.device)
-        self._bad_pending = torch.where(first_bad, here, self._bad_pending)
+        self._bad_pending.masked_fill_(first_bad, float(step))
 
     # ------------------------------------------------------------------ evaluation
     def _global_state(self) -> tuple[dict[str, Any], str]:

@@ -31,11 +31,12 @@ every process of a launch (the launcher, torchrun's agent and each rank).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -206,9 +207,23 @@ def _bool_index(args: tuple[Any, ...]) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
 
 
-def _note_sync(what: str) -> None:
-    for counter in _COUNTERS:
-        counter.note(what)
+def _device_copy(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``torch.tensor``/``as_tensor`` copies host data to a device. Under the fake a
+    tensor's ``.device`` reads as the CPU, so a device given in any form but the literal
+    ``"cpu"`` (how torch's optimizers place their host-side counters) is taken to be the GPU;
+    an empty list copies nothing."""
+    device = kwargs.get("device")
+    if device is None or device == "cpu":
+        return False
+    data = args[0] if args else kwargs.get("data")
+    if isinstance(data, list | tuple) and len(data) == 0:
+        return False
+    return func is torch.tensor or not isinstance(data, torch.Tensor)
+
+
+def _note_sync(what: str, tensor: Any = None) -> None:
+    for counter in list(_COUNTERS):
+        counter.note(what, tensor)
 
 
 class _CudaOnHost(TorchFunctionMode):
@@ -233,34 +248,42 @@ class _CudaOnHost(TorchFunctionMode):
     def _count(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         name = getattr(func, "__name__", str(func))
         if func in _TO_HOST or func in _DATA_SHAPED:
-            _note_sync(f"Tensor.{name}")
+            _note_sync(f"Tensor.{name}", args[0] if args else None)
         elif func in (_TENSOR.__getitem__, _TENSOR.__setitem__) and _bool_index(args):
             _note_sync(f"Tensor.{name} with a boolean mask")
-        elif func in _HOST_DATA_FACTORIES and _is_cuda(kwargs.get("device")):
-            _note_sync(f"torch.{name}(..., device=cuda) of host data")
+        elif func in _HOST_DATA_FACTORIES and _device_copy(func, args, kwargs):
+            _note_sync(f"torch.{name}(host data, device=...)")
 
 
 class SyncCounter:
     """Counts host-device synchronisations while active (``with SyncCounter() as c``).
 
-    ``ignore(tensors)`` names tensors that live on the host by design in a GPU run too (the
-    inner optimizer's step counters, for one): reading them waits for nothing.
-    ``calls`` lists what was counted, with the line of project code that made each call.
+    ``host_side(t)`` says which tensors live on the host by design in a GPU run too (the
+    inner optimizer's step counters, for one): reading them waits for nothing, so they are
+    not counted. :meth:`paused` stops counting for a block (the host-side data pipeline).
+    ``calls`` lists what was counted, with the line of code outside torch that made it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host_side: Callable[[torch.Tensor], bool] | None = None) -> None:
         self.calls: list[str] = []
-        self._ignored: set[int] = set()
+        self.host_side = host_side
 
-    def ignore(self, tensors: Any) -> SyncCounter:
-        self._ignored |= {id(t) for t in tensors}
-        return self
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Count nothing inside the block."""
+        _COUNTERS.remove(self)
+        try:
+            yield
+        finally:
+            _COUNTERS.append(self)
 
     @property
     def count(self) -> int:
         return len(self.calls)
 
-    def note(self, what: str) -> None:
+    def note(self, what: str, tensor: Any = None) -> None:
+        if isinstance(tensor, torch.Tensor) and self.host_side and self.host_side(tensor):
+            return
         self.calls.append(f"{what} at {_caller()}")
 
     def __enter__(self) -> SyncCounter:

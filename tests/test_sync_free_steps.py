@@ -1,0 +1,164 @@
+"""No host-device synchronisation inside a training step, shown on the CPU.
+
+Two gloo ranks each build the real trainer (``prepare`` -> ``init_distributed`` ->
+``Trainer``) with ``--device cuda`` under the fake-CUDA harness (tests/fakegpu), and every
+step runs inside a :class:`fake_cuda.SyncCounter`: each call that would make the host wait
+for the GPU (``.item()``, ``float()``/``int()``/``bool()`` of a tensor, ``.tolist()``,
+``.cpu()``, ``.numpy()``, data-dependent shapes, ``torch.tensor(..., device=cuda)`` of host
+data, ``torch.cuda.synchronize``, event and stream waits) is counted. The host-side data
+pipeline (the batch stream) and the inner optimizer's step counters (host tensors in a GPU
+run too: torch keeps them on the CPU unless ``capturable``) are not counted.
+
+Every step (warm-up, gradient, pull and sync) must count zero; the logging and checkpoint
+collectives, which read values on purpose, are the negative controls that the counter must
+see.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from empirical.distributed import spawn_workers
+
+pytestmark = pytest.mark.distributed
+
+#: PALSGD with a warm-up, pulls, syncs (an outer Nesterov step, the consensus statistic
+#: at every sync) and two micro-batches per step
+LM = dict(
+    algorithm="palsgd",
+    T=14,
+    T0=2,
+    H=4,
+    p=0.5,
+    eta=1.0,
+    outer="nesterov",
+    gamma=0.7,
+    mu=0.9,
+    A=2,
+    batch_size=2,
+    seq_len=16,
+    eval_interval=0,
+    checkpoint_interval=0,
+    consensus_interval=1,
+    clip_grad_norm=1.0,
+    progress=False,
+)
+IMAGE = dict(LM, model="resnet-tiny", dataset="embedded-images", seq_len=None, T=8)
+
+
+def _steps(rank: int, world: int, out: str, overrides: dict) -> dict:
+    """One rank: the real trainer on a fake GPU; syncs counted per step and in controls."""
+    os.environ["LOCAL_RANK"] = str(rank)
+    from fakegpu import fake_cuda
+
+    fake_cuda.install(world)
+    from empirical.config import resolve_config
+    from empirical.distributed import init_distributed
+    from empirical.train.prepare import backend_of, prepare
+    from empirical.train.trainer import Trainer
+
+    over = {k: v for k, v in overrides.items() if v is not None}
+    cfg = resolve_config(overrides={**over, "device": "cuda", "nproc": world, "output_dir": out})
+    prep = prepare(cfg)
+    trainer = Trainer(
+        prep, init_distributed(backend_of(cfg, prep.device), bound=torch.device(prep.device))
+    )
+    algo, opt = trainer.algo, trainer.optimizer
+
+    def host_side(t: torch.Tensor) -> bool:  # AdamW's step counters (not capturable)
+        return any(t is s.get("step") for s in opt.state.values())
+
+    counter = fake_cuda.SyncCounter(host_side)
+    next_batch = trainer._next_batch
+
+    def batch_uncounted():
+        with counter.paused():
+            return next_batch()
+
+    trainer._next_batch = batch_uncounted
+    steps = []
+    for _ in range(cfg.T):
+        s = algo.t
+        kind = "warmup" if algo.in_warmup else algo.next_action()
+        synced = not algo.in_warmup and algo.sync_due_after(s)
+        counter.calls.clear()
+        with counter:
+            trainer._one_step()
+        steps.append({"t": s, "kind": kind, "synced": synced, "calls": list(counter.calls)})
+    controls = {}
+    for name, fn in {
+        "consensus": lambda: algo.resolve_timings(),
+        "finite": lambda: trainer._check_finite(algo.t, params=False),
+        "log": lambda: trainer._window_loss(),
+        "times": lambda: trainer._resolve_times(),
+        "float(step) on the device": lambda: torch.tensor(float(algo.t), device=trainer.device),
+    }.items():
+        with fake_cuda.SyncCounter(host_side) as c:
+            fn()
+        controls[name] = c.count
+    return {
+        "device": prep.device,
+        "steps": steps,
+        "controls": controls,
+        "consensus": algo.stats["last_consensus"],
+    }
+
+
+@pytest.mark.parametrize("overrides", [LM, IMAGE], ids=["gptneo", "resnet"])
+def test_no_host_sync_in_any_step(overrides, tmp_path):
+    ranks = spawn_workers(_steps, 2, str(tmp_path / "run"), overrides, timeout_s=300)
+    for rank, res in enumerate(ranks):
+        assert res["device"] == f"cuda:{rank}"
+        kinds = {(s["kind"], s["synced"]) for s in res["steps"]}
+        # every kind of step ran: warm-up, gradient and pull steps, and syncs after both
+        assert {("warmup", False), ("grad", False), ("pull", False)} <= kinds, kinds
+        assert any(synced for _, synced in kinds), kinds
+        for s in res["steps"]:
+            assert s["calls"] == [], s
+        # the controls read values on purpose: the counter must see them
+        c = res["controls"]
+        assert c["finite"] >= 1 and c["log"] >= 1, c
+        assert c["float(step) on the device"] == 1 and c["consensus"] == 1, c
+        # the consensus statistic of the last sync is resolved when read (by the log)
+        assert isinstance(res["consensus"], float) and res["consensus"] >= 0.0
+
+
+def _attention(rank: int, world: int) -> dict:
+    """GPT-Neo's forward with the project's attention and with transformers' own class:
+    the same logits; host copies counted in each."""
+    import copy
+
+    from fakegpu import fake_cuda
+    from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoSelfAttention
+
+    from empirical.models import build_model
+
+    fake_cuda.install(1)
+    torch.manual_seed(0)
+    model = build_model("gptneo-tiny", vocab_size=64).to("cuda")
+    original = copy.deepcopy(model)
+    for module in original.modules():
+        if isinstance(module, GPTNeoSelfAttention):
+            module.__class__ = GPTNeoSelfAttention
+    ids = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 24, dtype=torch.long)
+    mask[1, :7] = 0  # left padding: the additive attention mask is used too
+    out = {}
+    for name, m in {"project": model, "transformers": original}.items():
+        with fake_cuda.SyncCounter() as c:
+            logits = m(input_ids=ids, attention_mask=mask).logits
+        out[name] = (logits, c.count)
+    out["layers"] = len(model.transformer.h)
+    return out
+
+
+def test_gpt_neo_attention_copies_nothing_from_the_host_and_matches_transformers():
+    (res,) = spawn_workers(_attention, 1, timeout_s=300)
+    (ours, ours_syncs), (theirs, theirs_syncs) = res["project"], res["transformers"]
+    assert torch.equal(ours, theirs)
+    assert ours_syncs == 0
+    # transformers' class copies its mask value from the host in every layer (the control)
+    assert theirs_syncs == res["layers"]
