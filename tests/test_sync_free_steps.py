@@ -1,7 +1,7 @@
 """No host-device synchronisation inside a training step, shown on the CPU.
 
 Two gloo ranks each build the real trainer (``prepare`` -> ``init_distributed`` ->
-``Trainer``) with ``--device cuda`` under the fake-CUDA harness (tests/fakegpu), and every
+``Trainer``) with ``--device cuda`` under the fake-CUDA harness (tests/harness), and every
 step runs inside a :class:`fake_cuda.SyncCounter`: each call that would make the host wait
 for the GPU (``.item()``, ``float()``/``int()``/``bool()`` of a tensor, ``.tolist()``,
 ``.cpu()``, ``.numpy()``, data-dependent shapes, ``torch.tensor(..., device=cuda)`` of host
@@ -52,7 +52,7 @@ IMAGE = dict(LM, model="resnet-tiny", dataset="embedded-images", seq_len=None, T
 def _steps(rank: int, world: int, out: str, overrides: dict) -> dict:
     """One rank: the real trainer on a fake GPU; syncs counted per step and in controls."""
     os.environ["LOCAL_RANK"] = str(rank)
-    from fakegpu import fake_cuda
+    from harness import fake_cuda
 
     fake_cuda.install(world)
     from empirical.config import resolve_config
@@ -131,7 +131,7 @@ def _attention(rank: int, world: int) -> dict:
     the same logits; host copies counted in each."""
     import copy
 
-    from fakegpu import fake_cuda
+    from harness import fake_cuda
     from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoSelfAttention
 
     from empirical.models import build_model

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 from empirical.export import export_anchor
 from empirical.train.cli import main, run
-from empirical.train.launch import check_before_launch, launch_torchrun, run_torchrun
+from empirical.train.launch import check_before_launch, launch_torchrun, run_ranks, run_torchrun
 from empirical.train.options import add_arguments, config_from_args
 from empirical.train.outcomes import (
     EXIT_DIVERGED,
@@ -94,6 +94,7 @@ __all__ = [
     "main",
     "check_before_launch",
     "launch_torchrun",
+    "run_ranks",
     "run_torchrun",
     "train",
     "prepare",
