@@ -295,8 +295,12 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
 
     # ------------------------------------------------------------------ state
     @torch.no_grad()
-    def anchor_state_dict(self) -> dict[str, torch.Tensor]:
-        """Model state with ``z`` as parameters and the anchor's buffers (a copy).
+    def anchor_state_dict(
+        self, device: torch.device | str | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Model state with ``z`` as parameters and the anchor's buffers (a copy; on
+        ``device`` when given, each tensor copied there directly: no second model copy on
+        the model's device).
 
         Without a stored anchor (Local SGD with averaging, or before the warm-up ends)
         the parameters are this rank's current ones, which equal the global model right
@@ -312,11 +316,12 @@ class LocalAlgorithm(LocalCommunication, DistributedAlgorithm):
             i = index.get(id(val))
             if i is not None and use_z:
                 assert self.z is not None
-                out[key] = self.z_views[i].to(val.dtype).clone()
+                src = self.z_views[i]
             elif key in bufs:
-                out[key] = bufs[key].clone()
+                src = bufs[key]
             else:
-                out[key] = val.detach().clone()
+                src = val.detach()
+            out[key] = src.to(device or src.device, dtype=val.dtype, copy=True)
         return out
 
     def state_dict(self) -> dict[str, Any]:
