@@ -16,100 +16,19 @@ see.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+from harness.steps import STEP_RUNS, checked_steps
 
 from empirical.distributed import spawn_workers
 
 pytestmark = pytest.mark.distributed
 
-#: PALSGD with a warm-up, pulls, syncs (an outer Nesterov step, the consensus statistic
-#: at every sync) and two micro-batches per step
-LM = dict(
-    algorithm="palsgd",
-    T=14,
-    T0=2,
-    H=4,
-    p=0.5,
-    eta=1.0,
-    outer="nesterov",
-    gamma=0.7,
-    mu=0.9,
-    A=2,
-    batch_size=2,
-    seq_len=16,
-    eval_interval=0,
-    checkpoint_interval=0,
-    consensus_interval=1,
-    clip_grad_norm=1.0,
-    progress=False,
-)
-IMAGE = dict(LM, model="resnet-tiny", dataset="embedded-images", seq_len=None, T=8)
 
-
-def _steps(rank: int, world: int, out: str, overrides: dict) -> dict:
-    """One rank: the real trainer on a fake GPU; syncs counted per step and in controls."""
-    os.environ["LOCAL_RANK"] = str(rank)
-    from harness import fake_cuda
-
-    fake_cuda.install(world)
-    from empirical.config import resolve_config
-    from empirical.distributed import init_distributed
-    from empirical.train.prepare import backend_of, prepare
-    from empirical.train.trainer import Trainer
-
-    over = {k: v for k, v in overrides.items() if v is not None}
-    cfg = resolve_config(overrides={**over, "device": "cuda", "nproc": world, "output_dir": out})
-    prep = prepare(cfg)
-    trainer = Trainer(
-        prep, init_distributed(backend_of(cfg, prep.device), bound=torch.device(prep.device))
-    )
-    algo, opt = trainer.algo, trainer.optimizer
-
-    def host_side(t: torch.Tensor) -> bool:  # AdamW's step counters (not capturable)
-        return any(t is s.get("step") for s in opt.state.values())
-
-    counter = fake_cuda.SyncCounter(host_side)
-    next_batch = trainer._next_batch
-
-    def batch_uncounted():
-        with counter.paused():
-            return next_batch()
-
-    trainer._next_batch = batch_uncounted
-    steps = []
-    for _ in range(cfg.T):
-        s = algo.t
-        kind = "warmup" if algo.in_warmup else algo.next_action()
-        synced = not algo.in_warmup and algo.sync_due_after(s)
-        counter.calls.clear()
-        with counter:
-            trainer._one_step()
-        steps.append({"t": s, "kind": kind, "synced": synced, "calls": list(counter.calls)})
-    controls = {}
-    for name, fn in {
-        "consensus": lambda: algo.resolve_timings(),
-        "finite": lambda: trainer._check_finite(algo.t, params=False),
-        "log": lambda: trainer._window_loss(),
-        "times": lambda: trainer._resolve_times(),
-        "float(step) on the device": lambda: torch.tensor(float(algo.t), device=trainer.device),
-    }.items():
-        with fake_cuda.SyncCounter(host_side) as c:
-            fn()
-        controls[name] = c.count
-    return {
-        "device": prep.device,
-        "steps": steps,
-        "controls": controls,
-        "consensus": algo.stats["last_consensus"],
-    }
-
-
-@pytest.mark.parametrize("overrides", [LM, IMAGE], ids=["gptneo", "resnet"])
-def test_no_host_sync_in_any_step(overrides, tmp_path):
-    ranks = spawn_workers(_steps, 2, str(tmp_path / "run"), overrides, timeout_s=300)
+@pytest.mark.parametrize("name", sorted(STEP_RUNS))
+def test_no_host_sync_in_any_step(name, tmp_path):
+    out = str(tmp_path / "run")
+    ranks = spawn_workers(checked_steps, 2, out, STEP_RUNS[name], timeout_s=300)
     for rank, res in enumerate(ranks):
         assert res["device"] == f"cuda:{rank}"
         kinds = {(s["kind"], s["synced"]) for s in res["steps"]}
