@@ -312,8 +312,14 @@ def main() -> int:
     ap.add_argument("--out", help="write the results as JSON to this file")
     ap.add_argument("--backends-only", action="store_true", help="section 3 only")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    ap.add_argument("--steps", type=int, default=8, help="timed steps per backend run")
+    ap.add_argument(
+        "--steps", type=int, default=8, help="steps per backend run (>= 2; the first is not timed)"
+    )
     args = ap.parse_args()
+    if args.steps < 2:
+        ap.error(
+            f"--steps must be at least 2 (the first step of a run is not timed), got {args.steps}"
+        )
     if args.backends_only:
         res = {"backends": bench_backends(args.threads, args.steps, args.quick)}
         if args.out:

@@ -28,6 +28,7 @@ from theory.validation import UserInputError
 __all__ = [
     "DistContext",
     "bind_device",
+    "device_for_rank",
     "init_distributed",
     "cleanup",
     "find_free_port",
@@ -60,18 +61,11 @@ def _default_backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-def bind_device(
+def device_for_rank(
     device: str | None, backend: str, local_rank: int | None = None, world_size: int | None = None
 ) -> torch.device:
-    """The device of this rank, bound with ``torch.cuda.set_device`` when it is a GPU.
-
-    ``device``: ``"cpu"``, ``"cuda"`` (``cuda:LOCAL_RANK``), ``"cuda:N"`` (one process only)
-    or ``None`` (CUDA if the backend is NCCL, else the CPU). With NCCL every local rank needs
-    its own GPU (``LOCAL_RANK < torch.cuda.device_count()``; NCCL refuses two ranks on one
-    GPU); with gloo, local ranks beyond the GPU count share GPUs round-robin
-    (``LOCAL_RANK mod device_count``), which is meant for tests on one GPU. Every failure is a
-    :class:`~theory.validation.UserInputError` raised before any collective.
-    """
+    """The device a rank with ``local_rank`` among ``world_size`` processes takes, checked
+    but not bound (see :func:`bind_device` for the rules and their errors)."""
     local = int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else int(local_rank)
     world = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else int(world_size)
     kind = (device or ("cuda" if backend == "nccl" else "cpu")).split(":")[0]
@@ -102,8 +96,28 @@ def bind_device(
             f"LOCAL_RANK {local} has no GPU of its own ({count} CUDA devices on this node): "
             "start at most one process per GPU, or use the gloo backend to share GPUs"
         )
-    dev = torch.device("cuda", index)
-    torch.cuda.set_device(dev)
+    return torch.device("cuda", index)
+
+
+def bind_device(
+    device: str | None, backend: str, local_rank: int | None = None, world_size: int | None = None
+) -> torch.device:
+    """The device of this rank, bound with ``torch.cuda.set_device`` when it is a GPU.
+
+    ``device``: ``"cpu"``, ``"cuda"`` (``cuda:LOCAL_RANK``), ``"cuda:N"`` (one process only)
+    or ``None`` (CUDA if the backend is NCCL, else the CPU). With NCCL every local rank needs
+    its own GPU (``LOCAL_RANK < torch.cuda.device_count()``; NCCL refuses two ranks on one
+    GPU); with gloo, local ranks beyond the GPU count share GPUs round-robin
+    (``LOCAL_RANK mod device_count``), which is meant for tests on one GPU. Every failure is a
+    :class:`~theory.validation.UserInputError` raised before any collective.
+
+    A rank binds once: the result is a concrete device (``cuda:I`` or ``cpu``) to hand to
+    :func:`init_distributed` as ``bound``, not a request to resolve again (``cuda:I`` as a
+    request names one GPU for one process).
+    """
+    dev = device_for_rank(device, backend, local_rank, world_size)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
     return dev
 
 
@@ -113,33 +127,39 @@ def _init_kwargs(backend: str, dev: torch.device) -> dict[str, Any]:
 
 
 def init_distributed(
-    backend: str | None = None, *, timeout_s: float = 1800.0, device: str | None = None
+    backend: str | None = None,
+    *,
+    timeout_s: float = 1800.0,
+    device: str | None = None,
+    bound: torch.device | None = None,
 ) -> DistContext:
     """Initialise (or join) the default process group.
 
-    * Already initialised: return its context unchanged.
+    * Already initialised: return its context (the group is left as it is).
     * ``torchrun`` environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``):
       ``init_process_group(backend, init_method="env://")``.
     * Otherwise a single-process group (world size 1) on an in-memory store, so that the
       same code path (including ``torch`` DDP) runs without a launcher.
 
-    The device is bound BEFORE the group exists (:func:`bind_device`: ``cuda:LOCAL_RANK``
-    and ``torch.cuda.set_device``), and an NCCL group gets ``device_id``, so that no rank's
-    collectives land on another rank's GPU. ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``)
-    overrides the device; with ``backend=None`` a CUDA device implies ``nccl`` and a CPU
-    device ``gloo``.
+    The device is bound BEFORE the group exists, and an NCCL group gets ``device_id``, so
+    that no rank's collectives land on another rank's GPU. ``bound`` is the device this
+    rank already bound (:func:`bind_device`'s result) and is used as it is; otherwise
+    ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``) is bound here (:func:`bind_device`:
+    ``cuda:LOCAL_RANK`` and ``torch.cuda.set_device``). With ``backend=None`` a CUDA device
+    implies ``nccl`` and a CPU device ``gloo``.
     """
     if backend is None:
-        kind = (device or "").split(":")[0]
+        kind = bound.type if bound is not None else (device or "").split(":")[0]
         backend = {"cpu": "gloo", "cuda": "nccl"}.get(kind, _default_backend())
     if backend not in ("gloo", "nccl"):
         raise UserInputError(f"'backend' = {backend!r} is not one of 'gloo', 'nccl'")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if dist.is_available() and dist.is_initialized():
         be = str(dist.get_backend())
-        dev = bind_device(device, be, local_rank, dist.get_world_size())
-        return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, dev, be, False)
-    dev = bind_device(device, backend, local_rank)
+        world = dist.get_world_size()
+        dev = bound if bound is not None else bind_device(device, be, local_rank, world)
+        return DistContext(dist.get_rank(), world, local_rank, dev, be, False)
+    dev = bound if bound is not None else bind_device(device, backend, local_rank)
     timeout = datetime.timedelta(seconds=timeout_s)
     env = os.environ
     kw = _init_kwargs(backend, dev)

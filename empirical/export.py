@@ -38,15 +38,14 @@ def export_anchor(
     ``model.safetensors``; ``GPTNeoForCausalLM.from_pretrained(directory)`` reads it). Other
     models (the ResNets) are written as ``anchor.pt`` (``torch.save`` of the state dict) and
     ``export.json`` naming the model, for ``empirical.models.build_model(name)`` +
-    ``load_state_dict``. The exported copy is built fresh, so the parameters do not share
-    storage with the training model's flat buffer.
+    ``load_state_dict``. The exported copy is built fresh in host memory: the structure of
+    ``model`` is copied with new, empty host tensors in place of its parameters and buffers
+    (whose data is never read, so no copy of the model is made on its device), then
+    ``state`` is loaded into it.
     """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    fresh = copy.deepcopy(model).cpu()
-    with torch.no_grad():
-        for p in fresh.parameters():
-            p.data = p.data.clone()
+    fresh = _host_skeleton(model)
     fresh.load_state_dict({k: v.detach().cpu() for k, v in state.items()})
     if hasattr(fresh, "save_pretrained"):
         fresh.save_pretrained(str(out))
@@ -54,3 +53,15 @@ def export_anchor(
         torch.save(fresh.state_dict(), out / "anchor.pt")
         (out / "export.json").write_text(json.dumps({"model": name}, indent=2) + "\n")
     return out
+
+
+def _host_skeleton(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``model`` whose parameters and buffers are new uninitialised host
+    tensors of the same shapes and dtypes (tied parameters stay tied)."""
+    memo: dict[int, Any] = {}
+    for p in model.parameters():
+        empty = torch.empty(p.shape, dtype=p.dtype, device="cpu")
+        memo[id(p)] = torch.nn.Parameter(empty, requires_grad=p.requires_grad)
+    for b in model.buffers():
+        memo[id(b)] = torch.empty(b.shape, dtype=b.dtype, device="cpu")
+    return copy.deepcopy(model, memo)

@@ -127,6 +127,8 @@ def scenarios(rank: int, world: int) -> dict:
 
     train(algo, rank, 14, hook=record)
     out["sync_rows"] = rows
+    assert algo.stats["last_consensus"] is None  # held on the device until resolved
+    algo.resolve_timings()
     out["consensus"] = algo.stats["last_consensus"]
 
     # 2. DDP (with gradient accumulation under no_sync) on each rank's micro-batches

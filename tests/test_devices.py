@@ -204,9 +204,10 @@ def test_schedules():
     assert np.all(np.diff(vals[4:]) <= 1e-15)
 
 
-def test_outer_state_offload_mechanics_on_the_cpu():
+def test_outer_state_offload_mechanics_on_the_cpu(monkeypatch):
     """The offload path (stash after each outer step, fetch before the next, checkpoint
     state) forced on a CPU anchor: same trajectory, momentum held outside the optimizer."""
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)  # marks the end of each copy
 
     def run(offload: bool, steps: int = 14, state=None):
         model = _mlp()

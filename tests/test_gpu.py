@@ -162,3 +162,21 @@ def test_checkpoint_and_resume_on_the_gpu(tmp_path):
     assert a["step"] == b["step"] == 8
     for key in a["model"]:
         torch.testing.assert_close(a["model"][key], b["model"][key], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["gptneo", "resnet"])
+def test_steady_state_steps_do_not_synchronise(name, tmp_path):
+    """The trainer's steady-state gradient and pull steps under
+    ``torch.cuda.set_sync_debug_mode("error")`` (tests/harness/steps.py): none raises, and
+    the controls that read values on purpose do."""
+    from harness.steps import STEP_RUNS, checked_steps
+
+    run = {**STEP_RUNS[name], "backend": "gloo"}
+    (res,) = spawn_workers(checked_steps, 1, str(tmp_path / "run"), run, "debug", timeout_s=300)
+    assert res["device"] == "cuda:0"
+    steady = [s for s in res["steps"] if s["kind"] in ("grad", "pull") and not s["synced"]]
+    assert {s["kind"] for s in steady} == {"grad", "pull"}
+    for s in res["steps"]:
+        assert s["calls"] == [], s
+    c = res["controls"]
+    assert c["finite"] == 1 and c["log"] == 1 and c["float(step) on the device"] == 1, c

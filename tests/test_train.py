@@ -297,11 +297,13 @@ def test_overshooting_pull_warns(tmp_path, capsys):
 
 def test_the_default_launches_two_ranks(tmp_path, monkeypatch):
     """No --nproc: the options go to a torchrun launch of 2 ranks; --nproc 1 trains here."""
-    import empirical.train.cli as train_cli
+    import empirical.train.launch as train_launch
 
     launched, trained = [], []
-    monkeypatch.setattr(train_cli, "launch_torchrun", lambda cfg: launched.append(cfg.nproc) or 0)
-    monkeypatch.setattr(train_cli, "train", lambda cfg: trained.append(cfg.nproc) or 0)
+    monkeypatch.setattr(
+        train_launch, "launch_torchrun", lambda cfg: launched.append(cfg.nproc) or 0
+    )
+    monkeypatch.setattr(train_launch, "train", lambda cfg: trained.append(cfg.nproc) or 0)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert TrainConfig().nproc == 2 and resolve_config().nproc == 2
     assert cli_main(["train", "--no-progress", "--output-dir", str(tmp_path)]) == 0

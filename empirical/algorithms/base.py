@@ -304,8 +304,12 @@ class DistributedAlgorithm:
         """Add the device-timed intervals recorded so far to ``stats`` (waits once on a GPU)."""
         self.clock.resolve()
 
-    def anchor_state_dict(self) -> dict[str, torch.Tensor]:
-        """Model state with the anchor ``z`` as parameters (a copy)."""
+    def anchor_state_dict(
+        self, device: torch.device | str | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Model state with the anchor ``z`` as parameters (a copy; on ``device`` when given,
+        each tensor copied there directly, so that no second copy of the model is made on
+        the model's device)."""
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:

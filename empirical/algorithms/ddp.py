@@ -90,9 +90,14 @@ class DDPAlgorithm(DistributedAlgorithm):
         return StepInfo(action="grad", synced=False, t=self.t)
 
     @torch.no_grad()
-    def anchor_state_dict(self) -> dict[str, torch.Tensor]:
-        """The model's state (identical on all ranks under DDP)."""
-        return {k: v.detach().clone() for k, v in self.module.state_dict().items()}
+    def anchor_state_dict(
+        self, device: torch.device | str | None = None
+    ) -> dict[str, torch.Tensor]:
+        """The model's state (identical on all ranks under DDP), copied to ``device`` if given."""
+        state = self.module.state_dict()
+        if device is None:
+            return {k: v.detach().clone() for k, v in state.items()}
+        return {k: v.detach().to(device, copy=True) for k, v in state.items()}
 
     def state_dict(self) -> dict[str, Any]:
         return {

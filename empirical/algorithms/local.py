@@ -27,7 +27,8 @@ optimizer, the step's frame, state); each algorithm's own step is a subclass in
   leaves integer buffers (``num_batches_tracked``) local; ``"anchor"`` resets every buffer
   to its value at the end of the warm-up (the authors' code, Q10); ``"local"`` leaves
   buffers alone. The buffer also carries one scalar for the consensus distance
-  ``mean_k ||x_k - xbar||^2`` (``stats["last_consensus"]``), computed as
+  ``mean_k ||x_k - xbar||^2`` (``stats["last_consensus"]``, read from the device by
+  :meth:`~LocalAlgorithm.resolve_timings`, so a sync never waits for it), computed as
   ``mean_k ||x_k - r||^2 - ||xbar - r||^2`` with ``r = z`` (exact up to rounding of the
   small quantities) or, for Local SGD without an anchor, ``r = 0`` (absolute error about
   ``1e-7 * ||x||^2`` in fp32).
@@ -146,6 +147,7 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
             coin_source, config.seed, config.p, config.coins == "shared"
         )
         self._coins: tuple[int, list[bool]] = (0, [])
+        self._consensus_pending: torch.Tensor | None = None  # the last sync's, on the device
         self.local_started = False
         self._broadcast_initial_state()
         if self.T0 == 0:
@@ -295,10 +297,25 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         self._inner_step(p, scaler)
         self.stats["grad_steps"] += 1
 
+    def resolve_timings(self) -> None:
+        """Add the device-timed intervals recorded so far and the consensus statistic of
+        the last sync to ``stats`` (waits once on a GPU; steps and syncs never wait)."""
+        super().resolve_timings()
+        self._resolve_consensus()
+
+    def _resolve_consensus(self) -> None:
+        if self._consensus_pending is not None:
+            self.stats["last_consensus"] = float(self._consensus_pending)
+            self._consensus_pending = None
+
     # ------------------------------------------------------------------ state
     @torch.no_grad()
-    def anchor_state_dict(self) -> dict[str, torch.Tensor]:
-        """Model state with ``z`` as parameters and the anchor's buffers (a copy).
+    def anchor_state_dict(
+        self, device: torch.device | str | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Model state with ``z`` as parameters and the anchor's buffers (a copy; on
+        ``device`` when given, each tensor copied there directly: no second model copy on
+        the model's device).
 
         Without a stored anchor (Local SGD with averaging, or before the warm-up ends)
         the parameters are this rank's current ones, which equal the global model right
@@ -316,14 +333,14 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
             i = index.get(id(val))
             if i is not None and use_z:
                 assert self.z is not None
-                chunk = self.z_views[i].to(val.dtype)
-                out[key] = full_tensor(chunk, val).clone()  # gathered when sharded
+                src = full_tensor(self.z_views[i], val)  # gathered when sharded
             elif key in bufs:
-                out[key] = bufs[key].clone()
+                src = bufs[key]
             elif isinstance(val, DTensor):
-                out[key] = val.detach().full_tensor()
+                src = val.detach().full_tensor()
             else:
-                out[key] = val.detach().clone()
+                src = val.detach()
+            out[key] = src.to(device or src.device, dtype=val.dtype, copy=True)
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -332,6 +349,7 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         The coins need only ``t`` (counter-based); the position in the round follows from
         ``t``, ``T0``, ``H`` and ``sync_offset``.
         """
+        self._resolve_consensus()
         return {
             "version": 1,
             "config": self.config.to_dict(),
@@ -370,6 +388,7 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         ab = state.get("anchor_buffers")
         self.anchor_buffers = None if ab is None else {k: v.clone() for k, v in ab.items()}
         self.stats.update(state.get("stats", {}))
+        self._consensus_pending = None
         self._coins = (0, [])
         flight = state.get("in_flight")
         if flight is not None and flight["sum"].numel() != self.n_sync:

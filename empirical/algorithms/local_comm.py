@@ -47,7 +47,8 @@ class LocalCommunication:
         grads = [None if p.grad is None else local_view(p.grad) for p in self.params]
         flags = buf[n:]
         views = self.layout.views(buf)
-        if all(g is not None for g in grads):
+        complete = all(g is not None for g in grads)
+        if complete:
             self.layout.gather(grads, buf)
             flags.fill_(1.0)
         else:
@@ -59,7 +60,9 @@ class LocalCommunication:
                 flags[i] = 0.0 if g is None else 1.0
         self.comm.all_reduce_sum(buf)
         buf[:n].div_(self.world_size)
-        have = (flags > 0).tolist()  # ranks may differ in which parameters got gradients
+        # ranks may differ in which parameters got gradients; when this rank has every one,
+        # every flag is >= 1 after the sum and nothing needs to be read from the device
+        have = [True] * len(grads) if complete else (flags > 0).tolist()
         for p, h in zip(self.params, have, strict=True):
             if h and p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -196,8 +199,10 @@ class LocalCommunication:
                 self.layout.scatter(x, self.local_params)
             self.stats["outer_steps"] += 1
         if consensus is not None:
-            self.stats["last_consensus"] = max(float(consensus), 0.0)
+            # a device scalar, read by resolve_timings() when the statistics are logged
+            self._consensus_pending = consensus.clamp_min(0.0)
         elif not self.comm.active:
+            self._consensus_pending = None
             self.stats["last_consensus"] = 0.0
         self.stats["syncs"] += 1
         self._apply_buffer_policy(buf)

@@ -14,7 +14,10 @@ zero outer gradient. For Nesterov each of them moves ``z`` by ``-gamma*mu*(mu*m)
 
 ``offload=True`` keeps the momentum buffer in pinned CPU memory between steps (a CUDA
 anchor only; on the CPU it is a no-op): it is copied to the device for each step and back
-after it, saving one model copy of device memory for two transfers per sync.
+after it, saving one model copy of device memory for two transfers per sync. Neither
+transfer makes the host wait: a CUDA event marks the end of the copy back, and only what
+reads the host copy on the host (:meth:`OuterOptimizer.state_dict`,
+:attr:`OuterOptimizer.momentum_buffer`) waits for it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class OuterOptimizer:
         self.steps_per_sync = int(steps_per_sync)
         self.offload = bool(offload) and z.is_cuda
         self._host: torch.Tensor | None = None  # pinned copy of the momentum when offloaded
+        self._copied: Any = None  # CUDA event after the last copy into _host, not yet waited
         self.optimizer: torch.optim.SGD | None = None
         if kind != "average":
             self.optimizer = torch.optim.SGD(
@@ -111,7 +115,18 @@ class OuterOptimizer:
         if self._host is None:
             self._host = torch.empty(buf.shape, dtype=buf.dtype, pin_memory=buf.is_cuda)
         self._host.copy_(buf, non_blocking=True)
+        # the copy runs on the GPU's stream after this returns: readers of _host on the host
+        # wait for this event (_host_ready); the next step's copy back is stream-ordered
+        self._copied = torch.cuda.Event()
+        self._copied.record()
         self.optimizer.state[self.z]["momentum_buffer"] = None  # frees the device copy
+
+    def _host_ready(self) -> torch.Tensor | None:
+        """The host copy of the momentum, once the copy into it has finished."""
+        if self._copied is not None:
+            self._copied.synchronize()
+            self._copied = None
+        return self._host
 
     @property
     def momentum_buffer(self) -> torch.Tensor | None:
@@ -120,31 +135,33 @@ class OuterOptimizer:
         if self.optimizer is None:
             return None
         if self._host is not None:
-            return self._host
+            return self._host_ready()
         return self.optimizer.state.get(self.z, {}).get("momentum_buffer")
 
     def state_dict(self) -> dict[str, Any]:
         if self.optimizer is None:
             return {}
         state = self.optimizer.state_dict()
-        if self._host is not None:
+        host = self._host_ready()
+        if host is not None:
             state["state"] = {
-                k: {**v, "momentum_buffer": self._host.clone()} for k, v in state["state"].items()
+                k: {**v, "momentum_buffer": host.clone()} for k, v in state["state"].items()
             }
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.optimizer is not None and state:
             self.optimizer.load_state_dict(state)
+            self._host_ready()  # no copy into the old host buffer may still be running
             self._host = None
             self._stash()
 
     def state_bytes(self) -> int:
         """Bytes of the optimizer state (the momentum buffer) held on the anchor's device."""
-        buf = self.momentum_buffer
-        if buf is None or (self._host is not None and buf is self._host):
+        if self.optimizer is None or self._host is not None:
             return 0
-        return buf.numel() * buf.element_size()
+        buf = self.optimizer.state.get(self.z, {}).get("momentum_buffer")
+        return 0 if buf is None else buf.numel() * buf.element_size()
 
     def offloaded_bytes(self) -> int:
         """Bytes of the optimizer state kept in host memory (0 without offload)."""

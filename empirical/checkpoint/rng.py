@@ -18,18 +18,20 @@ __all__ = ["capture_rng", "restore_rng"]
 def capture_rng(
     generators: Mapping[str, np.random.Generator | torch.Generator] | None = None,
 ) -> dict[str, Any]:
-    """States of the global RNGs (python, numpy legacy, torch CPU and CUDA) and of named
-    generators.
+    """States of the global RNGs (python, numpy legacy, torch CPU and every visible GPU's,
+    with the index of this process's current GPU) and of named generators.
 
     The trainer draws no randomness from global state itself; the global states are
     saved because library code (dropout, for instance) draws from torch's default
     generator.
     """
+    cuda = torch.cuda.is_available()
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy_global": _plain(np.random.get_state(legacy=False)),
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": torch.cuda.get_rng_state_all() if cuda else [],
+        "cuda_device": torch.cuda.current_device() if cuda else None,
         "generators": {},
     }
     for name, gen in (generators or {}).items():
@@ -50,8 +52,7 @@ def restore_rng(
     random.setstate(_as_tuple(state["python"]))
     np.random.set_state(_unplain(state["numpy_global"]))
     torch.set_rng_state(state["torch"].cpu())
-    if state.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    _restore_cuda(state.get("cuda") or [], state.get("cuda_device"))
     saved = state.get("generators", {})
     for name, gen in (generators or {}).items():
         if name not in saved:
@@ -61,6 +62,27 @@ def restore_rng(
             gen.bit_generator.state = _unplain(s)
         else:
             gen.set_state(s.cpu())
+
+
+def _restore_cuda(saved: list[Any], device: int | None) -> None:
+    """The GPUs' generator states, on as many GPUs as this process sees.
+
+    The same number of visible GPUs as at capture: every state goes back to its GPU. A
+    different number (a resume with fewer GPUs visible per process, e.g. one each): the
+    current GPU, the one this process uses, gets the state of the GPU it used at capture
+    (``device``); a checkpoint without that index restores the GPUs both runs see.
+    """
+    if not saved or not torch.cuda.is_available():
+        return
+    count = torch.cuda.device_count()
+    if len(saved) == count:
+        pairs = list(enumerate(saved))
+    elif device is not None and 0 <= device < len(saved):
+        pairs = [(torch.cuda.current_device(), saved[device])]
+    else:
+        pairs = list(enumerate(saved[:count]))
+    for index, s in pairs:
+        torch.cuda.set_rng_state(s.cpu(), index)
 
 
 def _plain(x: Any) -> Any:

@@ -34,6 +34,51 @@ def _transformers_gptneo() -> tuple[type, type]:
     return GPTNeoConfig, GPTNeoForCausalLM
 
 
+def _host_free_attention_class() -> type:
+    """transformers' GPT-Neo self-attention with masking that needs nothing from the host.
+
+    transformers' ``GPTNeoSelfAttention._attn`` makes its mask value with
+    ``torch.tensor(finfo.min, device=...)`` in every layer's forward: on a GPU that is a
+    blocking host-to-device copy (a synchronisation) per layer and micro-batch. Here the
+    same value is a kernel argument (``torch.where`` with a Python scalar); the rest is the
+    same computation (GPT-Neo attention: unscaled scores in float32, the causal or local
+    window mask of the ``bias`` buffer, the additive attention mask, softmax, dropout), so
+    the outputs are identical (a test compares them with transformers' class).
+    """
+    global _HOST_FREE_ATTENTION
+    if _HOST_FREE_ATTENTION is None:
+        import torch
+        from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoSelfAttention
+
+        class HostFreeGPTNeoSelfAttention(GPTNeoSelfAttention):
+            def _attn(self, query, key, value, attention_mask=None):
+                q, k = query.to(torch.float32), key.to(torch.float32)
+                scores = torch.matmul(q, k.transpose(-1, -2))
+                n_q, n_k = q.size(-2), k.size(-2)
+                allowed = self.bias[:, :, n_k - n_q : n_k, :n_k]
+                scores = torch.where(allowed, scores, torch.finfo(scores.dtype).min)
+                if attention_mask is not None:
+                    scores = scores + attention_mask
+                weights = nn.functional.softmax(scores, dim=-1).to(value.dtype)
+                weights = self.attn_dropout(weights)
+                return torch.matmul(weights, value), weights
+
+        HostFreeGPTNeoSelfAttention.__qualname__ = "HostFreeGPTNeoSelfAttention"
+        _HOST_FREE_ATTENTION = HostFreeGPTNeoSelfAttention
+    return _HOST_FREE_ATTENTION
+
+
+_HOST_FREE_ATTENTION: type | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``HostFreeGPTNeoSelfAttention``, made on first use (so that pickling a model finds
+    it by name without importing transformers before it is needed)."""
+    if name == "HostFreeGPTNeoSelfAttention":
+        return _host_free_attention_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _attention_types(num_layers: int) -> list:
     """Alternating global/local attention in GPTNeoConfig's run-length format."""
     types: list = [[["global", "local"], num_layers // 2]] if num_layers >= 2 else []
@@ -63,7 +108,9 @@ def gptneo_config(spec: Mapping[str, Any]) -> Any:
 
 def build_gptneo(spec: Mapping[str, Any]) -> nn.Module:
     """A ``GPTNeoForCausalLM`` of a spec, its sizes checked (positive integers, ``num_heads``
-    dividing ``hidden_size``); initialised by the caller's RNG on the current device."""
+    dividing ``hidden_size``); initialised by the caller's RNG on the current device. Its
+    self-attention layers compute transformers' attention without a host-to-device copy
+    (:func:`_host_free_attention_class`)."""
     for key in GPTNEO_SIZES:
         check_int(key, spec[key], 1, integral_floats=True)
     if spec["hidden_size"] % spec["num_heads"]:
@@ -71,7 +118,12 @@ def build_gptneo(spec: Mapping[str, Any]) -> nn.Module:
             "num_heads", spec["num_heads"], f"a divisor of hidden_size = {spec['hidden_size']}"
         )
     _, model_class = _transformers_gptneo()
-    return model_class(gptneo_config(spec))
+    model = model_class(gptneo_config(spec))
+    host_free = _host_free_attention_class()
+    for module in model.modules():
+        if type(module) is host_free.__base__:
+            module.__class__ = host_free  # same parameters and buffers, no host copy
+    return model
 
 
 def gptneo_parameter_count(

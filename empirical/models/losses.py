@@ -92,7 +92,8 @@ def _image_terms(model: nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tens
     x, y = _to(x, dev), _to(y, dev)
     logits = model(x).float()
     total = F.cross_entropy(logits, y, reduction="sum")
-    return total, torch.tensor(y.numel(), device=dev), (logits.argmax(-1) == y).sum()
+    count = torch.full((), y.numel(), dtype=torch.long, device=dev)  # a fill, not a copy
+    return total, count, (logits.argmax(-1) == y).sum()
 
 
 def _terms(model: nn.Module, batch: Any, task: str):

@@ -16,7 +16,8 @@ from empirical.config import config_from_dict, resolve_config
 from empirical.data import build_dataset, dataset_shard
 from empirical.metrics import read_jsonl
 from empirical.probe.problem import ProbeProblem, get_flat, sample_loss_for_task
-from empirical.train import EXIT_OK, algorithm_config, launch_torchrun, train
+from empirical.train import EXIT_OK, algorithm_config, run_ranks
+from theory import exitcodes
 from theory.validation import UserInputError, check_int, read_mapping_file
 
 
@@ -214,7 +215,9 @@ def train_reference_run(
         checkpoint_dir=None,
     )
     cfg = resolve_config(preset=preset, file=config_file, overrides=over)
-    code = launch_torchrun(cfg) if cfg.nproc > 1 else train(cfg)
+    code = run_ranks(cfg)
+    if code == exitcodes.INTERRUPTED:
+        raise KeyboardInterrupt
     if code != EXIT_OK:
         raise UserInputError(
             f"the reference run in '{out}' failed with exit code {code} (see its messages above)"

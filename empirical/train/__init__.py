@@ -6,7 +6,9 @@ Files:
   authors' names as aliases) and their resolution into a configuration;
 * ``cli.py``: the entry points ``palsgd train`` (:func:`run`) and ``python -m
   empirical.train`` (:func:`main`, each torchrun rank; ``__main__.py``);
-* ``launch.py``: the checks before ranks launch and the torchrun launch of ``--nproc``;
+* ``launch.py``: the checks before ranks launch, the torchrun launch of ``--nproc`` and the
+  in-process run of one rank; ``lifeline.py``: signals forwarded to torchrun's agent, and
+  the agent and the ranks ending with their parent (parent-death signals);
 * ``prepare.py``: every check bad input can fail, per rank, before a process group exists;
 * ``session.py``: one rank's session (:func:`train`: group, trainer, a peer's death);
 * ``trainer.py``: the loop of one rank (:class:`~empirical.train.trainer.Trainer`), with
@@ -45,13 +47,14 @@ the sync. Outputs (rank 0) in ``--output-dir``: ``metrics.jsonl``, ``train.csv``
 Evaluation is of the anchor, the global model at the last sync
 (``algo.anchor_state_dict()`` loaded into a copy of the model), not of a rank's local model.
 
-Devices: every rank binds ``cuda:LOCAL_RANK`` (``torch.cuda.set_device``) before its
-process group exists and an NCCL group gets ``device_id`` (:func:`empirical.distributed.
-bind_device`). ``--precision bf16|fp16`` runs the forward pass under ``torch.autocast`` with
+Devices: every rank decides its device once from ``LOCAL_RANK`` and binds
+``cuda:LOCAL_RANK`` (``torch.cuda.set_device``) before its process group exists; the bound
+device goes to the group as it is and an NCCL group gets it as ``device_id``
+(:func:`empirical.distributed.bind_device`, ``init_distributed(bound=...)``). ``--precision bf16|fp16`` runs the forward pass under ``torch.autocast`` with
 fp32 parameters (master weights), fp32 anchor and outer state; fp16 adds a
 ``torch.amp.GradScaler`` passed to ``algo.step`` (unscale, clip, skip inf/NaN steps,
-update). Step times are CUDA events read when metrics are written (no per-step
-synchronisation).
+update). A step never waits for the GPU: step times are CUDA events, the loss and the
+consensus statistic stay on the device, all read when metrics are written (docs/trainer.md).
 
 Resume: ``--resume auto`` takes the newest checkpoint that is intact on every rank (an
 older one when the newest is corrupt, with a warning); after the process group exists the
@@ -66,16 +69,16 @@ Exit codes: 0 finished (or stopped by ``--max-steps-this-run``), 2 bad input
 checkpoint problems that only some ranks see, on every rank after the ranks compared
 notes), 3 the loss or the parameters became NaN/inf (the last checkpoint written before is
 intact), 4 a launched rank failed (killed, crashed, or its peer died: the survivors end with
-one line each), 71 out of resources (disk full while writing a checkpoint or metrics: the partial
-checkpoint is removed and the last complete one stays usable; out of memory), 130
-interrupted.
+one line each) or the launch was stopped by SIGTERM/SIGHUP, 71 out of resources (disk full
+while writing a checkpoint or metrics, with one rank or several: the partial checkpoint is
+removed and the last complete one stays usable; out of memory), 130 interrupted.
 """
 
 from __future__ import annotations
 
 from empirical.export import export_anchor
 from empirical.train.cli import main, run
-from empirical.train.launch import check_before_launch, launch_torchrun, run_torchrun
+from empirical.train.launch import check_before_launch, launch_torchrun, run_ranks, run_torchrun
 from empirical.train.options import add_arguments, config_from_args
 from empirical.train.outcomes import (
     EXIT_DIVERGED,
@@ -94,6 +97,7 @@ __all__ = [
     "main",
     "check_before_launch",
     "launch_torchrun",
+    "run_ranks",
     "run_torchrun",
     "train",
     "prepare",

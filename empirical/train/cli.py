@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from empirical.config import config_to_dict
-from empirical.train.launch import launch_torchrun
+from empirical.train.launch import run_ranks
+from empirical.train.lifeline import ENV_AGENT_PID, die_with_parent, expected_parent
 from empirical.train.options import PROG, add_arguments, config_from_args
 from empirical.train.outcomes import EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR, rank_tag
-from empirical.train.session import train
 from theory import exitcodes
 from theory.validation import UserInputError, check_output_dir
 
@@ -34,9 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if cfg.checkpoint_dir:
         check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
     try:
-        if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
-            return launch_torchrun(cfg)
-        return train(cfg)
+        return run_ranks(cfg)
     except MemoryError:
         print(f"{PROG}: error{rank_tag()}: out of memory", file=sys.stderr)
         return EXIT_NO_RESOURCES
@@ -72,5 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:  # pragma: no cover - exercised through torchrun in the tests
-    """``python -m empirical.train``: :func:`main` under torchrun's error recorder."""
+    """``python -m empirical.train``: :func:`main` under torchrun's error recorder. A rank
+    of torchrun ends with torchrun's agent, even when the agent is killed with SIGKILL
+    (:func:`empirical.train.lifeline.die_with_parent`)."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        die_with_parent(expected_parent(ENV_AGENT_PID) or os.getppid())
     sys.exit(record(main)())

@@ -37,24 +37,27 @@ class Monitoring:
             raise Diverged(int(param_step), "parameters")
 
     def _note_loss(self, loss: torch.Tensor, step: int) -> None:
-        """Add a step's loss to the window; remember the first non-finite step (no sync)."""
+        """Add a step's loss to the window; remember the first non-finite step. Device
+        kernels only: the step number enters as a kernel argument, nothing is copied to or
+        read from the device (no host synchronisation)."""
         self.loss_sum += loss
         self.loss_count += 1
         first_bad = ~torch.isfinite(loss) & ~torch.isfinite(self._bad_pending)
-        here = torch.tensor(float(step), dtype=torch.float64, device=self.device)
-        self._bad_pending = torch.where(first_bad, here, self._bad_pending)
+        self._bad_pending.masked_fill_(first_bad, float(step))
 
     # ------------------------------------------------------------------ evaluation
-    def _global_state(self) -> tuple[dict[str, Any], str]:
-        """Collective: the state of the global model to evaluate, and what it is.
+    def _global_state(self, device: torch.device | str | None = None) -> tuple[dict[str, Any], str]:
+        """Collective: the state of the global model (on ``device`` if given, else on the
+        model's), and what it is.
 
         With an anchor (PALSGD, DiLoCo, outer SGD; DDP, where ranks agree) that is the
         anchor. Local SGD with plain averaging keeps no anchor copy, so between syncs the
-        global model is the workers' average, formed here with one all-reduce that is not
-        counted in the training statistics.
+        global model is the workers' average, formed here with one all-reduce per
+        floating-point tensor (with ``device`` elsewhere, through a copy of that tensor
+        alone on the model's device) that is not counted in the training statistics.
         """
         algo = self.algo
-        state = algo.anchor_state_dict()
+        state = algo.anchor_state_dict(device=device)
         anchorless = (
             hasattr(algo, "z") and algo.z is None and bool(getattr(algo, "local_started", False))
         )
@@ -62,8 +65,11 @@ class Monitoring:
             return state, "anchor"
         for val in state.values():
             if val.is_floating_point():
-                self.dist.all_reduce(val)
-                val.div_(self.world)
+                work = val.to(self.device)  # the tensor itself when it is on the device
+                self.dist.all_reduce(work)
+                work.div_(self.world)
+                if work is not val:
+                    val.copy_(work)
         return state, "average"
 
     def _evaluate(self, step: int) -> None:

@@ -25,7 +25,7 @@ from empirical.checkpoint import (
     resolve_resume,
 )
 from empirical.config import ALGORITHM_FIELDS, MATCH_DEFAULTS, TrainConfig
-from empirical.distributed import bind_device
+from empirical.distributed import bind_device, device_for_rank
 from empirical.resume import check_resume, checkpoint_meta
 from empirical.train.options import PROG
 from empirical.train.outcomes import rank_tag
@@ -37,6 +37,7 @@ __all__ = [
     "algorithm_config",
     "backend_of",
     "resolve_device",
+    "check_devices",
     "check_names",
     "build_inner_optimizer",
 ]
@@ -108,13 +109,28 @@ def backend_of(cfg: TrainConfig, device: str) -> str:
     return "nccl" if device.startswith("cuda") else "gloo"
 
 
+def _requested_device(cfg: TrainConfig) -> str:
+    """``cfg.device`` with ``auto`` read as CUDA when it is available, else the CPU."""
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return cfg.device
+
+
 def resolve_device(cfg: TrainConfig, local_rank: int, world_size: int = 1) -> str:
-    """This rank's device (bound with ``torch.cuda.set_device``; see
-    :func:`empirical.distributed.bind_device` for the rules and their errors)."""
-    device = cfg.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    """This rank's device, decided once from its ``local_rank`` and bound with
+    ``torch.cuda.set_device`` (see :func:`empirical.distributed.bind_device` for the rules
+    and their errors): ``"cpu"`` or ``"cuda:I"``, the device the rank then uses as it is."""
+    device = _requested_device(cfg)
     return str(bind_device(device, backend_of(cfg, device), local_rank, world_size))
+
+
+def check_devices(cfg: TrainConfig, nproc: int) -> None:
+    """Check, without binding anything in this process, that each of ``nproc`` local
+    ranks has a device (raises :class:`UserInputError` naming the first that has none)."""
+    device = _requested_device(cfg)
+    backend = backend_of(cfg, device)
+    for local in range(nproc):
+        device_for_rank(device, backend, local, nproc)
 
 
 def check_names(cfg: TrainConfig) -> str:

@@ -184,8 +184,9 @@ class RunRecords:
         atomic_write_json(Path(self.cfg.output_dir) / "summary.json", summary)
 
     def _export(self) -> None:
-        """Collective: write the anchor (the global model) to ``export_dir`` on rank 0."""
-        state, _ = self._global_state()
+        """Collective: write the anchor (the global model) to ``export_dir`` on rank 0,
+        through host memory (no model copy is made on the device)."""
+        state, _ = self._global_state(device="cpu")
         if self.main:
             template = self.model if self.plain_model is None else self.plain_model
             path = export_anchor(template, state, self.cfg.export_dir, self.cfg.model)

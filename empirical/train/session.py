@@ -25,10 +25,11 @@ __all__ = ["train"]
 
 def train(cfg: TrainConfig) -> int:
     """Train one rank (joining or creating the process group); returns the exit code."""
-    prep = prepare(cfg)
+    prep = prepare(cfg)  # binds this rank's device, once
+    device = torch.device(prep.device)
     backend = backend_of(cfg, prep.device)
-    own_group = _init_group_after_restart(backend, prep.device)
-    ctx = init_distributed(backend, device=prep.device)
+    own_group = _init_group_after_restart(backend, device)
+    ctx = init_distributed(backend, bound=device)
     try:
         return Trainer(prep, ctx).fit()
     except RuntimeError as exc:
@@ -68,7 +69,7 @@ def _first_words(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _init_group_after_restart(backend: str, device: str = "cpu") -> bool:
+def _init_group_after_restart(backend: str, device: torch.device) -> bool:
     """Create the process group of a *restarted* torchrun attempt on a fresh key space.
 
     torchrun's workers share the agent's TCPStore across restarts
@@ -94,7 +95,7 @@ def _init_group_after_restart(backend: str, device: str = "cpu") -> bool:
         env["MASTER_ADDR"], int(env["MASTER_PORT"]), world, is_master=False, timeout=timeout
     )
     store = dist.PrefixStore(f"palsgd/attempt_{restart}", store)
-    kw = _init_kwargs(backend, torch.device(device))  # the device is bound by prepare()
+    kw = _init_kwargs(backend, device)  # the device is bound by prepare()
     dist.init_process_group(
         backend, store=store, rank=int(env["RANK"]), world_size=world, timeout=timeout, **kw
     )
