@@ -27,10 +27,14 @@ import numpy as np
 
 from theory.errors import UserInputError
 from theory.validation_files import (
+    MAX_INPUT_BYTES,
     MEMORY_FRACTION,
+    check_input_file,
     check_memory,
     check_output_dir,
     check_output_file,
+    output_file_target,
+    read_input_bytes,
     read_mapping_file,
 )
 
@@ -49,6 +53,10 @@ __all__ = [
     "check_number",
     "check_choice",
     "read_mapping_file",
+    "read_input_bytes",
+    "check_input_file",
+    "MAX_INPUT_BYTES",
+    "output_file_target",
     "check_output_dir",
     "check_output_file",
     "check_memory",
