@@ -52,6 +52,7 @@ __all__ = [
     "check_fraction",
     "check_number",
     "check_choice",
+    "check_type",
     "read_mapping_file",
     "read_input_bytes",
     "check_input_file",
@@ -322,3 +323,16 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any], *, plural: str =
     except TypeError:  # an unhashable or incomparable value is not a choice
         pass
     raise UserInputError(f"unknown {name} {value!r}; known {plural or name + 's'}: {options}")
+
+
+def check_type(name: str, value: Any, types: type | tuple[type, ...], expected: str) -> Any:
+    """``value`` if it is an instance of ``types``; otherwise :class:`UserInputError`
+    ``"argument 'name' must be <expected>, got <type>"`` (a public function's guard against
+    ``None`` or a wrong type, instead of an AttributeError deep inside)."""
+    if isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)):
+        return value
+    raise UserInputError(f"argument '{name}' must be {expected}, got {type(value).__name__}")
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)

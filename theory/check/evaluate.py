@@ -23,7 +23,7 @@ from theory.check.warnings import (
     usage_warnings,
 )
 from theory.presets import get_preset
-from theory.validation import UserInputError, canonicalize, check_choice, validate
+from theory.validation import UserInputError, canonicalize, check_choice, check_type, validate
 
 __all__ = ["ALGORITHMS", "check", "infer_algorithm"]
 
@@ -64,6 +64,9 @@ def _resolve_bounds(bounds: Iterable[Any] | None) -> list[CompiledBound] | None:
     """Names, :class:`~theory.bound.Bound` or compiled bounds, as compiled bounds."""
     if bounds is None:
         return None
+    if isinstance(bounds, str):  # one name
+        bounds = [bounds]
+    check_type("bounds", bounds, Iterable, "a list of bound names or bounds")
     out = []
     known = None
     for b in bounds:
@@ -210,6 +213,7 @@ def check(
     ``alpha`` a bound is evaluated at its optimal step. Raises
     :class:`~theory.validation.UserInputError` on bad input.
     """
+    check_type("values", values, Mapping, "a mapping of parameter names to values")
     merged: dict[str, Any] = {}
     warnings: list[ConfigWarning] = []
     if preset is not None:

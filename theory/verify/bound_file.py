@@ -11,14 +11,19 @@ The file holds one bound, or a list of them under ``bounds:``, each a mapping::
     recommended_step: sqrt(K/T)/L      # optional
     provenance: my notes, eq. 3        # optional
 
-Formulas are read by :mod:`theory.safe_parse` (never evaluated as Python).
+Formulas are read by :mod:`theory.safe_parse` (never evaluated as Python). Two bounds of
+one name in a file are refused. A relative path that does not exist in the working
+directory is looked up in the toolkit's own directory (where ``docs/examples/`` lives), so
+the README's ``--bound-file docs/examples/my_bound.yaml`` runs from any directory.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import theory
 from theory.assumptions import ALL_ASSUMPTIONS, Assumption
 from theory.bound import Bound
 from theory.validation import UserInputError, read_mapping_file
@@ -35,15 +40,38 @@ _FIELDS = {
     "recommended_step", "provenance", "title", "notes",
 }  # fmt: skip
 _ALGORITHMS = ("sgd", "ddp", "local_sgd", "palsgd", "easgd")
+#: the toolkit's own directory (the parent of the ``theory`` package)
+TOOLKIT_DIR = Path(theory.__file__).resolve().parents[1]
 
 
-def load_bound_file(path: str | Path) -> list[Bound]:
-    """The bounds defined in ``path``; errors name the file, the bound and the field."""
+def resolve_bound_file(path: str | os.PathLike) -> Path:
+    """``path``, or, when it is relative and missing here, the same path under
+    :data:`TOOLKIT_DIR` if that exists (the README's examples). ``None`` or a non-path
+    raises :class:`UserInputError` naming the argument."""
+    if not isinstance(path, str | os.PathLike) or not str(path).strip():
+        raise UserInputError(
+            f"--bound-file (argument 'path') must be a file path, got {type(path).__name__}"
+        )
+    p = Path(path)
+    if not p.is_absolute() and not os.path.lexists(p) and (TOOLKIT_DIR / p).is_file():
+        return TOOLKIT_DIR / p
+    return p
+
+
+def load_bound_file(path: str | os.PathLike) -> list[Bound]:
+    """The bounds defined in ``path`` (:func:`resolve_bound_file`); errors name the file, the
+    bound and the field. Two bounds of one name are refused."""
+    path = resolve_bound_file(path)
     data = read_mapping_file(path, "--bound-file")
     entries = data.get("bounds", [data]) if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise UserInputError(f"--bound-file '{path}': expected a bound or a list 'bounds:'")
-    return [_one(e, f"--bound-file '{path}'") for e in entries]
+    bounds = [_one(e, f"--bound-file '{path}'") for e in entries]
+    names = [b.name for b in bounds]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserInputError(f"--bound-file '{path}': bound name(s) {twice} given twice")
+    return bounds
 
 
 def _one(entry: Any, where: str) -> Bound:

@@ -34,6 +34,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from theory import verify as V
@@ -62,24 +63,28 @@ QUICK: dict[str, Any] = dict(
 )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, inf)``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in [{low}, inf), got {text!r}"
+            ) from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, inf), got {v}")
+        return v
+
+    parse.__name__ = "int"
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a nonnegative integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a nonnegative integer, got {v}")
-    return v
+_positive_int = _int_at_least(1)
+_nonneg_int = _int_at_least(0)
+#: a Monte-Carlo test needs a variance: two replicas at least
+_at_least_two = _int_at_least(2)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +119,7 @@ def _add_sampling_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings
     parser.add_argument(
         "--replicas",
         "-R",
-        type=_positive_int,
+        type=_at_least_two,
         metavar="R",
         help=f"Monte-Carlo replicas per configuration (default {d.replicas})",
     )
@@ -362,6 +367,12 @@ def run(args: argparse.Namespace) -> int:
     """Run the verification; exit code 0 (no violation), 1 (a bound violated), 2 (bad input)."""
     t0 = time.perf_counter()
     settings = settings_from_args(args)
+    if args.configs == 0 and not settings.controls_only:
+        print(
+            "palsgd verify: warning: --configs 0: no Monte-Carlo configuration inside the "
+            "conditions is tested; only the exact part checks the bounds",
+            file=sys.stderr,
+        )
     if args.at is not None:
         return run_at(settings, args.at, as_json=args.json)
     bounds = V.resolve_bounds(settings.bounds, settings.bound_file)  # fail before writing
