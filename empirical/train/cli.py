@@ -10,10 +10,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from empirical.config import config_to_dict
+from empirical.config import TrainConfig, config_to_dict
 from empirical.train.launch import launch_torchrun
 from empirical.train.options import PROG, add_arguments, config_from_args
 from empirical.train.outcomes import EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR, rank_tag
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(cfg.output_dir, "--output-dir")
     if cfg.checkpoint_dir:
         check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
+    if "WORLD_SIZE" not in os.environ:  # once per command, not in each (restarted) rank
+        _refuse_previous_run(cfg)
     try:
         if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:
             return launch_torchrun(cfg)
@@ -49,6 +52,23 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_RESOURCES
+
+
+#: files of a finished or started run in its output directory (empirical.metrics, records)
+_RUN_FILES = ("summary.json", "metrics.jsonl", "train.csv")
+
+
+def _refuse_previous_run(cfg: TrainConfig) -> None:
+    """A second run into an output directory that holds a run's records would replace them:
+    refused unless ``--resume`` continues that run or ``--overwrite`` asks to start afresh."""
+    if cfg.resume or cfg.overwrite:
+        return
+    found = [f for f in _RUN_FILES if (Path(cfg.output_dir) / f).exists()]
+    if found:
+        raise UserInputError(
+            f"--output-dir '{cfg.output_dir}' holds a previous run ({found[0]}): give another "
+            "--output-dir, --resume auto to continue it, or --overwrite to replace it"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -105,8 +105,9 @@ _HELP: dict[str, str] = {
     "checkpoint_interval": "steps between checkpoints (0: none)",
     "keep_checkpoints": "checkpoints kept on disk (oldest deleted first)",
     "resume": "'auto' (latest complete checkpoint, if any) or a checkpoint path",
-    "overwrite": "start afresh even if the checkpoint directory holds checkpoints "
-    "(they are deleted)",
+    "overwrite": "start afresh even if the output directory holds a run's records or the "
+    "checkpoint directory holds checkpoints (they are replaced / deleted); without it such "
+    "a directory is refused unless --resume is given",
     "max_steps_this_run": "stop after this many steps of this invocation, without a final "
     "checkpoint (as a crash would); resume with --resume auto",
     "crash_at_step": "fault injection for testing restarts: fail after this step unless "
@@ -220,6 +221,40 @@ def _user_keys(args: argparse.Namespace) -> set[str]:
     return set(canonicalize(dict.fromkeys(keys), allow_unknown=True))
 
 
+#: datasets generated or shipped with Python: they read no --data-path
+_EMBEDDED = ("embedded-text", "embedded-images")
+#: options read by one inner optimizer only
+_OPTIMIZER_ONLY = {"momentum": ("sgd_momentum",), "beta1": ("adamw",), "beta2": ("adamw",)}
+
+
+def unused_option_notes(cfg: TrainConfig, user: set[str]) -> list[str]:
+    """One line per setting the run will not use as the user may expect: an option given
+    but not read (``--data-path`` with an embedded dataset, ``--momentum`` without
+    ``sgd_momentum``), a sync interval beyond the run (``H > T``) or a warm-up covering it
+    (``T0 >= T``)."""
+    notes = []
+    if "data_path" in user and cfg.dataset in _EMBEDDED:
+        notes.append(f"--data-path is not read: dataset {cfg.dataset!r} is embedded")
+    for name, optimizers in _OPTIMIZER_ONLY.items():
+        if name in user and cfg.optimizer not in optimizers:
+            notes.append(
+                f"--{name} is not read: it belongs to --optimizer {' / '.join(optimizers)}, "
+                f"not {cfg.optimizer}"
+            )
+    if cfg.algorithm != "ddp":
+        T0 = cfg.T0 or 0
+        if T0 >= cfg.T:
+            notes.append(
+                f"T0 = {T0} >= T = {cfg.T}: the whole run is DDP warm-up, no local step is taken"
+            )
+        elif cfg.H is not None and cfg.H > cfg.T - T0:
+            notes.append(
+                f"H = {cfg.H} > T - T0 = {cfg.T - T0}: no sync happens after the warm-up "
+                "(the workers are never averaged)"
+            )
+    return notes
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Resolve preset < --config file < flags into a validated :class:`TrainConfig`.
 
@@ -234,9 +269,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         cfg = resolve_config(preset=preset, file=file, overrides=overrides)
     except ParameterError as exc:
         raise _as_typed(exc, overrides) from None
+    user = _user_keys(args)
+    for note in unused_option_notes(cfg, user):
+        print(f"{PROG}: note: {note}", file=sys.stderr)
     if cfg.algorithm == "palsgd":
         return cfg
-    user = _user_keys(args)
     dropped = {
         k: getattr(cfg, k)
         for k in _PALSGD_ONLY
