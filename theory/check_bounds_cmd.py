@@ -20,7 +20,11 @@ __all__ = ["add_arguments", "run", "render"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``palsgd bounds``."""
     parser.add_argument("names", nargs="*", metavar="NAME", help="bounds to show (default: all)")
-    parser.add_argument("--latex", metavar="NAME", help="print the LaTeX statement of one bound")
+    parser.add_argument(
+        "--latex",
+        metavar="NAME",
+        help="print the LaTeX statement of one bound (default: the text descriptions)",
+    )
     parser.add_argument("--json", action="store_true", help="print the descriptions as JSON")
 
 

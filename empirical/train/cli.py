@@ -20,6 +20,7 @@ from empirical.train.options import PROG, add_arguments, config_from_args
 from empirical.train.outcomes import EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR, rank_tag
 from empirical.train.session import train
 from theory import exitcodes
+from theory.presets import render_presets
 from theory.validation import UserInputError, check_output_dir
 
 __all__ = ["run", "main", "entry"]
@@ -27,6 +28,9 @@ __all__ = ["run", "main", "entry"]
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``palsgd train`` (see :mod:`empirical.train` for exit codes)."""
+    if vars(args).get("cfg:list_presets"):
+        print(render_presets())
+        return EXIT_OK
     cfg = config_from_args(args)
     if vars(args).get("cfg:print_config"):
         print(json.dumps(config_to_dict(cfg), indent=2))

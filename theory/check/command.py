@@ -14,8 +14,7 @@ from typing import Any
 
 import theory.check as package
 from theory.check.evaluate import ALGORITHMS
-from theory.check.render import fmt as _fmt
-from theory.presets import PRESETS, preset_names
+from theory.presets import PRESETS, preset_names, render_presets
 from theory.validation import (
     ALIASES,
     PARAMS,
@@ -47,6 +46,13 @@ _FLAGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("eps", ()),
 )
 _CONFIG_EXTRA_KEYS = ("algorithm", "bound", "bounds", "preset")
+#: what an unset parameter means, where it is not simply "unset"
+_DEFAULTS = {
+    "alpha": "each bound at its recommended step",
+    "gamma": "1, plain averaging",
+    "mu": "0, plain averaging",
+    "eps": "unset, no rounds-to-eps",
+}
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -95,15 +101,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=float,
             default=None,
             metavar="X",
-            help=f"{spec.meaning}; allowed {spec.allowed}",
+            help=f"{spec.meaning}; allowed {spec.allowed} (default: {_DEFAULTS.get(name, 'unset')})",
         )
     parser.add_argument(
-        "--config", metavar="FILE", help="YAML or JSON file of parameters (flags override it)"
+        "--config",
+        metavar="FILE",
+        help="YAML or JSON file of parameters, at most 4 MiB (flags override it) (default: none)",
     )
     parser.add_argument(
         "--preset",
-        metavar="NAME",
-        help=f"named hyperparameter setting, overridden by the file and flags: {preset_names()}",
+        choices=preset_names(),
+        help="named hyperparameter setting (the presets of every command, --list-presets), "
+        "overridden by the file and flags (default: none)",
     )
     parser.add_argument(
         "--bound",
@@ -118,7 +127,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the algorithm the configuration runs (default: inferred from p and H)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+    parser.add_argument(
+        "--list-presets",
+        action="store_true",
+        help="list the presets of every command and exit (default: check)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -156,9 +169,7 @@ def _print_presets(as_json: bool) -> None:
     if as_json:
         print(json.dumps([p.to_dict() for p in PRESETS.values()], indent=2))
         return
-    for p in PRESETS.values():
-        vals = " ".join(f"{k}={_fmt(float(x))}" for k, x in p.values.items())
-        print(f"{p.name}: {p.title}\n  {vals}\n  source: {p.source}")
+    print(render_presets())
 
 
 def _from_config(
