@@ -126,7 +126,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=ALGORITHMS,
         help="the algorithm the configuration runs (default: inferred from p and H)",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--json", action="store_true", help="print the full report as JSON (default: text)"
+    )
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="the full text: every condition with its margin, every term, the lower bounds, "
+        "the largest H, the sources and notes (default: the brief answer, about 20 lines)",
+    )
     parser.add_argument(
         "--list-presets",
         action="store_true",
@@ -154,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        print(report.to_text())
+        print(report.to_text(verbose=args.verbose))
     if report.verdict_code == "nothing_evaluated":
         missing = sorted(
             {m for b in report.bounds for m in _missing_names(b.reason)},

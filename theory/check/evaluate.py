@@ -14,7 +14,7 @@ from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound_numeric import CompiledBound
 from theory.check.lower import lower_values
 from theory.check.render import fmt as _fmt
-from theory.check.render import fmt_h as _fmt_h
+from theory.check.render import h_limit as _h_limit
 from theory.check.report import BoundCheck, CheckReport, ConditionCheck, ConfigWarning, TermShare
 from theory.check.warnings import (
     config_warnings,
@@ -296,5 +296,5 @@ def _verdict(checks: Sequence[BoundCheck], algorithm: str) -> tuple[str, str]:
     elif b.max_alpha is not None and math.isnan(b.max_alpha):
         where += "; no alpha meets them at this configuration"
     if b.max_H_conditions_given is not None:
-        where += f"; at this alpha they hold for H <= {_fmt_h(b.max_H_conditions_given)}"
+        where += f"; at this alpha they hold {_h_limit(b.max_H_conditions_given)}"
     return "conditions_fail", where + ")"
