@@ -197,3 +197,26 @@ def test_input_flag_refused_naming_the_file(flags, name, kinds, capsys):
     err = capsys.readouterr().err
     assert code == exitcodes.BAD_INPUT, err[-2000:]
     assert name in err and "Traceback" not in err
+
+
+def test_a_report_directory_behind_a_link_is_replaced_the_link_kept(kinds):
+    from theory.verify.report import AtomicDirectory
+
+    (kinds / "real_out").mkdir()
+    (kinds / "real_out" / "results.json").write_text("{}")
+    os.symlink(kinds / "real_out", kinds / "out_link")
+    with AtomicDirectory("out_link") as tmp:
+        (tmp / "results.json").write_text('{"new": 1}')
+    assert os.path.islink("out_link")
+    assert (kinds / "real_out" / "results.json").read_text() == '{"new": 1}'
+
+
+def test_a_trace_is_written_atomically(kinds):
+    import numpy as np
+
+    from theory.simulate.trace import Trace
+
+    fields = {k: np.zeros(1) for k in Trace.__dataclass_fields__}
+    tr = Trace(**fields)
+    with pytest.raises(UserInputError, match="FIFO"):
+        tr.save_json("fifo")

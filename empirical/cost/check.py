@@ -22,6 +22,7 @@ from empirical.cost.profiles import ComputeProfile, LinkProfile
 from empirical.cost.trace import step_trace
 from empirical.cost.wallclock import time_breakdown
 from empirical.distributed import spawn_workers
+from theory.limits import check_processes
 from theory.validation import ParameterError, UserInputError, check_int, validate
 
 __all__ = ["CHECK_CONFIGS", "emulated_link_check", "planned_delay_s"]
@@ -270,6 +271,7 @@ def emulated_link_check(
     K = check_workers(world_size)
     if K < 2:
         raise ParameterError("world_size", world_size, "integer in [2, inf)")
+    check_processes(K, "world_size")
     check_int("batch", batch, 1)
     spec = {
         "configs": configs,
