@@ -22,6 +22,11 @@ from theory.validation import UserInputError, check_int, check_output_dir
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd probe``."""
+    parser.epilog = (
+        "Duration: about 1.5 min at the defaults on two idle CPU cores (a 48-step run of "
+        "2 ranks, then the estimates at 5 points); it grows with --steps, --points, "
+        "--samples and --hvp-iters, and with the load of the machine. Progress bars on stderr."
+    )
     _source_arguments(parser)
     _estimation_arguments(parser)
     _output_arguments(parser)
@@ -136,8 +141,7 @@ def _estimation_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=1e-3,
         metavar="X",
-        help="relative stopping tolerance of the power iteration, in (0, 1) "
-        "(default: %(default)s)",
+        help="relative stopping tolerance of the power iteration, in (0, 1) (default: %(default)s)",
     )
     est.add_argument(
         "--confidence",
@@ -252,7 +256,8 @@ def _trained_run(args: argparse.Namespace, points: int) -> tuple[RunInfo, Path]:
     run_dir = out / "run"
     if args.progress:
         print(
-            f"palsgd probe: training the reference run in {run_dir} (K = {nproc}, T = {steps})",
+            f"palsgd probe: training the reference run in {run_dir} (K = {nproc}, T = {steps}); "
+            "at the defaults the whole probe takes about 1.5 min on two idle CPU cores",
             file=sys.stderr,
         )
     train_reference_run(
