@@ -298,6 +298,11 @@ CASES: list[tuple[str, str]] = [
 def files(tmp_path, monkeypatch):
     """The files the cases name, in a fresh working directory."""
     monkeypatch.chdir(tmp_path)
+    return make_files(tmp_path)
+
+
+def make_files(tmp_path):
+    """Write the files the cases name under ``tmp_path``; their paths by brace name."""
     (tmp_path / "bin.yaml").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "dup.yaml").write_text("L: 1\nsigma: 1\nL: 2\n")
     (tmp_path / "dup.json").write_text('{"L": 1, "L": 2}')

@@ -50,11 +50,9 @@ def no_hang(seconds: int = 20):
         signal.signal(signal.SIGALRM, old)
 
 
-@pytest.fixture
-def kinds(tmp_path, monkeypatch):
-    """Paths of every kind in a fresh working directory, and guards that fail the test if
-    a write reaches anything but a regular file under ``tmp_path``."""
-    monkeypatch.chdir(tmp_path)
+def make_kinds(tmp_path: Path) -> socket.socket:
+    """Paths of every kind under ``tmp_path`` (a FIFO, a directory, links, a socket, an
+    oversized sparse file); returns the bound socket (close it after use)."""
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "adir").mkdir()
     (tmp_path / "real.json").write_text("{}\n")
@@ -67,6 +65,15 @@ def kinds(tmp_path, monkeypatch):
     sock.bind(str(tmp_path / "sock"))
     with open(tmp_path / "big.yaml", "wb") as fh:  # sparse: no disk used
         fh.truncate(MAX_INPUT_BYTES + 1)
+    return sock
+
+
+@pytest.fixture
+def kinds(tmp_path, monkeypatch):
+    """Paths of every kind in a fresh working directory, and guards that fail the test if
+    a write reaches anything but a regular file under ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+    sock = make_kinds(tmp_path)
 
     real_replace, real_temp = os.replace, theory.io._new_temp_file
 
