@@ -24,7 +24,7 @@ from theory import commands as theory_commands
 from theory import exitcodes
 from theory.guard import guarded
 
-__all__ = ["main", "build_parser", "HelpFormatter", "SUBCOMMANDS"]
+__all__ = ["main", "build_parser", "HelpFormatter", "Parser", "SUBCOMMANDS"]
 
 #: name -> (module, one-line help), in the order ``palsgd --help`` lists them
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -61,13 +61,19 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (the flag and what is wrong),
+    like every other bad input, instead of the usage block and the error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(exitcodes.BAD_INPUT, f"{self.prog}: error: {message} (--help: the options)\n")
+
+
 def build_parser(cmd: str) -> argparse.ArgumentParser:
     """The argument parser of ``palsgd CMD`` (its module imported, its flags added)."""
     module_name, text = SUBCOMMANDS[cmd]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(
-        prog=f"palsgd {cmd}", description=text, formatter_class=HelpFormatter
-    )
+    parser = Parser(prog=f"palsgd {cmd}", description=text, formatter_class=HelpFormatter)
     module.add_arguments(parser)
     for action in parser._actions:  # sub-commands (palsgd cost ACTION) format alike
         if isinstance(action, argparse._SubParsersAction):

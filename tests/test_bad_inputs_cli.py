@@ -367,3 +367,5 @@ def test_bad_input_exits_2_cleanly(argv, needle, files, capsys):
     assert code == exitcodes.BAD_INPUT, f"exit {code}: {err[-2000:]}"
     assert "Traceback" not in err, err[-2000:]
     assert needle in err, f"{needle!r} not named in: {err[-2000:]}"
+    errors = [ln for ln in err.splitlines() if "error" in ln]
+    assert len(errors) == (1 if argv else 0), f"not one line: {err[-2000:]}"  # bare: usage

@@ -53,6 +53,7 @@ __all__ = [
     "check_number",
     "check_choice",
     "check_type",
+    "with_flag",
     "read_mapping_file",
     "read_input_bytes",
     "check_input_file",
@@ -336,3 +337,12 @@ def check_type(name: str, value: Any, types: type | tuple[type, ...], expected: 
 
 def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
+
+
+def with_flag(exc: ParameterError) -> UserInputError:
+    """``exc`` with the command-line flag of its parameter named (``steps_scale`` is typed
+    as ``--steps-scale``), for commands whose flags are their parameters' names."""
+    flag = "--" + exc.name.replace("_", "-")
+    if flag in str(exc):
+        return exc
+    return UserInputError(f"{exc} (option {flag})")

@@ -30,7 +30,13 @@ from theory.limits import (
     check_processes,
     process_cap,
 )
-from theory.validation import check_int, check_memory, check_output_file
+from theory.validation import (
+    ParameterError,
+    check_int,
+    check_memory,
+    check_output_file,
+    with_flag,
+)
 
 __all__ = ["DEFAULT_PROFILE", "add_arguments", "run"]
 
@@ -298,4 +304,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "output", None):
         check_output_file(args.output, "--output")
     actions = {"predict": _predict, "check": _check}
-    return actions.get(args.action, _calibrate)(args)
+    try:
+        return actions.get(args.action, _calibrate)(args)
+    except ParameterError as exc:
+        raise with_flag(exc) from None

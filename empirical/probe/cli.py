@@ -17,7 +17,13 @@ from empirical.probe.runs import RunInfo, load_run, train_reference_run
 from empirical.probe.settings import ProbeSettings
 from theory.io import json_safe
 from theory.limits import MAX_STEPS, check_processes, check_steps, process_cap
-from theory.validation import UserInputError, check_int, check_output_dir
+from theory.validation import (
+    ParameterError,
+    UserInputError,
+    check_int,
+    check_output_dir,
+    with_flag,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -274,6 +280,13 @@ def _trained_run(args: argparse.Namespace, points: int) -> tuple[RunInfo, Path]:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``palsgd probe``; 0 on success (bad input raises UserInputError)."""
+    try:
+        return _run(args)
+    except ParameterError as exc:
+        raise with_flag(exc) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     points = check_int("points", args.points, 1)
     device = _device(args.device)
