@@ -44,7 +44,7 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
         "--run",
         metavar="DIR",
         help="output directory of a palsgd train run "
-        "(config.json, checkpoints); without it a short run is trained first",
+        "(config.json, checkpoints) (default: none: a short run is trained first)",
     )
     src.add_argument(
         "--model",
@@ -162,7 +162,7 @@ def _estimation_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="F",
-        help="lower bound of the loss, f_star >= f_lower, a finite number (default: "
+        help="lower bound of the loss, f_star >= f_lower, in (-inf, inf) (default: "
         "%(default)s, right for cross entropy)",
     )
     est.add_argument(
