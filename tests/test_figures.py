@@ -669,12 +669,12 @@ def test_execute_trains_once_then_reuses_the_cache(tmp_path):
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["--only", "loss_vs_time", "bogus"], "'bogus': valid figures are loss_vs_time"),
-        (["--scale", "huge"], "unknown scale 'huge': valid scales are quick, paper"),
+        (["--only", "loss_vs_time", "bogus"], "argument --only: invalid choice: 'bogus'"),
+        (["--scale", "huge"], "argument --scale: invalid choice: 'huge'"),
         (["--runs-dir", "/nonexistent/runs"], "runs directory '/nonexistent/runs'"),
         (["--verify-report", "/nonexistent/rep"], "verify report '/nonexistent/rep'"),
         (["--data", "mnist=/x"], "unknown data set 'mnist': valid names are tinystories"),
-        (["--profile", "toaster"], "unknown cluster profile 'toaster'"),
+        (["--profile", "toaster"], "argument --profile: invalid choice: 'toaster'"),
     ],
 )
 def test_bad_input_exits_2(tmp_path, capsys, argv, needle):
