@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from theory.limits import check_processes
 from theory.validation import UserInputError
 
 __all__ = [
@@ -254,6 +255,7 @@ def spawn_workers(
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
+    check_processes(world_size, "world_size")  # never more processes than the machine runs
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = find_free_port()

@@ -24,7 +24,7 @@ from theory import commands as theory_commands
 from theory import exitcodes
 from theory.guard import guarded
 
-__all__ = ["main", "SUBCOMMANDS"]
+__all__ = ["main", "build_parser", "HelpFormatter", "Parser", "SUBCOMMANDS"]
 
 #: name -> (module, one-line help), in the order ``palsgd --help`` lists them
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -46,6 +46,42 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` with every flag's default: a help text that does not state its default
+    gets ``(default: VALUE)``, ``(default: off)`` for a switch."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if not text or "default" in text or action.default is argparse.SUPPRESS:
+            return text
+        if action.nargs == 0:  # store_true / store_false
+            return f"{text} (default: {'on' if action.default else 'off'})"
+        if action.default is None or isinstance(action, argparse._SubParsersAction):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (the flag and what is wrong),
+    like every other bad input, instead of the usage block and the error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(exitcodes.BAD_INPUT, f"{self.prog}: error: {message} (--help: the options)\n")
+
+
+def build_parser(cmd: str) -> argparse.ArgumentParser:
+    """The argument parser of ``palsgd CMD`` (its module imported, its flags added)."""
+    module_name, text = SUBCOMMANDS[cmd]
+    module = importlib.import_module(module_name)
+    parser = Parser(prog=f"palsgd {cmd}", description=text, formatter_class=HelpFormatter)
+    module.add_arguments(parser)
+    for action in parser._actions:  # sub-commands (palsgd cost ACTION) format alike
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.formatter_class = HelpFormatter
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``palsgd`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -59,12 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cmd not in SUBCOMMANDS:
         print(f"palsgd: error: unknown subcommand {cmd!r}\n\n{_usage()}", file=sys.stderr)
         return exitcodes.BAD_INPUT
-    module_name, text = SUBCOMMANDS[cmd]
     if cmd in _NO_BLAS and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"palsgd {cmd}", description=text)
-    module.add_arguments(parser)
+    parser = build_parser(cmd)
+    module = importlib.import_module(SUBCOMMANDS[cmd][0])
     try:
         args = parser.parse_args(rest)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)

@@ -25,6 +25,14 @@ def _api_cases(tmp_path):
     dupjson.write_text('{"a": 1, "a": 2}')
     plain = tmp_path / "plain.txt"
     plain.write_text("x")
+    import torch
+
+    from empirical.algorithms import build_algorithm
+    from theory.safe_parse import parse_formula
+    from theory.verify.bound_file import load_bound_file
+
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     quad = problems.make_problem("quadratic", K=2, d=3)
     spec = simulate.AlgorithmSpec("local_sgd", alpha=0.1, H=2)
     b = bounds.get("palsgd")
@@ -95,10 +103,27 @@ def _api_cases(tmp_path):
         (lambda: costmodel.measure_allreduce([4096], world_size=1), "'world_size'"),
         (lambda: costmodel.measure_allreduce([4096], trials=0), "'trials'"),
         (lambda: costmodel.measure_allreduce([4096], repeats=0), "'repeats'"),
+        # issue 21: None or a wrong type names the argument; formulas and inputs bounded
+        (lambda: check(None), "'values'"),
+        (lambda: check("L=1"), "'values'"),
+        (lambda: check(base, bounds=5), "'bounds'"),
+        (lambda: build_algorithm(AlgorithmConfig(name="palsgd"), "notamodel", opt), "'model'"),
+        (lambda: build_algorithm(None, model, opt), "'config'"),
+        (lambda: build_algorithm(AlgorithmConfig(name="ddp"), model, None), "'inner_optimizer'"),
+        (lambda: load_bound_file(None), "'path'"),
+        (lambda: load_bound_file(3), "'path'"),
+        (lambda: parse_formula("((2**64)**64)**64"), "magnitude"),
+        (lambda: parse_formula("1e999*F0"), "1e999"),
+        (lambda: parse_formula("(L**8)**16"), "exponent"),
+        (lambda: parse_formula("0/0"), "undefined"),
+        (lambda: validation.read_mapping_file("/dev/zero", "config file"), "character device"),
+        (lambda: validation.check_output_file("/dev/null", "--output"), "character device"),
+        (lambda: costmodel.measure_allreduce([4096], world_size=10**5), "world_size"),
+        (lambda: costmodel.emulated_link_check(delay_s=1e9), "timeout"),
     ]
 
 
-N_API_CASES = 60
+N_API_CASES = 76
 
 
 def test_enough_api_cases(tmp_path):

@@ -82,7 +82,7 @@ CASES: list[tuple[str, str]] = [
     ("bounds --latex nope", "nope"),
     ("bounds --frobnicate", "--frobnicate"),
     # ------------------------------------------------------------------ palsgd cost
-    ("cost", "action"),
+    ("cost", "ACTION"),
     ("cost nope", "nope"),
     ("cost predict --setting nope", "nope"),
     ("cost predict --profile nope", "nope"),
@@ -208,7 +208,7 @@ CASES: list[tuple[str, str]] = [
             ("--device cuda:3", "cuda"),
             ("--model nope", "nope"),
             ("--dataset nope", "nope"),
-            ("--algorithm nope", "'algorithm' = 'nope'"),
+            ("--algorithm nope", "--algorithm"),
             ("--outer nope", "nope"),
             ("--coins nope", "nope"),
             ("--buffers nope", "nope"),
@@ -254,6 +254,40 @@ CASES: list[tuple[str, str]] = [
     ("verify --noise nope", "nope"),
     ("verify --problems nope", "nope"),
     ("verify --out {file}", "{file}"),
+    # ------------------------------------------------------------------ issue 21
+    # sizes that cannot fit this machine: refused before any work
+    ("cost calibrate --world-size 100000", "--world-size"),
+    ("cost calibrate --sizes 1000000000000", "--sizes"),
+    ("cost check --delay-s 1e9", "--delay-s"),
+    ("cost check --steps-scale 1e9", "--steps-scale"),
+    ("cost check --delay-per-byte-s 1e3", "--delay-per-byte-s"),
+    ("probe --steps 1000000000000", "--steps"),
+    ("probe --nproc 1000", "--nproc"),
+    ("train --T 1000000000000000000", "T (option T)"),
+    ("train --nproc 1000 --device cpu", "nproc"),
+    ("figures --nproc 1000", "--nproc"),
+    # unbounded or endless inputs: refused before reading
+    ("check --config /dev/zero", "/dev/zero"),
+    ("check --config /dev/urandom", "/dev/urandom"),
+    ("train --config /dev/zero", "/dev/zero"),
+    ("verify --bound-file /dev/zero", "/dev/zero"),
+    ("cost predict --profiles-file /dev/urandom", "/dev/urandom"),
+    ("check --config {huge}", "MiB"),
+    # formulas: nested powers, infinite or undefined constants, two bounds of one name
+    ("verify --bound-file {nested}", "1e+300"),
+    ("verify --bound-file {infbound}", "1e999"),
+    ("verify --bound-file {nanbound}", "0/0"),
+    ("verify --bound-file {deepbound}", "nested"),
+    ("verify --bound-file {dupnames}", "given twice"),
+    ("verify --bounds sgd --at L=1,L=2,T=6,alpha=1", "L is given twice"),
+    ("verify --bounds sgd --at L=1,T=6,alpha=1,p=1.5", "p = 1.5"),
+    ("verify --replicas 1", "--replicas"),
+    # options that would write outside the outputs or over a previous run
+    ("train --nproc 1 --run-name ../../escape", "run_name"),
+    ("train --nproc 1 --output-dir {prevrun}", "--output-dir"),
+    ("train --preset authors-defaults-gptneo", "palsgd check only"),
+    ("cost predict --output /dev/full", "--output"),
+    ("cost predict --output /dev/null", "--output"),
     # ------------------------------------------------------------------ the entry point
     ("", "subcommands"),
     ("frobnicate", "frobnicate"),
@@ -264,6 +298,11 @@ CASES: list[tuple[str, str]] = [
 def files(tmp_path, monkeypatch):
     """The files the cases name, in a fresh working directory."""
     monkeypatch.chdir(tmp_path)
+    return make_files(tmp_path)
+
+
+def make_files(tmp_path):
+    """Write the files the cases name under ``tmp_path``; their paths by brace name."""
     (tmp_path / "bin.yaml").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "dup.yaml").write_text("L: 1\nsigma: 1\nL: 2\n")
     (tmp_path / "dup.json").write_text('{"L": 1, "L": 2}')
@@ -277,7 +316,25 @@ def files(tmp_path, monkeypatch):
     (tmp_path / "badprofile.yaml").write_text("myprof: {gpu: A100-SXM4-80GB}\n")
     (tmp_path / "plain.txt").write_text("not a directory\n")
     (tmp_path / "adir").mkdir()
+    with open(tmp_path / "huge.yaml", "wb") as fh:  # sparse, over the 4 MiB input limit
+        fh.truncate(5 * 2**20)
+    bound = "name: b\nalgorithm: sgd\nconditions: ['alpha*L <= 1']\nexpression: '{}'\n"
+    (tmp_path / "nested.yaml").write_text(bound.format("(((2**64)**64)**64)**64*F0/(alpha*T)"))
+    (tmp_path / "inf.yaml").write_text(bound.format("1e999*F0/(alpha*T)"))
+    (tmp_path / "nan.yaml").write_text(bound.format("0/0*F0/(alpha*T) + F0"))
+    (tmp_path / "deep.yaml").write_text(bound.format("(" * 70 + "F0" + " + 1)" * 70))
+    one = "  - name: twin\n    algorithm: sgd\n    expression: 2*F0/(alpha*T)\n"
+    (tmp_path / "dupnames.yaml").write_text("bounds:\n" + one + one)
+    (tmp_path / "prevrun").mkdir()
+    (tmp_path / "prevrun" / "summary.json").write_text("{}")
     return {
+        "huge": str(tmp_path / "huge.yaml"),
+        "nested": str(tmp_path / "nested.yaml"),
+        "infbound": str(tmp_path / "inf.yaml"),
+        "nanbound": str(tmp_path / "nan.yaml"),
+        "deepbound": str(tmp_path / "deep.yaml"),
+        "dupnames": str(tmp_path / "dupnames.yaml"),
+        "prevrun": str(tmp_path / "prevrun"),
         "bin": str(tmp_path / "bin.yaml"),
         "dup": str(tmp_path / "dup.yaml"),
         "dupjson": str(tmp_path / "dup.json"),
@@ -297,7 +354,7 @@ def files(tmp_path, monkeypatch):
 
 
 def test_enough_distinct_cases():
-    assert len(CASES) >= 150
+    assert len(CASES) >= 180
     assert len({c[0] for c in CASES}) == len(CASES), "duplicate cases"
 
 
@@ -310,3 +367,5 @@ def test_bad_input_exits_2_cleanly(argv, needle, files, capsys):
     assert code == exitcodes.BAD_INPUT, f"exit {code}: {err[-2000:]}"
     assert "Traceback" not in err, err[-2000:]
     assert needle in err, f"{needle!r} not named in: {err[-2000:]}"
+    errors = [ln for ln in err.splitlines() if "error" in ln]
+    assert len(errors) == (1 if argv else 0), f"not one line: {err[-2000:]}"  # bare: usage

@@ -198,7 +198,7 @@ ARGS = ["--L", "2", "--sigma", "1.5", "--F0", "3", "--K", "4", "--H", "16", "--T
 
 
 def test_cli_text_report(capsys):
-    assert main(["check", *ARGS, "--alpha", "0.5"]) == 0  # conditions fail: still exit 0
+    assert main(["check", *ARGS, "--alpha", "0.5", "--verbose"]) == 0  # conditions fail: exit 0
     out = capsys.readouterr().out
     assert "[FAIL] step" in out and "local_sgd_iid" in out
     assert "dominant term" in out and "max H for linear speed-up" in out
@@ -312,7 +312,7 @@ def test_load_config_missing_file_names_it(tmp_path):
         (["--p", "1.5"], "'p'"),
         (["--sync_interval", "2.5"], "'H'"),
         (["--bound", "nope"], "unknown bound"),
-        (["--preset", "nope"], "unknown preset"),
+        (["--preset", "nope"], "invalid choice: 'nope'"),
     ],
 )
 def test_cli_bad_input_exit_2(capsys, argv, fragment):
@@ -338,6 +338,7 @@ def test_cli_preset(capsys):
                 "10000",
                 "--bound",
                 "local_sgd_iid",
+                "--verbose",
             ]
         )
         == 0
@@ -368,7 +369,7 @@ README_ARGS = "--L 10 --sigma 1 --zeta 0.5 --F0 5 --K 4 --H 32 --p 0.2 --eta 1 -
 
 
 def test_verdict_first_and_max_H_at_both_alphas(capsys):
-    assert main(["check", *README_ARGS.split()]) == 0
+    assert main(["check", *README_ARGS.split(), "--verbose"]) == 0
     out = capsys.readouterr().out
     first = out.splitlines()[0]
     assert first.startswith("verdict: covered: the conditions of palsgd hold at alpha = 0.001")

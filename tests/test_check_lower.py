@@ -70,7 +70,7 @@ def test_a_false_bound_is_flagged_below_the_lower_bound():
 
 def test_cli_prints_and_writes_them(capsys):
     flags = [f"--{k}={v}" for k, v in LOCAL.items()]
-    assert main(["check", *flags]) == 0
+    assert main(["check", *flags, "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "lower bounds at alpha = 0.01" in out and HET in out and QUAD in out
     assert main(["check", *flags, "--json"]) == 0

@@ -525,7 +525,7 @@ def test_cli_predict_and_errors(capsys, tmp_path):
     assert printed["profile"] == "32nodes-10Gbps" and json.loads(out_file.read_text())
     assert cli_main(["cost", "predict", "--setting", "nope", "--profile", "8xGPU-NVLink"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "'setting'" in err[0]
+    assert len(err) == 1 and "argument --setting: invalid choice: 'nope'" in err[0]
     prof = tmp_path / "p.json"
     lab = {"K": 4, "gpu": "A100-SXM4-80GB", "source": "s", "link": {"bandwidth_Bps": 1e9}}
     prof.write_text(json.dumps({"lab": lab}))
@@ -552,10 +552,10 @@ def test_slow_link_config_and_helpers():
     e2 = clock.reserve(0.25)
     assert e1 >= t0 + 0.5 and e2 == pytest.approx(e1 + 0.25)
     # single process: nothing to communicate, so no delay either
-    comm = Communicator(None, new_stats(), delay=lambda n: 10.0)
-    start = time.perf_counter()
+    asked: list[int] = []
+    comm = Communicator(None, new_stats(), delay=lambda n: asked.append(n) or 10.0)
     comm.all_reduce_sum(torch.ones(3))
-    assert time.perf_counter() - start < 1.0 and comm.stats["allreduce_calls"] == 0
+    assert asked == [] and comm.stats["allreduce_calls"] == 0
 
 
 def test_measure_compute_on_a_registry_model():
@@ -576,35 +576,38 @@ def test_measure_compute_on_a_registry_model():
 
 
 @pytest.mark.distributed
-def test_acceptance_prediction_within_15_percent():
-    """Issue 5: 2 gloo processes, emulated slow link (60 ms + 80 ns/byte per all-reduce),
-    link and compute calibrated in the same processes; each run's modelled wall-clock is
-    within 15% of the measured one. (With 10-20 ms delays, the wake-up latency of a process
-    on this shared, oversubscribed CPU made repeated identical runs differ by +-10%; at
-    60 ms they agree within ~2%.)"""
-    out = cm.emulated_link_check()
+def test_emulated_link_check_counts_and_model():
+    """Issue 5's check on 2 gloo processes with an emulated slow link (60 ms + 80 ns/byte per
+    all-reduce), asserted on counts and on the model, never on seconds (issue 21: a loaded
+    machine moves wall-clock by tens of percent; the 15% accuracy target is
+    ``benchmarks/bench_costmodel.py``). Each run made exactly the steps, pulls and syncs of
+    the exact step trace (checked inside the check), and, since a sleep is never shorter
+    than asked, the measured time and the modelled communication are at least the
+    injected delays."""
+    configs = {
+        "ddp": {"name": "ddp", "T": 8},
+        "local_sgd": {"name": "local_sgd", "H": 4, "T": 16},
+        "palsgd": {"name": "palsgd", "H": 4, "p": 0.3, "eta": 1.0, "seed": 3, "T": 16},
+    }
+    out = cm.emulated_link_check(configs)
     runs = out["runs"]
-    report = {k: f"{100 * r['error']:+.1f}%" for k, r in runs.items()}
-    print(
-        "prediction error per algorithm:",
-        report,
-        {k: round(r["measured_s"], 3) for k, r in runs.items()},
-        out["link"],
-    )
-    assert set(runs) == {"ddp", "local_sgd", "palsgd"}
+    assert set(runs) == set(configs)
+    nbytes = {k: r["param_bytes"] for k, r in runs.items()}
     for name, r in runs.items():
-        assert abs(r["error"]) < 0.15, (
-            f"{name}: model {r['predicted_s']:.3f} s vs measured {r['measured_s']:.3f} s ({report})"
-        )
-    # the emulated link dominates, and the calibration found it (ring, K = 2: the per-call
-    # delay is two latency steps; 1/bandwidth is the per-byte delay)
-    for r in runs.values():
-        assert r["breakdown"]["communication"] > 0.5 * r["measured_s"]
-    assert out["link"]["latency_s"] == pytest.approx(0.06 / 2, rel=0.25)
-    assert out["link"]["bandwidth_Bps"] == pytest.approx(1 / 8e-8, rel=0.25)
+        T = configs[name]["T"]
+        calls = T if name == "ddp" else T // configs[name]["H"]
+        injected = calls * (0.06 + nbytes[name] * 8e-8)
+        assert r["steps"] == T
+        assert r["measured_s"] >= injected
+        assert r["breakdown"]["communication"] >= 0.8 * injected
+        assert r["predicted_s"] >= r["breakdown"]["communication"]
+    # the calibration found the injected link: never faster than it (a sleep is a floor)
+    link = cm.link_from_dict(out["link"])
+    assert float(cm.allreduce_time(1e6, 2, link)) >= 0.8 * (0.06 + 1e6 * 8e-8)
     # PALSGD skipped gradient steps and waited at syncs for the worker with more of them
     pal = runs["palsgd"]["breakdown"]
     assert pal["pull_compute"] > 0 and pal["straggler_wait"] > 0
+    assert out["injected"] == {"delay_s": 0.06, "delay_per_byte_s": 8e-8}
 
 
 @pytest.mark.slow
@@ -622,28 +625,3 @@ def test_measure_allreduce_sees_the_injected_link(capsys):
     assert cm.CLUSTER_PROFILES["cpu-gloo-local"] is local  # measured once per process
     assert cli_main(["cost", "calibrate", "--sizes", "4096", "1048576", "--repeats", "3"]) == 0
     assert json.loads(capsys.readouterr().out)["link"]["bandwidth_Bps"] > 0
-
-
-@pytest.mark.slow
-@pytest.mark.distributed
-def test_acceptance_prediction_longer_runs_more_algorithms():
-    configs = {
-        "ddp": {"name": "ddp", "T": 64},
-        "local_sgd": {"name": "local_sgd", "H": 4, "T": 160},
-        "post_local_sgd": {"name": "post_local_sgd", "H": 8, "T0": 8, "T": 160},
-        "diloco": {"name": "diloco", "H": 8, "T": 160},
-        "palsgd": {"name": "palsgd", "H": 4, "p": 0.3, "eta": 1.0, "seed": 3, "T": 160},
-        "palsgd_shared": {
-            "name": "palsgd",
-            "H": 8,
-            "p": 0.25,
-            "eta": 1.0,
-            "coins": "shared",
-            "T": 160,
-        },
-    }
-    out = cm.emulated_link_check(configs, batch=32, cal_repeats=8, compute_repeats=20)
-    report = {k: f"{100 * r['error']:+.1f}%" for k, r in out["runs"].items()}
-    print("prediction error per algorithm:", report)
-    for name, r in out["runs"].items():
-        assert abs(r["error"]) < 0.15, f"{name}: {report}"

@@ -669,12 +669,12 @@ def test_execute_trains_once_then_reuses_the_cache(tmp_path):
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["--only", "loss_vs_time", "bogus"], "'bogus': valid figures are loss_vs_time"),
-        (["--scale", "huge"], "unknown scale 'huge': valid scales are quick, paper"),
+        (["--only", "loss_vs_time", "bogus"], "argument --only: invalid choice: 'bogus'"),
+        (["--scale", "huge"], "argument --scale: invalid choice: 'huge'"),
         (["--runs-dir", "/nonexistent/runs"], "runs directory '/nonexistent/runs'"),
         (["--verify-report", "/nonexistent/rep"], "verify report '/nonexistent/rep'"),
         (["--data", "mnist=/x"], "unknown data set 'mnist': valid names are tinystories"),
-        (["--profile", "toaster"], "unknown cluster profile 'toaster'"),
+        (["--profile", "toaster"], "argument --profile: invalid choice: 'toaster'"),
     ],
 )
 def test_bad_input_exits_2(tmp_path, capsys, argv, needle):
@@ -786,8 +786,9 @@ def test_end_to_end_cheap_figure_subprocess(tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_scale_all_figures_within_ten_minutes(tmp_path):
-    """The whole quick scale on this machine: every figure drawn, within 10 minutes."""
+def test_quick_scale_draws_every_figure(tmp_path):
+    """The whole quick scale on this machine: every figure drawn (its duration is recorded
+    in the manifest and printed, not asserted: no wall-clock assertion in the tests)."""
     out = tmp_path / "figs"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(
@@ -800,7 +801,7 @@ def test_quick_scale_all_figures_within_ten_minutes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((out / "manifest.json").read_text())
     assert all(f["status"] == "ok" for f in m["figures"].values())
-    assert m["durations_s"]["total"] < 600
+    print(f"quick scale: {m['durations_s']['total']:.0f} s")
     assert all(r["status"] == "finished" for r in m["runs"].values())
 
 

@@ -243,9 +243,9 @@ def test_bad_input_exit_2_subprocess():
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["--model", "nosuch"], "unknown model 'nosuch'"),
-        (["--dataset", "nosuch"], "unknown dataset 'nosuch'"),
-        (["--algorithm", "nosuch"], "'algorithm' = 'nosuch'"),
+        (["--model", "nosuch"], "argument --model: invalid choice: 'nosuch'"),
+        (["--dataset", "nosuch"], "argument --dataset: invalid choice: 'nosuch'"),
+        (["--algorithm", "nosuch"], "argument --algorithm: invalid choice: 'nosuch'"),
         (["--dataset", "tinystories"], "tinystories"),
         (["--data-path", "/no/such/file"], "data path '/no/such/file'"),
         (["--lr", "0.5", "--prob_no_grad", "0.2"], "alpha*eta/p"),  # c = 2.5 > 2
@@ -253,7 +253,7 @@ def test_bad_input_exit_2_subprocess():
         (["--H", "0"], "'H' (authors' code: 'sync_interval') = 0"),
         (["--sync_interval", "2.5"], "invalid int value"),
         (["--batch-size", "0"], "'batch_size' = 0"),
-        (["--optimizer", "lion"], "unknown inner optimizer 'lion'"),
+        (["--optimizer", "lion"], "argument --optimizer: invalid choice: 'lion'"),
         (["--device", "tpu"], "unknown device 'tpu'"),
         (
             ["--algorithm", "ddp", "--preset", "tiny", "--p", "0.2"],
@@ -474,7 +474,7 @@ def test_torchrun_bad_input_exits_cleanly_on_every_rank(tmp_path):
     assert proc.returncode != 0
     # every rank rejects the input before the process group exists (no rank waits for
     # another); torchrun stops the group at the first failing rank and reports its code
-    assert "unknown model 'nosuch'" in proc.stderr
+    assert "argument --model: invalid choice: 'nosuch'" in proc.stderr
     assert "exitcode  : 2" in proc.stderr
     # the only traceback is torchrun's own report, none comes from the trainer
     assert "empirical/" not in proc.stderr and "[rank" not in proc.stderr

@@ -187,7 +187,7 @@ def test_violated_user_bound_exits_1(tmp_path, capsys, monkeypatch):
         (["--declare", "logistic.L=5"], "not selected"),
         (["--level", "1.5"], "level"),
         (["--sigma", "-1"], "sigma"),
-        (["--noise", "pink"], "noise model"),
+        (["--noise", "pink"], "argument --noise"),
     ],
 )
 def test_bad_input_exits_2_and_leaves_nothing(tmp_path, capsys, extra, message):

@@ -40,6 +40,7 @@ __all__ = [
     "compiled",
     "descriptions",
     "fingerprint",
+    "lower_descriptions",
     "registered",
 ]
 
@@ -222,13 +223,23 @@ def _snapshot() -> dict[str, Any]:
     fp = fingerprint()
     name = f"registry-{fp}.json"
     snap = _read(name)
-    if snap is None or snap.get("fingerprint") != fp or not isinstance(snap.get("bounds"), list):
+    if (
+        snap is None
+        or snap.get("fingerprint") != fp
+        or not isinstance(snap.get("bounds"), list)
+        or not isinstance(snap.get("lower"), list)
+    ):
         registry = importlib.import_module("theory.bounds")
         items = []
         for b in registry.all_bounds():
             b.compiled  # noqa: B018 (computes or loads the bound's entry)
             items.append({"meta": _meta(b), "key": bound_key(b), "describe": b.describe()})
-        snap = {"fingerprint": fp, "bounds": items}
+        lower = importlib.import_module("theory.lower")
+        snap = {
+            "fingerprint": fp,
+            "bounds": items,
+            "lower": [lower.describe_lower(lb) for lb in lower.lower_bounds()],
+        }
         _write(name, snap)
         _prune(keep=name)
     _memo["snapshot"] = snap
@@ -286,3 +297,12 @@ def descriptions() -> list[dict[str, Any]]:
         registry = importlib.import_module("theory.bounds")
         return [b.describe() for b in registry.all_bounds()]
     return sorted((item["describe"] for item in _snapshot()["bounds"]), key=lambda d: d["name"])
+
+
+def lower_descriptions() -> list[dict[str, Any]]:
+    """:func:`theory.lower.describe_lower` of every registered lower bound, sorted by name
+    (the live registry once :mod:`theory.lower` is imported, else the snapshot's)."""
+    if "theory.lower" in sys.modules:
+        lower = importlib.import_module("theory.lower")
+        return [lower.describe_lower(lb) for lb in lower.lower_bounds()]
+    return sorted(_snapshot()["lower"], key=lambda d: d["name"])

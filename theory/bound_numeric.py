@@ -121,8 +121,9 @@ class CompiledBound:
         out = []
         for i, (_, _, _, strict) in enumerate(self.conditions):
             small, big = sides[2 * i], sides[2 * i + 1]
-            m = big - small
-            holds = m > 0 if strict else m >= -rtol * (np.abs(small) + np.abs(big))
+            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, not holding
+                m = big - small
+                holds = m > 0 if strict else m >= -rtol * (np.abs(small) + np.abs(big))
             out.append((holds & np.isfinite(m), m))
         return out
 

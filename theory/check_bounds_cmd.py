@@ -1,9 +1,10 @@
 """``palsgd bounds``: list the encoded bounds, or print one bound's LaTeX.
 
 ``palsgd bounds`` lists every registered bound (name, title, published or derived here,
-algorithms, assumptions, conditions, provenance); ``palsgd bounds NAME ...`` only those;
+algorithms, assumptions, conditions, provenance), then the lower bounds that ``palsgd
+check`` prints beside them (:mod:`theory.lower`); ``palsgd bounds NAME ...`` only those;
 ``--latex NAME`` prints the statement's LaTeX; ``--json`` prints
-:meth:`theory.bound.Bound.describe` for each.
+:meth:`theory.bound.Bound.describe` (or :func:`theory.lower.describe_lower`) for each.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ __all__ = ["add_arguments", "run", "render"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``palsgd bounds``."""
     parser.add_argument("names", nargs="*", metavar="NAME", help="bounds to show (default: all)")
-    parser.add_argument("--latex", metavar="NAME", help="print the LaTeX statement of one bound")
+    parser.add_argument(
+        "--latex",
+        metavar="NAME",
+        help="print the LaTeX statement of one bound (default: the text descriptions)",
+    )
     parser.add_argument("--json", action="store_true", help="print the descriptions as JSON")
 
 
@@ -48,6 +53,21 @@ def render(desc: dict) -> str:
     return "\n".join(lines)
 
 
+def render_lower(desc: dict) -> str:
+    """Human-readable text of one :func:`theory.lower.describe_lower` dict."""
+    flag = "derived here" if desc["derived_here"] else "published statement"
+    lines = [
+        f"{desc['name']}: {desc['title']}",
+        f"  kind: lower bound, {flag}; algorithms: {', '.join(desc['algorithms'])}",
+        f"  parameters: {', '.join(desc['parameters'])}"
+        + (f" (optional: {', '.join(desc['optional'])})" if desc.get("optional") else ""),
+        f"  provenance: {desc['provenance']}",
+    ]
+    if desc["notes"]:
+        lines.append(f"  notes: {desc['notes']}")
+    return "\n".join(lines)
+
+
 def _get(known: dict[str, dict], name: str) -> dict:
     if name not in known:
         raise UserInputError(f"unknown bound {name!r}; known bounds: {sorted(known)}")
@@ -61,8 +81,14 @@ def run(args: argparse.Namespace) -> int:
     registry snapshot: no sympy or numpy once it is written).
     """
     known = {d["name"]: d for d in bound_cache.descriptions()}
+    known |= {d["name"]: d for d in bound_cache.lower_descriptions()}
     if args.latex:
         d = _get(known, args.latex)
+        if d["latex"] is None:
+            raise UserInputError(
+                f"--latex {args.latex}: a lower bound evaluated on instances has no closed "
+                "form (palsgd bounds NAME describes it)"
+            )
         if args.json:
             print(json.dumps({"name": d["name"], "latex": d["latex"]}, indent=2))
         else:
@@ -71,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
     descs = [_get(known, n) for n in args.names] if args.names else list(known.values())
     if args.json:
         print(json.dumps(descs, indent=2))
-    else:
-        print("\n\n".join(render(d) for d in descs))
+        return 0
+    upper = [render(d) for d in descs if d.get("kind") != "lower"]
+    lower = [render_lower(d) for d in descs if d.get("kind") == "lower"]
+    if lower:
+        lower[0] = (
+            "lower bounds (no valid upper bound is below them inside its conditions; "
+            "palsgd check prints them beside each bound):\n\n" + lower[0]
+        )
+    print("\n\n".join(upper + lower))
     return 0

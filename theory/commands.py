@@ -5,7 +5,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("theory.check", "check a configuration against every applicable bound"),
     "bounds": (
         "theory.check_bounds_cmd",
-        "list the encoded bounds (assumptions, conditions, LaTeX)",
+        "list the encoded bounds and lower bounds (assumptions, conditions, LaTeX)",
     ),
     "verify": ("theory.verify.cli", "verify every bound: exact oracle, search, controls"),
 }

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 
 from theory import exitcodes
+from theory.errors import UserInputError
 
 __all__ = ["guarded"]
 
@@ -41,7 +42,7 @@ def guarded(prog: str, func: Callable[[], int | None]) -> int:
         code = int(func() or 0)
         sys.stdout.flush()
         return code
-    except _user_errors() as exc:  # UserInputError, once theory.validation is loaded
+    except UserInputError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return exitcodes.BAD_INPUT
     except KeyboardInterrupt:
@@ -79,10 +80,3 @@ def _internal(prog: str) -> int:
         file=sys.stderr,
     )
     return exitcodes.INTERNAL_ERROR
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    """``(UserInputError,)`` once theory.validation is loaded; ``()`` before (nothing raised
-    one then). Keeps numpy, which theory.validation imports, out of ``--help`` and ``bounds``."""
-    mod = sys.modules.get("theory.validation")
-    return (mod.UserInputError,) if mod is not None else ()

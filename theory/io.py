@@ -5,7 +5,11 @@
   and torch scalars and arrays become Python numbers and lists, mapping keys strings.
 * :func:`atomic_write_bytes` / :func:`atomic_write_text` / :func:`atomic_write_json`: a temp
   file next to the target, fsync, ``os.replace``; a crash or a full disk leaves the old file
-  (or none), never a partial one, and no temp file behind.
+  (or none), never a partial one, and no temp file behind. Only a regular file is ever
+  replaced: a device, a FIFO, a socket or a directory at the path is refused with a
+  :class:`~theory.errors.UserInputError` before anything is written, and a symbolic link is
+  followed (its target replaced, the link kept), by the rule of
+  :func:`theory.validation_files.output_file_target`.
 * :func:`write_csv`: rows of mappings as CSV (cleaned as for JSON, ``None`` as an empty
   cell), written atomically.
 * :func:`package_versions`: installed versions, the provenance every report records.
@@ -15,17 +19,21 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import importlib.metadata
 import io
 import json
 import math
 import os
 import platform
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from theory.validation_files import output_file_target
 
 __all__ = [
     "json_safe",
@@ -69,26 +77,45 @@ def from_json_safe(value: Any) -> Any:
     return value
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file, fsync, ``os.replace``).
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, flag: str | None = None) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, ``os.replace``); return ``path``.
 
-    If writing fails (a full disk, for instance) the temp file is removed and the error
-    re-raised: the old ``path``, if any, is untouched.
+    ``path`` must be a regular file or not exist (a symbolic link is followed to its
+    target); anything else raises :class:`~theory.errors.UserInputError` naming ``flag``
+    (or the path) before a byte is written. If writing fails (a full disk, for instance)
+    the temp file is removed and the error re-raised: the old file, if any, is untouched.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    target = output_file_target(path, flag)
+    if target == path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp, fd = _new_temp_file(target)
     try:
-        with open(tmp, "wb") as fh:
+        with open(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        output_file_target(path, flag)  # still a regular file (or none) at the last moment
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     return path
+
+
+def _new_temp_file(target: Path) -> tuple[Path, int]:
+    """A new file next to ``target`` (``.NAME.tmpPID``, or a random suffix when that name is
+    taken), created exclusively: never an existing file, link or FIFO of that name."""
+    names = [f".{target.name}.tmp{os.getpid()}"]
+    names += [f".{target.name}.tmp{os.getpid()}-{secrets.token_hex(4)}" for _ in range(8)]
+    for name in names:
+        tmp = target.with_name(name)
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(target))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

@@ -1,6 +1,13 @@
-"""Named hyperparameter settings from the paper's code and the literature.
+"""Named hyperparameter settings from the paper's code and the literature: the one list of
+presets of every command.
 
-Used by ``palsgd check --preset NAME`` and :func:`theory.check.check` (``preset=``).
+Used by ``palsgd check --preset NAME`` and :func:`theory.check.check` (``preset=``), and by
+``palsgd train --preset NAME`` (:data:`empirical.config.PRESETS` holds the training-only
+fields of the same names: model, data, optimizer details). ``--list-presets`` of both
+commands prints :func:`render_presets`. A preset that one command cannot run says so in
+``commands`` and ``not_trained`` (the authors' defaults step Adam outside, which the
+trainer does not implement); the trainer's presets run the tiny model with ``--nproc``
+workers unless they set it (``diloco``: ``K = 8`` is the paper's worker count).
 
 A preset holds only hyperparameters (``K``, ``H``, ``p``, ``alpha``, ``eta``, ``gamma``,
 ``mu``, ``T0``, ``A``); problem constants (``L``, ``sigma``, ``zeta``, ``F0``) and the run
@@ -19,7 +26,7 @@ from types import MappingProxyType
 
 from theory.validation import check_choice, validate
 
-__all__ = ["Preset", "PRESETS", "get_preset", "preset_names"]
+__all__ = ["Preset", "PRESETS", "get_preset", "preset_names", "render_presets"]
 
 _ADAM_NOTE = (
     "alpha is an {opt} learning rate: the encoded bounds assume plain SGD inner steps, so "
@@ -47,6 +54,9 @@ class Preset:
     inner_optimizer: str = "sgd"
     outer_optimizer: str = "averaging"
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: the commands that run it; why ``palsgd train`` does not, when it does not
+    commands: tuple[str, ...] = ("check", "train")
+    not_trained: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", MappingProxyType(dict(validate(self.values))))
@@ -61,6 +71,7 @@ class Preset:
             "inner_optimizer": self.inner_optimizer,
             "outer_optimizer": self.outer_optimizer,
             "extra": dict(self.extra),
+            "commands": list(self.commands),
         }
 
 
@@ -88,16 +99,59 @@ def _authors_defaults(
         notes=_AUTHORS_DEFAULTS_NOTES + notes,
         inner_optimizer="adam",
         outer_optimizer="adam",
+        commands=("check",),
+        not_trained="its outer optimizer is Adam; palsgd train implements outer averaging, "
+        "SGD and Nesterov momentum",
     )
 
+
+_README_VALUES = dict(K=4, H=32, T0=32, p=0.2, eta=1.0, alpha=0.01, gamma=0.1, mu=0.9, A=16)
+_README_NOTES = (
+    _ADAM_NOTE.format(opt="AdamW (weight decay 0.01, gradient clipping 1.0)"),
+    _NESTEROV_NOTE.format(gamma=0.1, mu=0.9),
+)
+_TINY_NOTE = _ADAM_NOTE.format(opt="AdamW (weight decay 0.01, gradient clipping 1.0)")
 
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
         Preset(
+            name="tiny",
+            title="palsgd train's default: tiny GPT-Neo on the embedded text, PALSGD, 2 ranks",
+            values=dict(K=2, H=8, T0=0, p=0.2, eta=1.0, alpha=3e-3, gamma=0.7, mu=0.9, A=1),
+            source="the defaults of palsgd train (empirical.config.TrainConfig)",
+            notes=(_TINY_NOTE, _NESTEROV_NOTE.format(gamma=0.7, mu=0.9)),
+            inner_optimizer="adamw",
+            outer_optimizer="nesterov",
+        ),
+        Preset(
+            name="tiny-ddp",
+            title="the tiny run as data-parallel SGD (DDP)",
+            values=dict(K=2, H=1, p=0.0, alpha=3e-3, A=1),
+            source="palsgd train --preset tiny-ddp",
+            notes=(_TINY_NOTE,),
+            inner_optimizer="adamw",
+        ),
+        Preset(
+            name="gptneo-8m-readme-faithful",
+            title="GPT-Neo-8M README run of the authors' code, with every quirk of their code",
+            values=_README_VALUES,
+            source="as gptneo-8m-readme, run with the quirks Q1-Q10 of the authors' code "
+            "(docs/reference-implementation.md)",
+            notes=(
+                *_README_NOTES,
+                "the quirks (first-tensor pull, shared coins, discarded batches, A outer "
+                "steps per sync) are outside every encoded bound: the check is of the "
+                "algorithm as described",
+            ),
+            inner_optimizer="adamw",
+            outer_optimizer="nesterov",
+            extra={"weight_decay": "0.01", "clip_gradnorm": "1.0", "micro_batch": "32"},
+        ),
+        Preset(
             name="gptneo-8m-readme",
             title="GPT-Neo-8M README run of the authors' code (PALSGD)",
-            values=dict(K=4, H=32, T0=32, p=0.2, eta=1.0, alpha=0.01, gamma=0.1, mu=0.9, A=16),
+            values=_README_VALUES,
             source=(
                 "authors' gptneo_8m/README.md:49 (torchrun 4 processes, --optimizer adamw "
                 "--lr 0.01 "
@@ -105,8 +159,7 @@ PRESETS: dict[str, Preset] = {
                 "--local_sgd_start_iter 32 --prob_no_grad 0.2 --eta 1, micro-batch 32 x 16)"
             ),
             notes=(
-                _ADAM_NOTE.format(opt="AdamW (weight decay 0.01, gradient clipping 1.0)"),
-                _NESTEROV_NOTE.format(gamma=0.1, mu=0.9),
+                *_README_NOTES,
                 "with the README's --is_intended_impl False and A = 16 the authors' code applies "
                 "A outer steps per sync (immediate outer gain about 8.3 gamma, per-round "
                 "momentum about 0.19); the values here are the as-described algorithm",
@@ -155,8 +208,25 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def preset_names() -> list[str]:
-    return sorted(PRESETS)
+def preset_names(command: str | None = None) -> list[str]:
+    """The names of every preset, or of those ``command`` (``"check"``, ``"train"``) runs."""
+    return sorted(n for n, p in PRESETS.items() if command is None or command in p.commands)
+
+
+def render_presets() -> str:
+    """The one list of presets, as ``--list-presets`` of ``palsgd check`` and ``palsgd
+    train`` print it: name, title, values, source, and the commands that run it."""
+    lines = []
+    for p in PRESETS.values():
+        vals = " ".join(f"{k}={float(x):g}" for k, x in p.values.items())
+        lines.append(f"{p.name}: {p.title}")
+        lines.append(f"  {vals} (inner {p.inner_optimizer}, outer {p.outer_optimizer})")
+        runs = ", ".join(f"palsgd {c}" for c in p.commands)
+        lines.append(
+            f"  used by: {runs}" + (f" (not train: {p.not_trained})" if p.not_trained else "")
+        )
+        lines.append(f"  source: {p.source}")
+    return "\n".join(lines)
 
 
 def get_preset(name: str) -> Preset:

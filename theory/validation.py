@@ -27,10 +27,14 @@ import numpy as np
 
 from theory.errors import UserInputError
 from theory.validation_files import (
+    MAX_INPUT_BYTES,
     MEMORY_FRACTION,
+    check_input_file,
     check_memory,
     check_output_dir,
     check_output_file,
+    output_file_target,
+    read_input_bytes,
     read_mapping_file,
 )
 
@@ -48,7 +52,13 @@ __all__ = [
     "check_fraction",
     "check_number",
     "check_choice",
+    "check_type",
+    "with_flag",
     "read_mapping_file",
+    "read_input_bytes",
+    "check_input_file",
+    "MAX_INPUT_BYTES",
+    "output_file_target",
     "check_output_dir",
     "check_output_file",
     "check_memory",
@@ -314,3 +324,25 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any], *, plural: str =
     except TypeError:  # an unhashable or incomparable value is not a choice
         pass
     raise UserInputError(f"unknown {name} {value!r}; known {plural or name + 's'}: {options}")
+
+
+def check_type(name: str, value: Any, types: type | tuple[type, ...], expected: str) -> Any:
+    """``value`` if it is an instance of ``types``; otherwise :class:`UserInputError`
+    ``"argument 'name' must be <expected>, got <type>"`` (a public function's guard against
+    ``None`` or a wrong type, instead of an AttributeError deep inside)."""
+    if isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)):
+        return value
+    raise UserInputError(f"argument '{name}' must be {expected}, got {type(value).__name__}")
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def with_flag(exc: ParameterError) -> UserInputError:
+    """``exc`` with the command-line flag of its parameter named (``steps_scale`` is typed
+    as ``--steps-scale``), for commands whose flags are their parameters' names."""
+    flag = "--" + exc.name.replace("_", "-")
+    if flag in str(exc):
+        return exc
+    return UserInputError(f"{exc} (option {flag})")

@@ -1,8 +1,19 @@
 """Checks of what a user names on disk and of the memory a request plans to use: the
-YAML/JSON mapping reader (:func:`read_mapping_file`), the output-path checks
-(:func:`check_output_dir`, :func:`check_output_file`) and :func:`check_memory`. Each raises
-:class:`~theory.validation.UserInputError` naming the flag or file. Re-exported by
-:mod:`theory.validation`.
+bounded file readers (:func:`read_mapping_file`, :func:`read_input_bytes`), the output-path
+checks (:func:`check_output_dir`, :func:`check_output_file`, :func:`output_file_target`) and
+:func:`check_memory`. Each raises :class:`~theory.validation.UserInputError` naming the flag
+or file. Re-exported by :mod:`theory.validation`.
+
+Inputs: every file a command reads on a user's word (a config, a bound file, a profiles
+file, a run's records) must be a regular file of at most :data:`MAX_INPUT_BYTES`; both are
+checked before a byte is read, so ``/dev/zero``, ``/dev/urandom`` or a FIFO is refused at
+once instead of being read for ever.
+
+Outputs: a file is only ever replaced if it is a regular file. The rule for a symbolic
+link: it is followed (to its final target) and the target is replaced, the link itself is
+kept; the target is then held to the same rule as a plain path. A device, a FIFO, a socket
+or a directory where a file is expected is refused (:func:`output_file_target`), both by the
+up-front checks and by the atomic writer of :mod:`theory.io`.
 """
 
 from __future__ import annotations
@@ -10,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,12 +29,118 @@ from typing import Any
 from theory.errors import UserInputError
 
 __all__ = [
+    "TOOLKIT_DIR",
+    "resolve_input_path",
+    "MAX_INPUT_BYTES",
     "MEMORY_FRACTION",
     "check_memory",
     "check_output_dir",
+    "check_input_file",
     "check_output_file",
+    "file_kind",
+    "output_file_target",
+    "read_input_bytes",
     "read_mapping_file",
 ]
+
+#: the largest input file (a config, a bound file, a profiles file, a run record) a command
+#: reads: 4 MiB, a thousand times the largest file the project ships; larger ones are refused
+#: before reading (a YAML parser needs about a minute for 60 MB)
+MAX_INPUT_BYTES = 4 * 2**20
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+#: the toolkit's own directory (the parent of the ``theory`` package), where ``docs/examples``
+#: lives
+TOOLKIT_DIR = Path(__file__).resolve().parents[1]
+
+
+def resolve_input_path(path: Any, flag: str) -> Path:
+    """``path``, or, when it is relative and missing here, the same path under
+    :data:`TOOLKIT_DIR` if that is a file (so the README's examples run from any directory).
+    ``None``, an empty string or a non-path raises :class:`UserInputError` naming ``flag``."""
+    if not isinstance(path, str | os.PathLike) or not str(path).strip():
+        raise UserInputError(f"{flag} must be a file path, got {type(path).__name__}")
+    p = Path(path)
+    if not p.is_absolute() and not os.path.lexists(p) and (TOOLKIT_DIR / p).is_file():
+        return TOOLKIT_DIR / p
+    return p
+
+
+def file_kind(mode: int) -> str:
+    """``"a regular file"``, ``"a directory"``, ``"a character device"``, ... for an
+    ``st_mode``."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _cannot_read(path: Path, what: str, exc: OSError) -> UserInputError:
+    reason = "it does not exist" if not os.path.lexists(path) else exc.strerror
+    return UserInputError(f"cannot read {what} '{path}': {reason}")
+
+
+def _regular_and_small(st: os.stat_result, path: Path, what: str, limit: int) -> int:
+    if not stat.S_ISREG(st.st_mode):
+        raise UserInputError(
+            f"cannot read {what} '{path}': it is {file_kind(st.st_mode)}, not a regular file"
+        )
+    if st.st_size > limit:
+        raise UserInputError(
+            f"{what} '{path}' is {st.st_size / 2**20:.3g} MiB: larger than the "
+            f"{limit / 2**20:.3g} MiB it may have"
+        )
+    return st.st_size
+
+
+def check_input_file(path: str | os.PathLike, what: str, *, limit: int = MAX_INPUT_BYTES) -> int:
+    """The size of the input file ``path`` if it is a regular file of at most ``limit``
+    bytes; otherwise :class:`UserInputError` naming ``what`` and the path (nothing is read).
+
+    For readers that parse a file themselves (``numpy.load`` of a coins file): a device, a
+    FIFO or a socket is refused here instead of being read without end or waited on.
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _cannot_read(path, what, exc) from None
+    return _regular_and_small(st, path, what, limit)
+
+
+def read_input_bytes(path: str | os.PathLike, what: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the input file ``path``, read only if it is a regular file of at most
+    ``limit`` bytes (checked on the open file, before reading).
+
+    A missing path, a directory, a device (``/dev/zero``, ``/dev/urandom``), a FIFO, a socket
+    or a larger file raises :class:`UserInputError` naming ``what`` and the path. The FIFO is
+    opened without blocking, so nothing waits for a writer.
+    """
+    path = Path(path)
+    check_input_file(path, what, limit=limit)  # a socket cannot even be opened: say so first
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _cannot_read(path, what, exc) from None
+    try:
+        _regular_and_small(os.fstat(fd), path, what, limit)  # replaced since the first look?
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise _cannot_read(path, what, exc) from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while being read
+        raise UserInputError(f"{what} '{path}' is larger than {limit / 2**20:.3g} MiB")
+    return data
 
 
 def _no_duplicate_keys_json(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -59,18 +177,12 @@ def _yaml_loader():
 def read_mapping_file(path: str | Path, what: str) -> dict[str, Any]:
     """Read a YAML file (JSON when the suffix is ``.json``) that holds a mapping.
 
-    An empty file gives ``{}``. A missing or unreadable file, a directory, a binary file
-    (not UTF-8 text), a parse error, a key given twice or a top level that is not a mapping
-    raises :class:`UserInputError` naming ``what`` and the path.
+    An empty file gives ``{}``. A missing or unreadable file, a directory, a device or FIFO,
+    a file larger than :data:`MAX_INPUT_BYTES`, a binary file (not UTF-8 text), a parse
+    error, a key given twice or a top level that is not a mapping raises :class:`UserInputError` naming ``what`` and the path.
     """
     path = Path(path)
-    if path.is_dir():
-        raise UserInputError(f"cannot read {what} '{path}': it is a directory, not a file")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = "it does not exist" if not path.exists() else exc.strerror
-        raise UserInputError(f"cannot read {what} '{path}': {reason}") from None
+    raw = read_input_bytes(path, what)
     try:
         text = raw.decode("utf-8")
         if "\x00" in text:
@@ -111,12 +223,18 @@ def check_output_dir(path: str | Path, flag: str) -> Path:
     """Make sure ``path`` is (or can become) a writable directory, before any work starts.
 
     Creates the directory (and its parents) and writes a temporary file into it. A path
-    that is an existing file, a parent that is a file, or a read-only location raises
-    :class:`UserInputError` naming ``flag`` (the option the user typed, e.g. ``"--out"``).
+    that is an existing file (a device, a FIFO, a socket included), a parent that is a file,
+    or a read-only location raises :class:`UserInputError` naming ``flag`` (the option the
+    user typed, e.g. ``"--out"``). A symbolic link to a directory is followed.
     """
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UserInputError(f"{flag} '{path}' is an existing file, not a directory")
+    if os.path.lexists(path) and not path.is_dir():
+        try:
+            kind = file_kind(os.stat(path).st_mode)
+        except OSError as exc:  # a dangling link or a link loop
+            kind = f"a symbolic link that cannot be followed ({exc.strerror})"
+        article = "an existing file" if kind == "a regular file" else kind
+        raise UserInputError(f"{flag} '{path}' is {article}, not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -129,17 +247,52 @@ def check_output_dir(path: str | Path, flag: str) -> Path:
     return path
 
 
+def output_file_target(path: str | os.PathLike, flag: str | None = None) -> Path:
+    """The file a write to ``path`` replaces, or :class:`UserInputError` naming ``flag``.
+
+    The rule (the module docstring): ``path`` itself when it is not a symbolic link; when it
+    is one, its final target (the link is kept, the target replaced). The path or target
+    must be a regular file or not exist yet; a directory, a character or block device
+    (``/dev/null``, ``/dev/full``), a FIFO, a socket, a link loop, or a link whose target's
+    directory does not exist is refused. Nothing is created or opened here.
+    """
+    path = Path(path)
+    label = f"{flag} '{path}'" if flag else f"output file '{path}'"
+    target = path
+    if path.is_symlink():
+        target = Path(os.path.realpath(path))
+        if not target.parent.is_dir():
+            raise UserInputError(
+                f"{label} is a symbolic link to '{target}', whose directory does not exist"
+            )
+        label += f" (a symbolic link to '{target}')"
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:  # ELOOP, EACCES on a parent, ...
+        raise UserInputError(f"{label}: cannot use it: {exc.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise UserInputError(f"{label} is a directory; give a file name")
+    if not stat.S_ISREG(mode):
+        raise UserInputError(
+            f"{label} is {file_kind(mode)}, not a regular file: refusing to replace it; "
+            "give a file name"
+        )
+    return target
+
+
 def check_output_file(path: str | Path, flag: str) -> Path:
     """Make sure the file ``path`` can be written, before any work starts.
 
-    An existing directory, a parent that is a file, a read-only parent or a read-only
+    Everything :func:`output_file_target` refuses (a directory, a device, a FIFO, a socket,
+    a bad symbolic link), a parent that is a file, a read-only parent or a read-only
     existing file raises :class:`UserInputError` naming ``flag``. The parent directory is
-    created; the file itself is not touched.
+    created; the file itself is not touched. Returns ``path``.
     """
     path = Path(path)
-    if path.is_dir():
-        raise UserInputError(f"{flag} '{path}' is a directory; give a file name")
-    parent = path.parent if str(path.parent) else Path(".")
+    target = output_file_target(path, flag)
+    parent = target.parent if str(target.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise UserInputError(f"{flag} '{path}': '{parent}' is a file, not a directory")
     try:
@@ -147,12 +300,8 @@ def check_output_file(path: str | Path, flag: str) -> Path:
     except OSError as exc:
         raise UserInputError(f"{flag} '{path}': cannot create '{parent}': {exc.strerror}") from None
     reason = _probe_writable(parent)
-    if reason is None and path.exists():
-        try:
-            with open(path, "ab"):
-                pass
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
+    if reason is None and target.exists() and not os.access(target, os.W_OK):
+        reason = "permission denied"
     if reason:
         raise UserInputError(f"{flag} '{path}': cannot write the file: {reason}")
     return path

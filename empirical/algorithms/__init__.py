@@ -50,7 +50,7 @@ from empirical.algorithms.flat import FlatLayout
 from empirical.algorithms.local import LocalAlgorithm
 from empirical.algorithms.local_variants import PALSGD, DiLoCo, LocalSGD, PostLocalSGD
 from empirical.algorithms.outer import OuterOptimizer
-from theory.validation import UserInputError
+from theory.validation import UserInputError, check_type
 
 __all__ = [
     "AlgorithmConfig",
@@ -97,8 +97,9 @@ def build_algorithm(
     recorded trace of shape ``(T,)`` or ``(T, K)`` (:func:`recorded_coins`). Move the model
     to its device first: the local algorithms make its parameters views of one flat buffer.
     """
-    if not isinstance(config, AlgorithmConfig):
-        raise TypeError("config must be an AlgorithmConfig")
+    check_type("config", config, AlgorithmConfig, "an AlgorithmConfig")
+    check_type("model", model, nn.Module, "a torch.nn.Module")
+    check_type("inner_optimizer", inner_optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
     if config.name == "ddp":
         if coin_source is not None:
             raise UserInputError("'coin_source' is used by 'palsgd' only, not 'ddp'")

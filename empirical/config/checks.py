@@ -5,6 +5,8 @@ own (:data:`TRAINER_PARAMS`) reported the same way, and the names of choices."""
 from __future__ import annotations
 
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,13 @@ from empirical.config.fields import (
 from empirical.schedules import SCHEDULES
 from empirical.token_cache import TOKEN_DTYPES
 from theory.algorithm import DISTRIBUTED_NAMES
+from theory.limits import check_processes, check_steps
 from theory.validation import (
     ParameterError,
     ParamSpec,
     UserInputError,
     canonicalize,
+    check_input_file,
     validate,
 )
 
@@ -106,6 +110,18 @@ TRAINER_PARAMS: dict[str, ParamSpec] = {
     ]
 }
 
+#: a run name: no path separators, not "." or ".." (it names files and W&B runs)
+_RUN_NAME = re.compile(r"[A-Za-z0-9_=+,-][A-Za-z0-9._=+,-]{0,199}")
+
+
+def _cuda_visible() -> bool:
+    """Whether a CUDA device may be present (without importing torch: the driver's
+    variable or device node); ``auto`` then picks CUDA and the GPU count limits the ranks."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "x") not in ("", "-1") and os.path.exists(
+        "/dev/nvidiactl"
+    )
+
+
 _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -180,8 +196,18 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
         raise UserInputError("backend 'nccl' needs CUDA devices, but device 'cpu' was given")
     if cfg.lr_warmup > cfg.T:
         raise ParameterError("lr_warmup", cfg.lr_warmup, f"[0, T = {cfg.T}]")
-    if cfg.coins_file is not None and not Path(cfg.coins_file).is_file():
-        raise UserInputError(f"coins file '{cfg.coins_file}' (option coins_file) does not exist")
+    if cfg.coins_file is not None:  # a bool or float64 trace of shape (T, K) at most
+        check_input_file(
+            cfg.coins_file, "coins file (option coins_file)", limit=8 * cfg.T * cfg.nproc + 2**16
+        )
+    check_steps(cfg.T, "T (option T)")
+    if cfg.nproc > 1 and (dev == "cpu" or (dev == "auto" and not _cuda_visible())):
+        check_processes(cfg.nproc, "nproc (option nproc)")
+    if cfg.run_name is not None and not _RUN_NAME.fullmatch(str(cfg.run_name)):
+        raise UserInputError(
+            f"run_name (option run_name) = {cfg.run_name!r}: a name, not a path: letters, "
+            "digits and . _ - = + , only, not starting with a dot"
+        )
     allowed_changes(cfg)
     if cfg.data_path is not None and not Path(cfg.data_path).exists():
         raise UserInputError(f"data path '{cfg.data_path}' (option data_path) does not exist")

@@ -107,7 +107,7 @@ def resolve_config(
     """Build a :class:`TrainConfig` from preset < file < overrides, then validate it."""
     name = preset or "tiny"
     if name not in PRESETS:
-        raise UserInputError(f"unknown preset '{name}': known presets are {sorted(PRESETS)}")
+        raise UserInputError(_unknown_preset(name))
     values: dict[str, Any] = {}
     layers: list[tuple[str, Mapping[str, Any]]] = [(f"preset '{name}'", PRESETS[name])]
     if file is not None:
@@ -133,3 +133,16 @@ def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
     for key, val in _canonical_mapping(values, "saved configuration").items():
         out[key] = _coerce(key, val, "saved configuration")
     return validate_config(TrainConfig(**out))
+
+
+def _unknown_preset(name: str) -> str:
+    """Why ``palsgd train`` has no preset ``name``: a preset of the one list
+    (:mod:`theory.presets`) that the trainer cannot run, or an unknown name."""
+    from theory.presets import PRESETS as ALL_PRESETS
+
+    known = f"the presets palsgd train runs are {sorted(PRESETS)}"
+    if name in ALL_PRESETS and ALL_PRESETS[name].not_trained:
+        return (
+            f"--preset '{name}' is for palsgd check only: {ALL_PRESETS[name].not_trained}; {known}"
+        )
+    return f"unknown preset '{name}' (--preset): {known}"

@@ -5,6 +5,7 @@ wall-clock of DDP, Local SGD and PALSGD on gloo processes with an emulated slow 
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,9 +22,10 @@ from empirical.cost.profiles import ComputeProfile, LinkProfile
 from empirical.cost.trace import step_trace
 from empirical.cost.wallclock import time_breakdown
 from empirical.distributed import spawn_workers
+from theory.limits import check_processes
 from theory.validation import ParameterError, UserInputError, check_int, validate
 
-__all__ = ["CHECK_CONFIGS", "emulated_link_check"]
+__all__ = ["CHECK_CONFIGS", "emulated_link_check", "planned_delay_s"]
 
 #: the runs of :func:`emulated_link_check`: AlgorithmConfig fields plus ``T`` (steps)
 CHECK_CONFIGS: dict[str, dict[str, Any]] = {
@@ -104,6 +106,8 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
     ]
     base = _check_model(0)
     delays = {"comm_delay_s": spec["delay_s"], "comm_delay_per_byte_s": spec["delay_per_byte_s"]}
+    steps = 1 + len(spec["configs"])
+    _progress(rank, f"[1/{steps}] calibrating the emulated link ({len(spec['cal_sizes'])} sizes)")
     link_times = time_allreduce(
         spec["cal_sizes"],
         repeats=spec["cal_repeats"],
@@ -113,9 +117,10 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
         delay_per_byte_s=spec["delay_per_byte_s"],
     )
     runs: dict[str, Any] = {}
-    for name, kw in spec["configs"].items():
+    for i, (name, kw) in enumerate(spec["configs"].items()):
         kw = dict(kw)
         T = int(kw.pop("T"))
+        _progress(rank, f"[{i + 2}/{steps}] {name}: compute calibration, then {T} timed steps")
         # compute, right before the run: the real model's gradient step, pull and sync work
         # on a copy, both ranks at once, pausing like the communication-bound run does
         # (after every step for DDP, every H steps for the local methods)
@@ -134,6 +139,38 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
         runs[name] = {"wall_s": info.pop("wall_s"), "compute": comp.to_dict(), **info}
     dist.barrier()
     return {"link_times": link_times, "runs": runs}
+
+
+def _progress(rank: int, text: str) -> None:
+    """One progress line on stderr, from rank 0 only."""
+    if rank == 0:
+        print(f"palsgd cost check: {text}", file=sys.stderr, flush=True)
+
+
+def _param_bytes() -> int:
+    """Bytes of the check model's parameters (fp32): what a DDP step or a sync all-reduces."""
+    return 4 * sum(prm.numel() for prm in _check_model(0).parameters())
+
+
+def planned_delay_s(
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    delay_s: float = 0.06,
+    delay_per_byte_s: float = 8e-8,
+    cal_sizes: Sequence[int] = (16384, 262144, 1048576),
+    cal_repeats: int = 4,
+) -> float:
+    """A lower estimate of the wall-clock of :func:`emulated_link_check`: the emulated link
+    delays alone (the link calibration's all-reduces, one per DDP step, one per sync of the
+    local methods), before any compute. ``inf`` when it overflows."""
+    configs = configs or CHECK_CONFIGS
+    cal = sum((cal_repeats + 1) * 3 * (delay_s + n * delay_per_byte_s) for n in cal_sizes)
+    per_call = delay_s + _param_bytes() * delay_per_byte_s
+    calls = sum(
+        int(kw["T"]) if kw["name"] == "ddp" else int(kw["T"]) // int(kw.get("H", 1))
+        for kw in configs.values()
+    )
+    return float(cal + calls * per_call)
 
 
 def _slower(profiles: Sequence[ComputeProfile]) -> ComputeProfile:
@@ -245,6 +282,7 @@ def emulated_link_check(
     K = check_workers(world_size)
     if K < 2:
         raise ParameterError("world_size", world_size, "integer in [2, inf)")
+    check_processes(K, "world_size")
     check_int("batch", batch, 1)
     spec = {
         "configs": configs,
@@ -256,6 +294,18 @@ def emulated_link_check(
         "compute_repeats": int(compute_repeats),
         "bucket_cap_mb": bucket_cap_mb,
     }
+    planned = planned_delay_s(
+        configs,
+        delay_s=spec["delay_s"],
+        delay_per_byte_s=spec["delay_per_byte_s"],
+        cal_sizes=spec["cal_sizes"],
+        cal_repeats=spec["cal_repeats"],
+    )
+    if not planned < timeout_s:
+        raise UserInputError(
+            f"the emulated delays alone would take {planned:.3g} s, more than the "
+            f"timeout of {timeout_s:g} s: lower delay_s, delay_per_byte_s or the steps"
+        )
     res = spawn_workers(_check_worker, K, spec, timeout_s=timeout_s)
     meas = combine_ranks(spec["cal_sizes"], [r["link_times"] for r in res], K)
     link = calibrate_link(meas, "ring", name="emulated")

@@ -25,7 +25,8 @@ from empirical.cost.profiles import (
     LinkProfile,
 )
 from empirical.distributed import spawn_workers
-from theory.validation import UserInputError, check_int, validate
+from theory.limits import check_processes
+from theory.validation import UserInputError, check_int, check_memory, validate
 
 __all__ = [
     "calibrate_link",
@@ -192,9 +193,12 @@ def measure_allreduce(
     ``delay_per_byte_s``: an emulated slow link (:mod:`empirical.algorithms.slowlink`).
     """
     world = check_int("world_size", world_size, 2, integral_floats=True)
+    check_processes(world, "world_size")
     sizes = [int(check_number("sizes", s, low_open=True, unit="bytes")) for s in sizes]
     if not sizes:
         raise UserInputError("'sizes' must name at least one message size")
+    # every process holds one buffer of the largest size, and gloo a copy of it
+    check_memory(2.0 * max(sizes) * world, f"sizes {max(sizes)} bytes on {world} processes")
     check_int("repeats", repeats, 1, integral_floats=True)
     check_int("warmup", warmup, 0, integral_floats=True)
     check_int("trials", trials, 1, integral_floats=True)

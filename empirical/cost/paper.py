@@ -27,6 +27,7 @@ __all__ = [
     "paper_setting",
     "gpu_compute_profile",
     "paper_scale_prediction",
+    "explain_gap",
 ]
 
 #: The paper's headline results (Naganuma et al., TMLR 2025, abstract): PALSGD's
@@ -245,6 +246,26 @@ def paper_scale_prediction(
         "paper_reported_time_reduction": PAPER_REPORTED[setting],
         "attribution": gain,
     }
+
+
+def explain_gap(pred: dict[str, Any]) -> str:
+    """One line on why a :func:`paper_scale_prediction` differs from the paper's reported
+    gain: the model's parts (communication saved, gradient steps skipped on pulls, the wait
+    for the slowest worker at syncs, as fractions of DDP's time) and the step ratio that
+    would give the paper's gain at this profile (time scales with the steps)."""
+    att = pred["attribution"]
+    frac = att["parts_fraction_of_baseline"]
+    base, method = att["time_baseline_s"], att["time_method_s"]
+    ratio = pred["inputs"]["step_ratio"]
+    comm = att["breakdown_baseline_s"]["communication"] / base
+    needed = ratio * (1 - pred["paper_reported_time_reduction"]) * base / method
+    return (
+        f"why: the model counts per-step costs at {ratio:g} x DDP's steps; DDP's "
+        f"communication is {100 * comm:.1f}% of its time on this link, pulls skip "
+        f"{100 * frac['compute_skipped_on_pulls_s']:.1f}%, waiting for the slowest worker "
+        f"costs {100 * -frac['straggler_wait_s']:.1f}%; the paper's gain needs about "
+        f"{needed:.2f} x DDP's steps (--step-ratio) or a slower link (--profile)"
+    )
 
 
 def _gain(

@@ -10,15 +10,17 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from empirical.config import config_to_dict
+from empirical.config import TrainConfig, config_to_dict
 from empirical.train.launch import run_ranks
 from empirical.train.lifeline import ENV_AGENT_PID, die_with_parent, expected_parent
 from empirical.train.options import PROG, add_arguments, config_from_args
 from empirical.train.outcomes import EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR, rank_tag
 from theory import exitcodes
+from theory.presets import render_presets
 from theory.validation import UserInputError, check_output_dir
 
 __all__ = ["run", "main", "entry"]
@@ -26,6 +28,9 @@ __all__ = ["run", "main", "entry"]
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``palsgd train`` (see :mod:`empirical.train` for exit codes)."""
+    if vars(args).get("cfg:list_presets"):
+        print(render_presets())
+        return EXIT_OK
     cfg = config_from_args(args)
     if vars(args).get("cfg:print_config"):
         print(json.dumps(config_to_dict(cfg), indent=2))
@@ -33,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(cfg.output_dir, "--output-dir")
     if cfg.checkpoint_dir:
         check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
+    if "WORLD_SIZE" not in os.environ:  # once per command, not in each (restarted) rank
+        _refuse_previous_run(cfg)
     try:
         return run_ranks(cfg)
     except MemoryError:
@@ -47,6 +54,23 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_RESOURCES
+
+
+#: files of a finished or started run in its output directory (empirical.metrics, records)
+_RUN_FILES = ("summary.json", "metrics.jsonl", "train.csv")
+
+
+def _refuse_previous_run(cfg: TrainConfig) -> None:
+    """A second run into an output directory that holds a run's records would replace them:
+    refused unless ``--resume`` continues that run or ``--overwrite`` asks to start afresh."""
+    if cfg.resume or cfg.overwrite:
+        return
+    found = [f for f in _RUN_FILES if (Path(cfg.output_dir) / f).exists()]
+    if found:
+        raise UserInputError(
+            f"--output-dir '{cfg.output_dir}' holds a previous run ({found[0]}): give another "
+            "--output-dir, --resume auto to continue it, or --overwrite to replace it"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,10 +5,12 @@ field, the authors' flag names as aliases, and their resolution (preset < ``--co
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import fields
 from typing import Any
 
+from empirical.algorithms.config import BUFFERS, SYNC_SCHEDULES
 from empirical.config import (
     FIELD_ALIASES,
     OPTIMIZERS,
@@ -17,7 +19,14 @@ from empirical.config import (
     load_config_file,
     resolve_config,
 )
-from theory.validation import ALIASES, ParameterError, UserInputError, canonicalize
+from empirical.config.checks import PRECISIONS, TRAINER_PARAMS
+from empirical.data import DATASET_NAMES
+from empirical.models import MODEL_NAMES
+from empirical.schedules import SCHEDULES
+from theory.algorithm import COINS, DISTRIBUTED_NAMES, OUTERS
+from theory.limits import MAX_STEPS, process_cap
+from theory.presets import preset_names
+from theory.validation import ALIASES, PARAMS, ParameterError, UserInputError, canonicalize
 
 __all__ = ["PROG", "add_arguments", "config_from_args"]
 
@@ -33,8 +42,8 @@ _CLI_ALIASES: dict[str, str] = {
 }
 
 _HELP: dict[str, str] = {
-    "model": "model name (empirical.models.MODEL_NAMES)",
-    "dataset": "dataset name (empirical.data.DATASET_NAMES)",
+    "model": "model name",
+    "dataset": "dataset name",
     "data_path": "file or directory of the dataset (needed by file-based datasets; "
     "'tokens': a flat binary file of token ids, or a directory with train.bin and val.bin)",
     "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
@@ -48,31 +57,32 @@ _HELP: dict[str, str] = {
     "batch_size": "micro-batch size B per rank",
     "A": "micro-batches per optimizer step (gradient accumulation)",
     "T": "total optimizer steps (pull steps count)",
-    "optimizer": f"inner optimizer: {', '.join(OPTIMIZERS)}",
+    "optimizer": "inner optimizer: "
+    + "; ".join(f"{name}: {text}" for name, text in OPTIMIZERS.items()),
     "alpha": "inner learning rate alpha",
     "weight_decay": "inner weight decay",
     "momentum": "momentum of sgd_momentum",
     "beta1": "AdamW beta1",
     "beta2": "AdamW beta2",
-    "algorithm": "ddp | local_sgd | post_local_sgd | diloco | palsgd",
+    "algorithm": "the distributed algorithm",
     "reference_faithful": "switch on every quirk of the authors' code (AlgorithmConfig."
     "reference_faithful); individual switches below override",
     "H": "local steps between syncs (pull steps count)",
     "p": "probability of a pull step",
     "eta": "pull (mixing) rate; pull coefficient alpha*eta/p",
     "T0": "DDP warm-up steps before local steps start",
-    "outer": "outer optimizer: average | sgd | nesterov",
+    "outer": "outer optimizer",
     "gamma": "outer learning rate",
     "mu": "outer momentum",
-    "coins": "independent (one coin per worker) | shared (the authors' code)",
+    "coins": "pull coins: independent (one per worker) or shared (the authors' code)",
     "clip_grad_norm": "global gradient-norm clip before the inner step ('none': off)",
-    "buffers": "buffer policy at syncs: average | anchor | local",
+    "buffers": "buffer policy at syncs (BatchNorm statistics)",
     "pull_first_tensor_only": "pull only the first parameter tensor (authors' code)",
     "discard_batch_on_pull": "draw and drop A micro-batches on a pull step (authors' code)",
     "outer_steps_per_sync": "outer-optimizer steps per sync (authors' README: A)",
     "sync_offset": "sync when (t - T0 + 1 + offset) %% H == 0 (derived with "
     "--sync-schedule global_step)",
-    "sync_schedule": "rounds (every round H steps) | global_step (the authors' absolute "
+    "sync_schedule": "rounds (every round H steps) or global_step (the authors' absolute "
     "step counter; the offset follows from T0 and H)",
     "interleave_outer_steps": "take the outer_steps_per_sync - 1 zero-gradient outer steps "
     "one per micro-batch of the next step (authors' code)",
@@ -80,22 +90,22 @@ _HELP: dict[str, str] = {
     "offload_outer_state": "keep the outer momentum in pinned CPU memory between syncs",
     "coins_file": ".npy file of recorded pull coins, shape (T,) or (T, K), replayed "
     "instead of the counter-based coins",
-    "lr_schedule": "inner learning-rate schedule: constant | cosine (linear warm-up, cosine decay)",
+    "lr_schedule": "inner learning-rate schedule: constant, or cosine (linear warm-up, cosine "
+    "decay)",
     "lr_warmup": "steps of linear inner learning-rate warm-up",
     "lr_min_ratio": "final inner learning rate / alpha of the cosine schedule",
-    "outer_lr_schedule": "outer learning-rate schedule (over the steps after T0): "
-    "constant | cosine",
+    "outer_lr_schedule": "outer learning-rate schedule (over the steps after T0)",
     "outer_lr_warmup": "local steps of linear outer learning-rate warm-up",
     "outer_lr_min_ratio": "final outer learning rate / gamma of the cosine schedule",
-    "precision": "fp32 | bf16 | fp16 (autocast with fp32 master weights; fp16 with a GradScaler)",
+    "precision": "autocast with fp32 master weights (fp16 with a GradScaler)",
     "num_workers": "DataLoader worker processes per rank",
     "pin_memory": "page-locked host batches (faster host-to-GPU copies)",
     "pretokenize": "tinystories: tokenise once into a memory-mapped cache next to the data",
     "allow_changed": "comma-separated hyperparameters that may differ from the resumed "
     "checkpoint's (applied and recorded); any other change is refused",
-    "backend": "auto (nccl on CUDA, gloo on CPU) | nccl | gloo",
-    "run_name": "name of the run in W&B/TensorBoard and summary.json (default: from the "
-    "algorithm and its hyperparameters)",
+    "backend": "process-group backend (auto: nccl on CUDA, gloo on CPU)",
+    "run_name": "name of the run in W&B/TensorBoard and summary.json: letters, digits and "
+    ". _ - = + , (not a path)",
     "export_dir": "at the end, save the anchor (global model) there: save_pretrained for "
     "Hugging Face models, anchor.pt otherwise",
     "wandb_project": "also log to this Weights & Biases project (skipped with a warning "
@@ -108,18 +118,19 @@ _HELP: dict[str, str] = {
     "sync; docs/trainer.md)",
     "eval_interval": "steps between evaluations of the anchor (0: none)",
     "eval_batches": "batches per evaluation",
-    "checkpoint_dir": "checkpoint directory (default OUTPUT_DIR/checkpoints)",
+    "checkpoint_dir": "checkpoint directory",
     "checkpoint_interval": "steps between checkpoints (0: none)",
     "keep_checkpoints": "checkpoints kept on disk (oldest deleted first)",
     "resume": "'auto' (latest complete checkpoint, if any) or a checkpoint path",
-    "overwrite": "start afresh even if the checkpoint directory holds checkpoints "
-    "(they are deleted)",
+    "overwrite": "start afresh even if the output directory holds a run's records or the "
+    "checkpoint directory holds checkpoints (they are replaced / deleted); without it such "
+    "a directory is refused unless --resume is given",
     "max_steps_this_run": "stop after this many steps of this invocation, without a final "
     "checkpoint (as a crash would); resume with --resume auto",
     "crash_at_step": "fault injection for testing restarts: fail after this step unless "
     "the run was resumed or restarted by torchrun",
     "seed": "seed of initialisation, data order and coins",
-    "device": "auto | cpu | cuda | cuda:N (auto: cuda:LOCAL_RANK if available)",
+    "device": "auto, cpu, cuda or cuda:N (auto: cuda:LOCAL_RANK if available)",
     "output_dir": "directory of metrics, config.json and summary.json",
     "log_interval": "steps between train records",
     "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
@@ -130,6 +141,52 @@ _HELP: dict[str, str] = {
     "SHARDS ranks with FSDP2 (fully_shard on a 2-D mesh; the sync runs across workers); "
     "batch-size stays per rank (docs/trainer.md)",
     "max_restarts": "torchrun restarts after a failure (each resumes from the latest checkpoint)",
+}
+
+
+#: the fields with a fixed set of values (argparse choices)
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "model": tuple(MODEL_NAMES),
+    "dataset": tuple(DATASET_NAMES),
+    "optimizer": tuple(OPTIMIZERS),
+    "algorithm": DISTRIBUTED_NAMES,
+    "outer": OUTERS,
+    "coins": COINS,
+    "buffers": BUFFERS,
+    "sync_schedule": SYNC_SCHEDULES,
+    "lr_schedule": SCHEDULES,
+    "outer_lr_schedule": SCHEDULES,
+    "precision": PRECISIONS,
+    "backend": ("auto", "nccl", "gloo"),
+}
+#: the field defaults of the ``tiny`` preset (the dataclass's)
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainConfig)}
+#: what an unset (None) field means
+_NONE_MEANS: dict[str, str] = {
+    "data_path": "none (the embedded datasets need none)",
+    "tokenizer": "byte",
+    "coins": "independent",
+    "clip_grad_norm": "off",
+    "buffers": "average",
+    "pull_first_tensor_only": "off (on with --reference-faithful)",
+    "discard_batch_on_pull": "off (on with --reference-faithful)",
+    "outer_steps_per_sync": "1 (A with --reference-faithful)",
+    "sync_offset": "0 (derived with --sync-schedule global_step)",
+    "sync_schedule": "rounds",
+    "interleave_outer_steps": "off",
+    "consensus_interval": "1",
+    "offload_outer_state": "off",
+    "coins_file": "none (counter-based coins)",
+    "comm_delay_s": "0",
+    "comm_delay_per_byte_s": "0",
+    "checkpoint_dir": "OUTPUT_DIR/checkpoints",
+    "resume": "none (start afresh)",
+    "allow_changed": "none",
+    "max_steps_this_run": "none (run to T)",
+    "crash_at_step": "none",
+    "run_name": "from the algorithm and its hyperparameters",
+    "export_dir": "none",
+    "wandb_project": "none",
 }
 
 
@@ -164,30 +221,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="cfg:config",
         default=argparse.SUPPRESS,
         metavar="FILE",
-        help="YAML or JSON file of options (flags override)",
+        help="YAML or JSON file of options, at most 4 MiB (flags override it) (default: none)",
     )
     parser.add_argument(
         "--preset",
         dest="cfg:preset",
         default=argparse.SUPPRESS,
-        choices=sorted(PRESETS),
-        help="named preset (default: tiny)",
+        choices=preset_names(),
+        metavar="NAME",
+        help="named preset, one of the list of every command (--list-presets; the "
+        f"trainer runs {', '.join(sorted(PRESETS))}) (default: tiny)",
+    )
+    parser.add_argument(
+        "--list-presets",
+        dest="cfg:list_presets",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="list the presets of every command and exit (default: train)",
     )
     parser.add_argument(
         "--print-config",
         dest="cfg:print_config",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="print the resolved configuration as JSON and exit",
+        help="print the resolved configuration as JSON and exit (default: train)",
     )
     for f in fields(TrainConfig):
         typ = str(f.type)
         names = _flag_names(f.name)
-        help_text = _HELP.get(f.name, "")
         kw: dict[str, Any] = {
             "dest": f"opt:{f.name}",
             "default": argparse.SUPPRESS,
-            "help": help_text,
+            "help": _help_text(f.name, f.default),
         }
         if "bool" in typ:
             kw["action"] = argparse.BooleanOptionalAction
@@ -195,6 +260,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             kw["type"] = _arg_type(typ)
             kw["metavar"] = f.name.upper() if len(f.name) > 2 else f.name
+            if f.name in _CHOICES:  # the metavar lists them ('none' unsets an optional one)
+                kw["choices"] = (*_CHOICES[f.name], None) if "None" in typ else _CHOICES[f.name]
+                kw["metavar"] = "{" + ",".join(_CHOICES[f.name]) + "}"
         parser.add_argument(*names, **kw)
     for alias, target in _CLI_ALIASES.items():
         parser.add_argument(
@@ -203,8 +271,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=_arg_type(str(_FIELD_TYPES[target])),
             default=argparse.SUPPRESS,
             metavar=target.upper() if len(target) > 2 else target,
-            help=f"alias of --{target.replace('_', '-')} (authors' code)",
+            help=f"alias of --{target.replace('_', '-')} (authors' code); "
+            + _range_and_default(target, _DEFAULTS[target]),
         )
+
+
+def _range_and_default(name: str, default: Any) -> str:
+    """``"allowed [0, 1) (default: 0.2)"`` for the field ``name`` (without the range when it
+    has none): the range of theory.validation's or the trainer's table, the cap of
+    theory.limits where one applies; the default of the ``tiny`` preset (the dataclass)."""
+    spec = PARAMS.get(name) or TRAINER_PARAMS.get(name)
+    allowed = ""
+    if name == "T":
+        allowed = f"allowed integer in [1, {MAX_STEPS:.0e}]; "
+    elif name == "nproc":
+        allowed = f"allowed integer in [1, {process_cap()}] on the CPU of this machine; "
+    elif spec is not None:
+        allowed = f"allowed {spec.allowed}; "
+    shown = _NONE_MEANS.get(name, "none") if default is None else default
+    if isinstance(default, bool):
+        shown = "on" if default else "off"
+    return f"{allowed}default: {shown}".replace("%", "%%")
+
+
+def _help_text(name: str, default: Any) -> str:
+    """The help of the flag of field ``name``: what it sets, its range and its default."""
+    return f"{_HELP.get(name, name)} ({_range_and_default(name, default)})"
 
 
 def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:
@@ -230,6 +322,40 @@ def _user_keys(args: argparse.Namespace) -> set[str]:
     return set(canonicalize(dict.fromkeys(keys), allow_unknown=True))
 
 
+#: datasets generated or shipped with Python: they read no --data-path
+_EMBEDDED = ("embedded-text", "embedded-images")
+#: options read by one inner optimizer only
+_OPTIMIZER_ONLY = {"momentum": ("sgd_momentum",), "beta1": ("adamw",), "beta2": ("adamw",)}
+
+
+def unused_option_notes(cfg: TrainConfig, user: set[str]) -> list[str]:
+    """One line per setting the run will not use as the user may expect: an option given
+    but not read (``--data-path`` with an embedded dataset, ``--momentum`` without
+    ``sgd_momentum``), a sync interval beyond the run (``H > T``) or a warm-up covering it
+    (``T0 >= T``)."""
+    notes = []
+    if "data_path" in user and cfg.dataset in _EMBEDDED:
+        notes.append(f"--data-path is not read: dataset {cfg.dataset!r} is embedded")
+    for name, optimizers in _OPTIMIZER_ONLY.items():
+        if name in user and cfg.optimizer not in optimizers:
+            notes.append(
+                f"--{name} is not read: it belongs to --optimizer {' / '.join(optimizers)}, "
+                f"not {cfg.optimizer}"
+            )
+    if cfg.algorithm != "ddp":
+        T0 = cfg.T0 or 0
+        if T0 >= cfg.T:
+            notes.append(
+                f"T0 = {T0} >= T = {cfg.T}: the whole run is DDP warm-up, no local step is taken"
+            )
+        elif cfg.H is not None and cfg.H > cfg.T - T0:
+            notes.append(
+                f"H = {cfg.H} > T - T0 = {cfg.T - T0}: no sync happens after the warm-up "
+                "(the workers are never averaged)"
+            )
+    return notes
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Resolve preset < --config file < flags into a validated :class:`TrainConfig`.
 
@@ -244,9 +370,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         cfg = resolve_config(preset=preset, file=file, overrides=overrides)
     except ParameterError as exc:
         raise _as_typed(exc, overrides) from None
+    user = _user_keys(args)
+    if "WORLD_SIZE" not in os.environ:  # once, by the command (a rank reads the full config)
+        for note in unused_option_notes(cfg, user):
+            print(f"{PROG}: note: {note}", file=sys.stderr)
     if cfg.algorithm == "palsgd":
         return cfg
-    user = _user_keys(args)
     dropped = {
         k: getattr(cfg, k)
         for k in _PALSGD_ONLY

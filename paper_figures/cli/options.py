@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from empirical import cost as costmodel
 from paper_figures import runs as R
 from theory import exitcodes
+from theory.limits import check_processes, process_cap
 from theory.validation import UserInputError
 
 __all__ = ["DEFAULT_OUT", "DEFAULT_PROFILE", "COST_FIGURES", "add_arguments", "check_inputs"]
@@ -31,55 +33,77 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scale",
         default="quick",
-        metavar="SCALE",
-        help="quick (tiny models, 2 CPU processes, ~5 min) or paper (the "
-        "paper's models; GPUs and data sets needed). Default quick",
+        choices=R.SCALES,
+        help="quick (tiny models, 2 CPU processes, about 4-6 min on two cores) or paper (the "
+        "paper's models; GPUs and data sets needed) (default: %(default)s)",
     )
     parser.add_argument(
-        "--only", nargs="+", metavar="NAME", help="draw only these figures (default: all)"
+        "--only",
+        nargs="+",
+        choices=R.FIGURES,
+        metavar="NAME",
+        help="draw only these figures (default: all; names in the epilog)",
     )
     parser.add_argument(
-        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})"
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help="output directory, created if missing (default: %(default)s)",
     )
     parser.add_argument(
         "--nproc",
         type=int,
         default=None,
-        help="training processes = workers K (default: 2 at quick scale, 4 at paper scale)",
+        metavar="K",
+        help="training processes = workers K, integer in [1, inf); at quick scale at most "
+        f"{process_cap()} on this machine (default: 2 at quick scale, 4 at paper scale)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of every run (default 0)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of every run, integer in [0, inf) (default: %(default)s)",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the run plan and what is missing for it, then stop",
+        help="print the run plan and what is missing for it, then stop (default: run it)",
     )
     parser.add_argument(
         "--data",
         nargs="+",
         default=[],
         metavar="NAME=PATH",
-        help=f"data sets of the paper scale: {', '.join(R.DATA_NAMES)}",
+        help=f"data sets of the paper scale, NAME one of {', '.join(R.DATA_NAMES)}; not "
+        "read at quick scale (default: none)",
     )
     parser.add_argument(
         "--runs-dir",
         default=None,
-        help="directory of cached runs (default OUT/runs; must exist if given)",
+        metavar="DIR",
+        help="directory of cached runs, must exist if given (default: OUT/runs)",
     )
     parser.add_argument(
-        "--no-train", action="store_true", help="use cached runs only; a missing run is an error"
+        "--no-train",
+        action="store_true",
+        help="use cached runs only; a missing run is an error (default: train missing runs)",
     )
     parser.add_argument(
         "--verify-report",
         default=None,
         metavar="DIR",
         help="draw the theory figure from this palsgd verify report instead "
-        "of running the verification",
+        "of running the verification (default: run it)",
     )
     parser.add_argument(
         "--profile",
         default=None,
-        help="cluster profile of the paper-scale attribution and of the "
-        f"paper-scale cost model (default {DEFAULT_PROFILE})",
+        choices=list(costmodel.CLUSTER_PROFILES.static()),
+        metavar="NAME",
+        help="cluster profile of the paper-scale attribution and of the paper-scale cost "
+        f"model, one of {', '.join(costmodel.CLUSTER_PROFILES.static())} "
+        f"(default: {DEFAULT_PROFILE})",
     )
     parser.add_argument(
         "--compute-calibration",
@@ -90,7 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "measurement sees a different load) or measured by "
         "empirical.cost.measure_compute (default at paper scale)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (default: progress bars)"
+    )
 
 
 def _figures(only: Sequence[str] | None) -> list[str]:
@@ -139,6 +165,14 @@ def check_inputs(args: argparse.Namespace) -> tuple[str, list[str], dict[str, st
     nproc = args.nproc if args.nproc is not None else (2 if args.scale == "quick" else 4)
     if nproc < 1:
         raise UserInputError(f"--nproc must be >= 1, got {nproc}")
+    if args.scale == "quick":
+        check_processes(nproc, "--nproc")
+        if data:
+            print(
+                "palsgd figures: note: --data is not read at quick scale (the embedded data "
+                "sets are used); it is for --scale paper",
+                file=sys.stderr,
+            )
     if args.seed < 0:
         raise UserInputError(f"--seed must be >= 0, got {args.seed}")
     if args.runs_dir is not None and not Path(args.runs_dir).is_dir():

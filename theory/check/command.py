@@ -15,9 +15,8 @@ from typing import Any
 import theory.check as package
 from theory.check import contradiction
 from theory.check.evaluate import ALGORITHMS
-from theory.check.render import fmt as _fmt
 from theory.exitcodes import CONTRADICTION
-from theory.presets import PRESETS, preset_names
+from theory.presets import PRESETS, preset_names, render_presets
 from theory.validation import (
     ALIASES,
     PARAMS,
@@ -49,6 +48,13 @@ _FLAGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("eps", ()),
 )
 _CONFIG_EXTRA_KEYS = ("algorithm", "bound", "bounds", "preset")
+#: what an unset parameter means, where it is not simply "unset"
+_DEFAULTS = {
+    "alpha": "each bound at its recommended step",
+    "gamma": "1, plain averaging",
+    "mu": "0, plain averaging",
+    "eps": "unset, no rounds-to-eps",
+}
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -97,15 +103,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=float,
             default=None,
             metavar="X",
-            help=f"{spec.meaning}; allowed {spec.allowed}",
+            help=f"{spec.meaning}; allowed {spec.allowed} (default: {_DEFAULTS.get(name, 'unset')})",
         )
     parser.add_argument(
-        "--config", metavar="FILE", help="YAML or JSON file of parameters (flags override it)"
+        "--config",
+        metavar="FILE",
+        help="YAML or JSON file of parameters, at most 4 MiB (flags override it) (default: none)",
     )
     parser.add_argument(
         "--preset",
-        metavar="NAME",
-        help=f"named hyperparameter setting, overridden by the file and flags: {preset_names()}",
+        choices=preset_names(),
+        help="named hyperparameter setting (the presets of every command, --list-presets), "
+        "overridden by the file and flags (default: none)",
     )
     parser.add_argument(
         "--bound",
@@ -119,8 +128,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=ALGORITHMS,
         help="the algorithm the configuration runs (default: inferred from p and H)",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+    parser.add_argument(
+        "--json", action="store_true", help="print the full report as JSON (default: text)"
+    )
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="the full text: every condition with its margin, every term, the lower bounds, "
+        "the largest H, the sources and notes (default: the brief answer, about 20 lines)",
+    )
+    parser.add_argument(
+        "--list-presets",
+        action="store_true",
+        help="list the presets of every command and exit (default: check)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        print(report.to_text())
+        print(report.to_text(verbose=args.verbose))
     if report.verdict_code == "nothing_evaluated":
         missing = sorted(
             {m for b in report.bounds for m in _missing_names(b.reason)},
@@ -161,9 +183,7 @@ def _print_presets(as_json: bool) -> None:
     if as_json:
         print(json.dumps([p.to_dict() for p in PRESETS.values()], indent=2))
         return
-    for p in PRESETS.values():
-        vals = " ".join(f"{k}={_fmt(float(x))}" for k, x in p.values.items())
-        print(f"{p.name}: {p.title}\n  {vals}\n  source: {p.source}")
+    print(render_presets())
 
 
 def _from_config(

@@ -15,7 +15,7 @@ from theory.bound_numeric import CompiledBound
 from theory.check import contradiction
 from theory.check.lower import lower_values
 from theory.check.render import fmt as _fmt
-from theory.check.render import fmt_h as _fmt_h
+from theory.check.render import h_limit as _h_limit
 from theory.check.report import BoundCheck, CheckReport, ConditionCheck, ConfigWarning, TermShare
 from theory.check.warnings import (
     config_warnings,
@@ -24,7 +24,7 @@ from theory.check.warnings import (
     usage_warnings,
 )
 from theory.presets import get_preset
-from theory.validation import UserInputError, canonicalize, check_choice, validate
+from theory.validation import UserInputError, canonicalize, check_choice, check_type, validate
 
 __all__ = ["ALGORITHMS", "check", "infer_algorithm"]
 
@@ -65,6 +65,9 @@ def _resolve_bounds(bounds: Iterable[Any] | None) -> list[CompiledBound] | None:
     """Names, :class:`~theory.bound.Bound` or compiled bounds, as compiled bounds."""
     if bounds is None:
         return None
+    if isinstance(bounds, str):  # one name
+        bounds = [bounds]
+    check_type("bounds", bounds, Iterable, "a list of bound names or bounds")
     out = []
     known = None
     for b in bounds:
@@ -212,6 +215,7 @@ def check(
     ``alpha`` a bound is evaluated at its optimal step. Raises
     :class:`~theory.validation.UserInputError` on bad input.
     """
+    check_type("values", values, Mapping, "a mapping of parameter names to values")
     merged: dict[str, Any] = {}
     warnings: list[ConfigWarning] = []
     if preset is not None:
@@ -299,5 +303,5 @@ def _verdict(
     elif b.max_alpha is not None and math.isnan(b.max_alpha):
         where += "; no alpha meets them at this configuration"
     if b.max_H_conditions_given is not None:
-        where += f"; at this alpha they hold for H <= {_fmt_h(b.max_H_conditions_given)}"
+        where += f"; at this alpha they hold {_h_limit(b.max_H_conditions_given)}"
     return "conditions_fail", where + ")"

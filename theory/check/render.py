@@ -1,15 +1,23 @@
 """The text of a ``palsgd check`` report (:meth:`theory.check.CheckReport.to_text`) and the
-number formats every message of the checker uses."""
+number formats every message of the checker uses.
+
+Two forms: the brief answer ``palsgd check`` prints by default (the verdict, the
+configuration, the warnings, one table row per bound and a line per bound the numbers do
+not describe; about 20 lines), and the full report (``--verbose``, and ``to_text()``'s
+default): every condition with its margin, every term with its share, the lower bounds,
+the largest ``H``, the notes.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from theory.check.report import BoundCheck, CheckReport
 
-__all__ = ["fmt", "fmt_h", "render"]
+__all__ = ["fmt", "fmt_h", "h_limit", "render", "term_label"]
 
 
 def fmt(x: float | None) -> str:
@@ -25,16 +33,39 @@ def fmt(x: float | None) -> str:
 
 
 def fmt_h(x: float | None, h_max: float = 1e9) -> str:
-    """A largest ``H``: NaN means the conditions fail at ``H = 1``, ``h_max`` no limit found."""
+    """A largest ``H`` as a number: ``none`` when the conditions fail at ``H = 1`` (NaN),
+    ``any`` when no limit was found up to ``h_max``."""
     if x is None or math.isnan(x):
-        return "none (fails already at H = 1)"
+        return "none"
     if x >= h_max:
-        return f">= {fmt(h_max)}"
+        return "any"
     return fmt(x)
 
 
-def render(r: CheckReport) -> str:
-    """The report as text: the verdict, the configuration, the warnings, then each bound."""
+def h_limit(x: float | None, h_max: float = 1e9) -> str:
+    """Where the conditions hold in ``H``, as a phrase: ``"for H <= 36"``, ``"at no H (they
+    fail already at H = 1)"``, ``"for every H tried (up to 1e+09)"``."""
+    if x is None or math.isnan(x):
+        return "at no H (they fail already at H = 1)"
+    if x >= h_max:
+        return f"for every H tried (up to {h_max:g})"
+    return f"for H <= {fmt(x)}"
+
+
+def term_label(term: str) -> str:
+    """A short name of a bound's term by the constant it carries: ``F0``, ``zeta^2``,
+    ``sigma^2``, with ``drift`` when it grows with ``H``."""
+    names = set(re.findall(r"[A-Za-z_]\w*", term))
+    label = next((lab for key, lab in _TERM_KINDS if key in names), "other")
+    return f"{label} drift" if label != "F0" and "H" in names else label
+
+
+_TERM_KINDS = (("F0", "F0"), ("zeta", "zeta^2"), ("sigma", "sigma^2"))
+
+
+def render(r: CheckReport, verbose: bool = True) -> str:
+    """The report as text: the verdict, the configuration, the warnings, then the bounds:
+    each in full (``verbose``) or one table row each (the brief answer)."""
     out = []
     shown = " ".join(f"{k}={fmt(val)}" for k, val in r.inputs.items())
     out.append(f"configuration: {shown or '(no parameters given)'}")
@@ -42,14 +73,111 @@ def render(r: CheckReport) -> str:
     out.append(f"algorithm: {r.algorithm} ({r.algorithm_reason}){pre}")
     if r.verdict:
         out.insert(0, f"verdict: {r.verdict}")
+    infos = 0
     for w in r.warnings:
+        if w.level != "warning" and not verbose:
+            infos += 1
+            continue
         tag = "WARNING" if w.level == "warning" else "info"
         margin = "" if w.margin is None else f" [margin {fmt(w.margin)}]"
         out.append(f"  {tag} {w.code}: {w.message}{margin}")
+    if not verbose:
+        return "\n".join(out + _brief_lines(r, infos))
     for b in r.bounds:
         out.append("")
         out += _bound_lines(b, r.eps)
     return "\n".join(out)
+
+
+_BRIEF_COLUMNS = ("bound", "conditions", "value", "alpha", "rec. alpha", "max H", "speed-up H")
+
+
+def _brief_lines(r: CheckReport, infos: int) -> list[str]:
+    """One row per bound (conditions, value at alpha, the recommended alpha, the largest H
+    at the checked alpha and for linear speed-up, the dominant term, against the lower
+    bounds), a line per bound the row cannot describe, and where the details are."""
+    rows, notes = [], []
+    for b in r.bounds:
+        if b.status == "skipped" or b.alpha is None:
+            notes.append(f"{b.name}: skipped: {b.reason}")
+            continue
+        failed = [c.name for c in b.conditions if not c.holds]
+        conds = "hold" if not failed else "FAIL " + ",".join(failed)
+        if b.caveats and not failed:
+            conds += " (caveat)"
+        max_h = b.max_H_conditions_given
+        if max_h is None:
+            max_h = b.max_H_conditions_recommended
+        rows.append(
+            (
+                b.name,
+                conds,
+                fmt(b.value),
+                fmt(b.alpha),
+                "none"
+                if b.optimal_alpha is None or math.isnan(b.optimal_alpha)
+                else fmt(b.optimal_alpha),
+                fmt_h(max_h) if b.uses_H else "-",
+                fmt_h(b.max_H_speedup) if b.uses_H else "-",
+                _dominant(b),
+                _against_lower(b),
+            )
+        )
+        if b.value is not None and not math.isfinite(b.value):
+            notes.append(
+                f"{b.name}: the bound is not finite at these values (a term overflows double "
+                "precision): it says nothing here"
+            )
+    out = [""]
+    if rows:
+        head = (*_BRIEF_COLUMNS, "dominant term", "bound / lower bound")
+        widths = [max(len(str(x[i])) for x in (head, *rows)) for i in range(len(head))]
+        for row in (head, *rows):
+            line = "  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True))
+            out.append(line.rstrip())
+        out.append(
+            "(value: the bound at alpha; rec. alpha: the step minimising it under the "
+            "conditions; max H: the largest H meeting them at alpha; speed-up H: the "
+            "largest H with linear speed-up)"
+        )
+    out += notes
+    more = f"{infos} info line(s), " if infos else ""
+    out.append(
+        f"(--verbose: {more}every condition with its margin, every term, the lower bounds, "
+        "the sources and notes)"
+    )
+    return out
+
+
+def _dominant(b: BoundCheck) -> str:
+    """The dominant term by its constant and share; ``-`` when the shares mean nothing
+    (a negative term outside the conditions, a bound that is not finite)."""
+    if not b.terms or not _shares_meaningful(b):
+        return "-"
+    top = max(b.terms, key=lambda t: t.value)
+    return f"{term_label(top.term)} {top.share:.0f}%"
+
+
+def _shares_meaningful(b: BoundCheck) -> bool:
+    return (
+        b.value is not None
+        and math.isfinite(b.value)
+        and b.value > 0
+        and all(math.isfinite(t.value) and t.value >= 0 for t in b.terms)
+    )
+
+
+def _against_lower(b: BoundCheck) -> str:
+    """The bound over the largest lower bound at the same alpha, ``BELOW`` when a bound
+    whose conditions hold is under it (false there), ``-`` when there is none to compare."""
+    vals = [lo.value for lo in b.lower_bounds if lo.value is not None and math.isfinite(lo.value)]
+    vals = [v for v in vals if v > 0]
+    if not vals or b.value is None or not math.isfinite(b.value):
+        return "-"
+    lo = max(vals)
+    if b.conditions_hold and b.value < lo:
+        return "BELOW: false here"
+    return f"{fmt(b.value / lo)}x"
 
 
 def _bound_lines(b: BoundCheck, eps: float | None) -> list[str]:
@@ -91,9 +219,17 @@ def _value_lines(b: BoundCheck) -> list[str]:
     verdict = "" if b.conditions_hold else "  -- conditions FAIL: the bound does not apply"
     out.append(f"   bound at alpha = {fmt(b.alpha)} ({src}): {fmt(b.value)}{verdict}")
     width = max(len(t.term) for t in b.terms)
+    meaningful = _shares_meaningful(b)
     for t in b.terms:
-        out.append(f"     {t.term:<{width}}  {fmt(t.value):>10}  {t.share:6.1f}%")
-    out.append(f"   dominant term: {b.dominant_term}")
+        share = f"{t.share:6.1f}%" if meaningful else "      -"
+        out.append(f"     {t.term:<{width}}  {fmt(t.value):>10}  {share}")
+    if not meaningful:
+        out.append(
+            "     (shares not shown: a term is negative or not finite here; outside the "
+            "conditions or beyond double precision the terms mean nothing)"
+        )
+    else:
+        out.append(f"   dominant term: {b.dominant_term}")
     return out + _lower_lines(b)
 
 
@@ -103,11 +239,14 @@ def _lower_lines(b: BoundCheck) -> list[str]:
         return []
     out = [f"   lower bounds at alpha = {fmt(b.alpha)} (no valid bound is below them):"]
     for lo in b.lower_bounds:
-        if lo.value is None:
-            out.append(f"     {lo.name}: not evaluated ({lo.reason})")
+        if lo.value is None or not math.isfinite(lo.value):
+            why = lo.reason or "its value is not finite at these values"
+            out.append(f"     {lo.name}: not evaluated ({why})")
             continue
-        if not lo.value or b.value is None:
+        if not lo.value:
             note = "no constraint here"
+        elif b.value is None or not math.isfinite(b.value):
+            note = "no comparison: this bound is not finite here"
         else:
             note = f"this bound is {fmt(b.value / lo.value)} x it"
         if b.conditions_hold and b.value is not None and b.value < lo.value:
@@ -134,8 +273,12 @@ def _max_H_lines(b: BoundCheck) -> list[str]:
         if b.schedule_alpha is not None
         else "the bound-minimising alpha at each H"
     )
-    out.append(
-        f"   max H for linear speed-up: {fmt_h(b.max_H_speedup)} (at {sched}, which "
-        f"allows H <= {fmt_h(b.max_H_conditions)} under the conditions)"
-    )
+    if b.max_H_speedup is None or math.isnan(b.max_H_speedup):
+        out.append(f"   max H for linear speed-up: none: at {sched} the conditions hold "
+                   f"{h_limit(b.max_H_conditions)}")  # fmt: skip
+    else:
+        out.append(
+            f"   max H for linear speed-up: {fmt_h(b.max_H_speedup)} (at {sched}; the "
+            f"conditions hold {h_limit(b.max_H_conditions)})"
+        )
     return out

@@ -144,6 +144,7 @@ class CheckReport:
         """JSON-ready dict; ``inf`` becomes the string ``"inf"`` and NaN becomes ``None``."""
         return jsonable(asdict(self))
 
-    def to_text(self) -> str:
-        """The report as the CLI prints it."""
-        return render(self)
+    def to_text(self, verbose: bool = True) -> str:
+        """The report as text: in full (``verbose``, as ``palsgd check --verbose`` prints
+        it) or the brief answer ``palsgd check`` prints by default."""
+        return render(self, verbose)

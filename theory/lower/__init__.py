@@ -28,6 +28,7 @@ __all__ = [
     "register_lower",
     "get_lower",
     "lower_bounds",
+    "describe_lower",
 ]
 
 _LOWER: dict[str, Any] = {}
@@ -51,6 +52,29 @@ def get_lower(name: str) -> Any:
 def lower_bounds() -> list[Any]:
     """Every registered lower bound (sorted by name)."""
     return [_LOWER[n] for n in sorted(_LOWER)]
+
+
+def describe_lower(bound: Any) -> dict[str, Any]:
+    """JSON-ready description of a lower bound (for ``palsgd bounds``): name, title,
+    ``kind = "lower"``, algorithms, parameters, provenance, notes, and the LaTeX of a closed
+    form (``None`` for a bound evaluated on instances)."""
+    latex = None
+    if callable(getattr(bound, "expression", None)):
+        import sympy  # only here: palsgd bounds reads the cached description
+
+        latex = sympy.latex(bound.expression())
+    return {
+        "name": bound.name,
+        "title": bound.title,
+        "kind": "lower",
+        "derived_here": bool(bound.derived_here),
+        "algorithms": list(bound.algorithms),
+        "parameters": list(bound.parameters),
+        "optional": dict(getattr(bound, "optional", {})),
+        "provenance": bound.provenance,
+        "notes": bound.notes,
+        "latex": latex,
+    }
 
 
 register_lower(LOCAL_SGD_QUADRATIC_LOWER)

@@ -231,7 +231,10 @@ def unit_value(
         with np.errstate(over="ignore", invalid="ignore"):
             y = np.linalg.matrix_power(Phi, rounds) @ y
     denom = T if measured == "iterates" else T // H
-    value = (0.5 * (L + b)) ** 2 * float(y[9]) / denom if denom else 0.0
+    # m^2 y / denom as products (never a power): a product beyond the float range is inf,
+    # never an OverflowError; y is the smaller factor, so it goes first
+    m = 0.5 * (L + b)
+    value = float(y[9]) / denom * m * m if denom else 0.0
     return value, reach
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from theory.problems.base import Array, Problem, into
 from theory.validation import ParameterError, UserInputError, read_mapping_file
+from theory.validation_files import resolve_input_path
 
 __all__ = [
     "HeteroHessianQuadratic",
@@ -211,6 +212,7 @@ def load_hetero_hessian(path: Any) -> HeteroHessianQuadratic:
     ``sigma2`` (total gradient-noise variance, isotropic; default 0). Any other key is
     refused by name.
     """
+    path = resolve_input_path(path, "--problem")
     data = read_mapping_file(path, "problem file")
     return hetero_hessian_from(data, f"problem file '{path}'")
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from theory.io import atomic_write_json
 from theory.validation import UserInputError
 
 
@@ -74,6 +74,6 @@ class Trace:
         return out
 
     def save_json(self, path: str, include_state: bool = False) -> None:
-        """Write :meth:`to_dict` to ``path``."""
-        with open(path, "w") as fh:
-            json.dump(self.to_dict(include_state), fh)
+        """Write :meth:`to_dict` to ``path`` (atomically: :func:`theory.io.atomic_write_json`,
+        which refuses a device, FIFO or directory at ``path``)."""
+        atomic_write_json(path, self.to_dict(include_state))

@@ -11,17 +11,22 @@ The file holds one bound, or a list of them under ``bounds:``, each a mapping::
     recommended_step: sqrt(K/T)/L      # optional
     provenance: my notes, eq. 3        # optional
 
-Formulas are read by :mod:`theory.safe_parse` (never evaluated as Python).
+Formulas are read by :mod:`theory.safe_parse` (never evaluated as Python). Two bounds of
+one name in a file are refused. A relative path that does not exist in the working
+directory is looked up in the toolkit's own directory (where ``docs/examples/`` lives), so
+the README's ``--bound-file docs/examples/my_bound.yaml`` runs from any directory.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from theory.assumptions import ALL_ASSUMPTIONS, Assumption
 from theory.bound import Bound
 from theory.validation import UserInputError, read_mapping_file
+from theory.validation_files import resolve_input_path
 
 __all__ = ["load_bound_file", "SHARED_COINS"]
 
@@ -37,13 +42,26 @@ _FIELDS = {
 _ALGORITHMS = ("sgd", "ddp", "local_sgd", "palsgd", "easgd")
 
 
-def load_bound_file(path: str | Path) -> list[Bound]:
-    """The bounds defined in ``path``; errors name the file, the bound and the field."""
+def resolve_bound_file(path: str | os.PathLike) -> Path:
+    """``path``, or the same path under the toolkit's directory
+    (:func:`theory.validation_files.resolve_input_path`)."""
+    return resolve_input_path(path, "--bound-file (argument 'path')")
+
+
+def load_bound_file(path: str | os.PathLike) -> list[Bound]:
+    """The bounds defined in ``path`` (:func:`resolve_bound_file`); errors name the file, the
+    bound and the field. Two bounds of one name are refused."""
+    path = resolve_bound_file(path)
     data = read_mapping_file(path, "--bound-file")
     entries = data.get("bounds", [data]) if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise UserInputError(f"--bound-file '{path}': expected a bound or a list 'bounds:'")
-    return [_one(e, f"--bound-file '{path}'") for e in entries]
+    bounds = [_one(e, f"--bound-file '{path}'") for e in entries]
+    names = [b.name for b in bounds]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserInputError(f"--bound-file '{path}': bound name(s) {twice} given twice")
+    return bounds
 
 
 def _one(entry: Any, where: str) -> Bound:

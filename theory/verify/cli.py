@@ -41,10 +41,12 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from theory import verify as V
 from theory.check import jsonable
+from theory.problems.base import NOISE_MODELS
 from theory.validation import UserInputError
 from theory.verify.at import run_at
 from theory.verify.exact_report import format_exact
@@ -70,24 +72,28 @@ QUICK: dict[str, Any] = dict(
 )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, inf)``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in [{low}, inf), got {text!r}"
+            ) from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, inf), got {v}")
+        return v
+
+    parse.__name__ = "int"
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a nonnegative integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a nonnegative integer, got {v}")
-    return v
+_positive_int = _int_at_least(1)
+_nonneg_int = _int_at_least(0)
+#: a Monte-Carlo test needs a variance: two replicas at least
+_at_least_two = _int_at_least(2)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,52 +128,69 @@ def _add_sampling_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings
     parser.add_argument(
         "--replicas",
         "-R",
-        type=_positive_int,
+        type=_at_least_two,
         metavar="R",
-        help=f"Monte-Carlo replicas per configuration (default {d.replicas})",
+        help=f"Monte-Carlo replicas per configuration, integer in [2, inf) (default {d.replicas})",
     )
     parser.add_argument(
         "--configs",
         type=_nonneg_int,
         metavar="N",
-        help=f"configurations inside the conditions per (bound, problem) (default {d.configs})",
+        help="configurations inside the conditions per (bound, problem), integer in [0, inf); "
+        f"0 leaves only the exact part (default {d.configs})",
     )
     parser.add_argument(
         "--outside",
         type=_nonneg_int,
         metavar="N",
-        help=f"configurations outside the conditions per (bound, problem) (default {d.outside})",
+        help="configurations outside the conditions per (bound, problem), integer in "
+        f"[0, inf) (default {d.outside})",
     )
-    parser.add_argument("--seed", type=_nonneg_int, default=0, help="master seed (default 0)")
+    parser.add_argument(
+        "--seed",
+        type=_nonneg_int,
+        default=0,
+        help="master seed, integer in [0, inf) (default 0)",
+    )
     parser.add_argument(
         "--T",
         type=_positive_int,
         nargs="+",
         metavar="T",
-        help=f"horizons to sample from (default {' '.join(map(str, d.T))})",
+        help=f"horizons to sample from, integers in [1, inf) (default {' '.join(map(str, d.T))})",
     )
     parser.add_argument(
         "--K",
         type=_positive_int,
         nargs="+",
         metavar="K",
-        help=f"worker counts to sample from (default {' '.join(map(str, d.K))})",
+        help="worker counts to sample from, integers in [1, inf) "
+        f"(default {' '.join(map(str, d.K))})",
     )
 
 
 def _add_problem_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -> None:
     """The problems' dimension, noise, heterogeneity and declared constants."""
     parser.add_argument(
-        "--d", type=_positive_int, metavar="D", help=f"problem dimension (default {d.d})"
+        "--d",
+        type=_positive_int,
+        metavar="D",
+        help=f"problem dimension, integer in [1, inf) (default {d.d})",
     )
-    parser.add_argument("--noise", help=f"noise model of the problems (default {d.noise})")
+    parser.add_argument(
+        "--noise", choices=NOISE_MODELS, help=f"noise model of the problems (default {d.noise})"
+    )
     parser.add_argument(
         "--sigma",
         type=float,
-        help="noise level sigma (default: the problem's, 1 for additive noise)",
+        metavar="SIGMA",
+        help="noise level sigma, in [0, inf) (default: the problem's, 1 for additive noise)",
     )
     parser.add_argument(
-        "--zeta", type=float, help=f"heterogeneity zeta of the problems (default {d.zeta})"
+        "--zeta",
+        type=float,
+        metavar="ZETA",
+        help=f"heterogeneity zeta of the problems, in [0, inf) (default {d.zeta})",
     )
     parser.add_argument(
         "--declare",
@@ -175,7 +198,7 @@ def _add_problem_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings)
         metavar="[PROBLEM.]NAME=VALUE",
         default=[],
         help="declare a constant (L, sigma2, zeta2, f_star) for every problem or "
-        "for one; it is checked by sampling and used in the bounds",
+        "for one; it is checked by sampling and used in the bounds (default: none)",
     )
 
 
@@ -185,7 +208,8 @@ def _add_statistics_arguments(parser: argparse.ArgumentParser) -> None:
         "--level",
         type=float,
         default=0.05,
-        help="family-wise error level of the verdicts (default 0.05)",
+        metavar="LEVEL",
+        help="family-wise error level of the verdicts, in (0, 1) (default 0.05)",
     )
     parser.add_argument(
         "--correction",
@@ -201,7 +225,9 @@ def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -
         "--bound-file",
         metavar="FILE",
         help="YAML/JSON file with your own bound(s): name, expression, conditions, "
-        "algorithm, coins, assumptions (read without evaluating any code)",
+        "algorithm, coins, assumptions (read without evaluating any code; at most 4 MiB; a "
+        "relative path missing here is also looked up in the toolkit's directory) "
+        "(default: none)",
     )
     parser.add_argument(
         "--controls",
@@ -214,14 +240,15 @@ def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -
         "--budget",
         type=float,
         metavar="X",
-        help=f"scale of the exact search per bound (default {d.budget}; controls "
+        help=f"scale of the exact search per bound, in (0, 100] (default {d.budget}; controls "
         f"{d.control_budget})",
     )
     parser.add_argument(
         "--at",
         metavar="DESIGN",
         help="evaluate one design exactly and print measured, bound, ratio and conditions "
-        "(the 'key=value ...' text of a reproduce command); needs one --bounds NAME",
+        "(the 'key=value ...' text of a reproduce command, each key once); needs one "
+        "--bounds NAME (default: none)",
     )
 
 
@@ -243,7 +270,9 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help="simulator backend of the Monte-Carlo part (default numpy)",
     )
     parser.add_argument(
-        "--device", help="torch device of the Monte-Carlo part (cpu, cuda, cuda:N); torch only"
+        "--device",
+        metavar="DEV",
+        help="torch device of the Monte-Carlo part: cpu, cuda or cuda:N; torch only (default: cpu)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the plots")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -373,6 +402,12 @@ def run(args: argparse.Namespace) -> int:
     input)."""
     t0 = time.perf_counter()
     settings = settings_from_args(args)
+    if args.configs == 0 and not settings.controls_only:
+        print(
+            "palsgd verify: warning: --configs 0: no Monte-Carlo configuration inside the "
+            "conditions is tested; only the exact part checks the bounds",
+            file=sys.stderr,
+        )
     if args.at is not None:
         return run_at(settings, args.at, as_json=args.json)
     bounds = V.resolve_bounds(settings.bounds, settings.bound_file)  # fail before writing

@@ -347,6 +347,8 @@ def parse_design(text: str) -> dict[str, np.ndarray]:
             raise UserInputError(
                 f"--at: cannot read {item!r}; expected key=value with keys {list(FIELDS)}"
             )
+        if key in got:
+            raise UserInputError(f"--at: {key} is given twice")
         try:
             got[key] = float(val)
         except ValueError:
@@ -363,8 +365,9 @@ def parse_design(text: str) -> dict[str, np.ndarray]:
     full.update(got)
     if full["heavy_ball"] not in (0.0, 1.0):
         raise UserInputError("--at: heavy_ball must be 0 (Nesterov) or 1 (heavy ball)")
-    if full["mu"] >= 1:
-        raise UserInputError(f"--at: mu = {full['mu']:g} must be below 1")
+    for k in ("p", "mu"):
+        if full[k] >= 1:
+            raise UserInputError(f"--at: {k} = {full[k]:g} must be below 1")
     for k in ("K", "H", "T"):
         if full[k] < 1 or full[k] != int(full[k]):
             raise UserInputError(f"--at: {k} = {full[k]:g} must be a positive integer")

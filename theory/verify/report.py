@@ -246,7 +246,9 @@ class AtomicDirectory:
     """
 
     def __init__(self, target: str | os.PathLike[str]):
-        self.target = Path(target).expanduser().absolute()
+        # a symbolic link is followed (theory.validation_files' rule): its target directory
+        # is replaced, the link itself stays
+        self.target = Path(os.path.realpath(Path(target).expanduser()))
         self.tmp: Path | None = None
         self._created: list[Path] = []
 
