@@ -35,6 +35,10 @@ def readme_examples() -> list[str]:
     return [ln for ln in lines if ln]
 
 
+#: the size flags of the short ``palsgd map`` variants (fewer cells, a smaller grid)
+MAP_SMALL = ["--H", "8", "--eta", "2", "--n-alpha", "3", "--n-outer", "1", "--max-extend", "1",
+             "--no-plots", "--no-progress", "--no-bounds"]  # fmt: skip
+
 #: README line -> (kind, extra flags added by the test). kind: "inproc" runs palsgd.cli.main
 #: in this process, "proc" a subprocess, "placeholder" a line with DIR/TOKDIR placeholders
 #: (run with a missing DIR: a clean exit 2 naming the data path, and --print-config with a
@@ -81,7 +85,21 @@ EXAMPLES: dict[str, tuple[str, list[str]]] = {
     "palsgd cost predict": ("inproc", []),
     "palsgd cost predict --setting gptneo-8m-tinystories --profile 32nodes-10Gbps "
     "--prob_no_grad 0.1": ("inproc", []),
-}
+    "palsgd map --out reports/map": ("inproc", MAP_SMALL),
+    "palsgd map --problem docs/examples/hetero_problem.yaml --eps 0.05 0.01 --budget rounds:2e4 "
+    "--out reports/map-file": ("inproc", MAP_SMALL[4:]),
+    "palsgd map --budget time:5e4 --profile 32nodes-10Gbps --out reports/map-time": (
+        "inproc",
+        MAP_SMALL,
+    ),
+    "palsgd map --engine montecarlo --family hetero_cosine --H 64 --eta 2 --zeta 3 --eps 0.1 "
+    "--budget rounds:150 --out reports/map-mc": (
+        "inproc",
+        ["--methods", "local_sgd", "palsgd", "--n-alpha", "2", "--n-outer", "1",
+         "--max-extend", "0", "--replicas", "4", "--holdout-replicas", "8", "--no-plots",
+         "--no-progress"],
+    ),
+}  # fmt: skip
 
 
 def test_every_readme_example_has_a_test():
@@ -138,6 +156,12 @@ def test_inprocess_example(line, tmp_path, monkeypatch, capsys):
             assert reported == [0.184, 0.211, 0.244]
     elif argv[0] == "figures":
         assert not (tmp_path / "figures_out").exists()  # a dry run writes nothing
+    elif argv[0] == "map":
+        assert out.startswith("palsgd map (")
+        outdir = tmp_path / argv[argv.index("--out") + 1]
+        data = json.loads((outdir / "map.json").read_text())
+        assert data["cells"] and all(set(c["cost"]) for c in data["cells"])
+        assert (outdir / "map.csv").exists() and (outdir / "summary.txt").exists()
 
 
 def _check_outputs(line: str, cwd: Path, proc: subprocess.CompletedProcess) -> None:
