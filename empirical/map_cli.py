@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=list(d.H),
         metavar="H",
-        help=f"sync intervals, integers >= 1 (default {' '.join(map(str, d.H))})",
+        help=f"sync intervals, integers in [1, inf) (default {' '.join(map(str, d.H))})",
     )
     a.add_argument(
         "--eta",
@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=list(d.eta),
         metavar="ETA",
-        help=f"PALSGD pull rates > 0 (default {' '.join(f'{x:g}' for x in d.eta)})",
+        help=f"PALSGD pull rates in (0, inf) (default {' '.join(f'{x:g}' for x in d.eta)})",
     )
     a.add_argument(
         "--p",
@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         metavar="ZETA",
-        help="heterogeneity at the optimum, >= 0 (the minimisers are scaled about "
+        help="heterogeneity at the optimum, in [0, inf) (the minimisers are scaled about "
         f"x*; default {' '.join(f'{x:g}' for x in d.zeta)}; with --problem: the "
         "file's own unless given)",
     )
@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=list(d.eps),
         metavar="EPS",
-        help=f"targets on E||grad f||^2 > 0 (default {' '.join(f'{x:g}' for x in d.eps)})",
+        help=f"targets on E||grad f||^2, in (0, inf) (default {' '.join(f'{x:g}' for x in d.eps)})",
     )
     a.add_argument(
         "--budget",
@@ -131,26 +131,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--replicas",
         type=int,
         default=64,
-        help="Monte Carlo: replicas per configuration while tuning, >= 2 (default 64)",
+        help="Monte Carlo: replicas per configuration while tuning, in [2, inf) (default 64)",
     )
     p.add_argument(
         "--holdout-replicas",
         type=int,
         default=256,
-        help="Monte Carlo: fresh replicas of each tuned configuration, >= 2 (default 256)",
+        help="Monte Carlo: fresh replicas of each tuned configuration, in [2, inf) (default 256)",
     )
     p.add_argument(
         "--problem",
         metavar="FILE",
-        help="a YAML/JSON problem file: eigenvalues "
+        help="a YAML/JSON problem file (default: the generated family): eigenvalues "
         "(K lists of d numbers), minimisers (K lists of d), x0 (d), sigma2",
     )
     s = ProblemSource()
     p.add_argument(
-        "--K", type=int, default=s.K, help=f"workers of the generated family (default {s.K})"
+        "--K",
+        type=int,
+        default=s.K,
+        help=f"workers of the generated family, in [2, inf) (default {s.K})",
     )
-    p.add_argument("--d", type=int, default=s.d, help=f"dimension (default {s.d})")
-    p.add_argument("--L", type=float, default=s.L, help=f"largest curvature (default {s.L:g})")
+    p.add_argument(
+        "--d",
+        type=int,
+        default=s.d,
+        help=f"dimension of the generated family, in [1, inf) (default {s.d})",
+    )
+    p.add_argument(
+        "--L", type=float, default=s.L, help=f"largest curvature L, in (0, inf) (default {s.L:g})"
+    )
     p.add_argument(
         "--lam-min",
         type=float,
@@ -158,35 +168,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"smallest curvature, in (0, L] (default {s.lam_min:g})",
     )
     p.add_argument(
-        "--sigma", type=float, default=s.sigma, help=f"gradient-noise std (default {s.sigma:g})"
+        "--sigma",
+        type=float,
+        default=s.sigma,
+        help=f"gradient-noise std sigma, in [0, inf) (default {s.sigma:g})",
     )
     p.add_argument(
-        "--F0", type=float, default=s.F0, help=f"initial gap f(x0) - f* (default {s.F0:g})"
+        "--F0",
+        type=float,
+        default=s.F0,
+        help=f"initial gap f(x0) - f*, in [0, inf) (default {s.F0:g})",
     )
     p.add_argument(
-        "--seed", type=int, default=s.seed, help=f"seed of the generated problem (default {s.seed})"
+        "--seed",
+        type=int,
+        default=s.seed,
+        help=f"seed of the generated problem, in [0, inf) (default {s.seed})",
     )
     t = parser.add_argument_group("tuning (the same grid size for every method)")
     t.add_argument(
         "--n-alpha",
         type=int,
         default=g.n_alpha,
-        help=f"inner steps per outer rate (default {g.n_alpha})",
+        help=f"inner steps per outer rate, in [2, inf) (default {g.n_alpha})",
     )
     t.add_argument(
-        "--n-outer", type=int, default=g.n_outer, help=f"outer rates (default {g.n_outer})"
+        "--n-outer",
+        type=int,
+        default=g.n_outer,
+        help=f"outer rates per inner step, in [1, inf) (default {g.n_outer})",
     )
     t.add_argument(
         "--span",
         type=float,
         default=g.span,
-        help=f"decades of inner steps below the stability edge (default {g.span:g})",
+        help=f"decades of inner steps below the stability edge, in (0, inf) (default {g.span:g})",
     )
     t.add_argument(
         "--max-extend",
         type=int,
         default=g.max_extend,
-        help=f"edge extensions per cell (default {g.max_extend})",
+        help=f"edge extensions per cell, in [0, inf) (default {g.max_extend})",
     )
     t.add_argument(
         "--mu",
@@ -195,16 +217,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"Nesterov outer momentum, in [0, 1) (default {g.mu:g})",
     )
     c = parser.add_argument_group("wall-clock prices (for the time budget)")
-    c.add_argument("--profile", help="a cluster profile of the cost model (palsgd cost profiles)")
+    c.add_argument(
+        "--profile",
+        help="a cluster profile of the cost model (palsgd cost profiles; default: none, the time budget unavailable)",
+    )
     c.add_argument(
         "--setting",
         default="gptneo-8m-tinystories",
         help="the model whose steps are priced (default gptneo-8m-tinystories)",
     )
     o = parser.add_argument_group("output")
-    o.add_argument("--out", metavar="DIR", help="write map.json, map.csv, plots, summary.txt here")
-    o.add_argument("--json", dest="json_path", metavar="FILE", help="write the JSON here")
-    o.add_argument("--csv", dest="csv_path", metavar="FILE", help="write the CSV here")
+    o.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write map.json, map.csv, plots, summary.txt here (default: not written)",
+    )
+    o.add_argument(
+        "--json",
+        dest="json_path",
+        metavar="FILE",
+        help="write the JSON here (default: not written)",
+    )
+    o.add_argument(
+        "--csv", dest="csv_path", metavar="FILE", help="write the CSV here (default: not written)"
+    )
     o.add_argument(
         "--cache", metavar="DIR", help="resumable cache (default OUT/.cache; none without --out)"
     )

@@ -117,7 +117,7 @@ run_step() {
   limit=$((limit * SCALE))
   [ "$limit" -gt "$left" ] && limit="$left"
   file="$OUT/steps/$(printf '%02d' "$n")-$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-' | cut -c1-40).log"
-  defs="$(declare -p PY OUT HARNESS COMMON PROFILE_ARGS); $(declare -f fake train profile_and_predict)"
+  defs="$(declare -p PY OUT HARNESS COMMON PROFILE_ARGS); $(declare -f fake train profile_and_predict overlap_and_shards)"
   CURRENT="$n"
   start=$SECONDS
   timeout --kill-after=10 "$limit" bash -c "$defs; \"\$@\"" "step-$n" "$@" \

@@ -56,6 +56,10 @@ def test_a_false_lower_bound_against_a_true_upper_bound(doubled_lower, capsys):
     out = capsys.readouterr().out
     assert out.startswith("verdict: contradiction:")
     assert "the bound is false" not in out
+    assert main(["check", *FLAGS, "--verbose"]) == 5
+    out = capsys.readouterr().out
+    assert out.startswith("verdict: contradiction:")
+    assert "the bound is false" not in out
     assert "CONTRADICTION: this bound is below it, so at least one of the two is false" in out
     assert main(["check", *FLAGS, "--json"]) == 5
     assert json.loads(capsys.readouterr().out)["verdict_code"] == "contradiction"

@@ -15,7 +15,7 @@ from harness.fake_cuda import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"
-STEPS = list(range(1, 9))
+STEPS = list(range(1, 10))
 
 
 def _env() -> dict[str, str]:

@@ -27,6 +27,7 @@ model (evaluation, export) is gathered over the shard group (:func:`full_tensor`
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from theory.validation import ParameterError
 
@@ -67,6 +67,19 @@ class WorkerMesh:
         return self.mesh.get_group("replicate")
 
 
+def is_dtensor(t: Any) -> bool:
+    """Whether ``t`` is a sharded ``DTensor``. ``torch.distributed.tensor`` costs seconds to
+    import; a process that never imported it (no sharded worker) holds no DTensor."""
+    mod = sys.modules.get("torch.distributed.tensor")
+    return mod is not None and isinstance(t, mod.DTensor)
+
+
+def _dtensor() -> Any:
+    from torch.distributed.tensor import DTensor
+
+    return DTensor
+
+
 def worker_mesh(shards: int, device_type: str) -> WorkerMesh:
     """The ``(replicate, shard)`` mesh of the default group: ``world / shards`` workers of
     ``shards`` ranks each (raises :class:`~theory.validation.ParameterError` naming
@@ -96,7 +109,7 @@ def shard_model(model: nn.Module, wm: WorkerMesh) -> nn.Module:
 def local_view(t: torch.Tensor) -> torch.Tensor:
     """This rank's chunk of a sharded tensor (a view: writes reach FSDP's sharded storage);
     any other tensor itself."""
-    if isinstance(t, DTensor):
+    if is_dtensor(t):
         return t.to_local().detach()
     return t
 
@@ -104,9 +117,9 @@ def local_view(t: torch.Tensor) -> torch.Tensor:
 def full_tensor(local: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """Collective over ``like``'s mesh: the full tensor whose chunk here is ``local``,
     sharded as ``like`` is; ``local`` itself when ``like`` is not sharded."""
-    if not isinstance(like, DTensor):
+    if not is_dtensor(like):
         return local
-    d = DTensor.from_local(
+    d = _dtensor().from_local(
         local.reshape(like.to_local().shape), like.device_mesh, like.placements,
         shape=like.shape, stride=like.stride(),
     )  # fmt: skip
@@ -116,7 +129,7 @@ def full_tensor(local: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def local_state(obj: Any) -> Any:
     """``obj`` (a state dict, nested) with every sharded tensor replaced by a copy of its
     local chunk: what a rank's checkpoint file holds."""
-    if isinstance(obj, DTensor):
+    if is_dtensor(obj):
         return obj.to_local().detach().clone()
     if isinstance(obj, Mapping):
         return {k: local_state(v) for k, v in obj.items()}
@@ -149,8 +162,10 @@ def load_local_optimizer_state(opt: torch.optim.Optimizer, state: dict[str, Any]
         p = params[int(idx)]
         fixed[idx] = {
             k: (
-                DTensor.from_local(v, p.device_mesh, p.placements, shape=p.shape, stride=p.stride())
-                if isinstance(p, DTensor)
+                _dtensor().from_local(
+                    v, p.device_mesh, p.placements, shape=p.shape, stride=p.stride()
+                )
+                if is_dtensor(p)
                 and torch.is_tensor(v)
                 and v.shape == p.to_local().shape
                 and v.dim() > 0

@@ -65,13 +65,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from empirical.algorithms.base import Communicator, DistributedAlgorithm, StepInfo
 from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat import FlatLayout, flat_dtype
-from empirical.algorithms.fsdp import full_tensor, local_view
+from empirical.algorithms.fsdp import full_tensor, is_dtensor, local_view
 from empirical.algorithms.local_comm import _CHUNK, LocalCommunication, sq_norm
 from empirical.algorithms.outer import OuterOptimizer
 from empirical.algorithms.overlap import OverlappedSync
@@ -131,7 +130,7 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
         if not self.params:
             raise UserInputError("the model has no trainable parameters")
         # this rank's tensors: the parameters, or their chunks when FSDP2 shards them
-        self.sharded = any(isinstance(p, DTensor) for p in self.params)
+        self.sharded = any(is_dtensor(p) for p in self.params)
         self.local_params = [local_view(p) for p in self.params]
         self.dtype = flat_dtype(self.local_params)
         self.device = self.local_params[0].device
@@ -336,7 +335,7 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
                 src = full_tensor(self.z_views[i], val)  # gathered when sharded
             elif key in bufs:
                 src = bufs[key]
-            elif isinstance(val, DTensor):
+            elif is_dtensor(val):
                 src = val.detach().full_tensor()
             else:
                 src = val.detach()

@@ -23,6 +23,7 @@ from empirical.config.checks import PRECISIONS, TRAINER_PARAMS
 from empirical.data import DATASET_NAMES
 from empirical.models import MODEL_NAMES
 from empirical.schedules import SCHEDULES
+from empirical.token_cache import TOKEN_DTYPES
 from theory.algorithm import COINS, DISTRIBUTED_NAMES, OUTERS
 from theory.limits import MAX_STEPS, process_cap
 from theory.presets import preset_names
@@ -48,9 +49,8 @@ _HELP: dict[str, str] = {
     "'tokens': a flat binary file of token ids, or a directory with train.bin and val.bin)",
     "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
     "directory (nothing is downloaded)",
-    "token_dtype": "dataset 'tokens': integer type of the ids in --data-path (uint16 | "
-    "uint32 | int32 | int64; auto: a dtype named in the file name, else uint16 up to "
-    "65,536 ids of the vocabulary, uint32 above)",
+    "token_dtype": "dataset 'tokens': integer type of the ids in --data-path (auto: a dtype "
+    "named in the file name, else uint16 up to 65,536 ids of the vocabulary, uint32 above)",
     "iid": "ranks read disjoint shards of one shuffled data set (--no-iid: each rank owns "
     "a fixed block of the data, heterogeneous workers)",
     "seq_len": "tokens per sequence (language models)",
@@ -158,6 +158,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "outer_lr_schedule": SCHEDULES,
     "precision": PRECISIONS,
     "backend": ("auto", "nccl", "gloo"),
+    "token_dtype": ("auto", *TOKEN_DTYPES),
 }
 #: the field defaults of the ``tiny`` preset (the dataclass's)
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainConfig)}

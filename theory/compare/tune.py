@@ -24,6 +24,7 @@ import numpy as np
 
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
+from theory.validation import check_fraction, check_int, check_number
 
 __all__ = ["Grid", "Tuned", "tune", "exact_evaluator", "Evaluator"]
 
@@ -39,6 +40,13 @@ class Grid:
     span: float = 4.0
     max_extend: int = 3
     mu: float = 0.9
+
+    def __post_init__(self) -> None:
+        check_int("n_alpha", self.n_alpha, 2)
+        check_int("n_outer", self.n_outer, 1)
+        check_int("max_extend", self.max_extend, 0)
+        check_number("span", self.span, low=0.0, low_open=True)
+        check_fraction("mu", self.mu, allow_zero=True, allow_one=False)
 
     def alphas(self, m: Method, L: float, eta: float, p: float) -> np.ndarray:
         n = self.n_alpha if m.has_outer else self.n_alpha * self.n_outer
