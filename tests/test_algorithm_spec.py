@@ -90,6 +90,6 @@ def test_every_layer_takes_the_sync_rule_and_names_from_the_spec():
     assert cost_trace.is_sync_step is spec.is_sync_step
     assert moments_exact.is_sync_step is spec.is_sync_step
     assert moments_rounds.outer_step is spec.outer_step
-    assert moments_spec._KIND_LOCAL is spec.LOCAL_NAMES
+    assert set(moments_spec.MOMENT_KINDS) == set(spec.LOCAL_NAMES) | {"sgd"}
     assert cost_trace.WARMUP_NAMES is spec.WARMUP_NAMES
     assert probe_compare.WARMUP_NAMES is spec.WARMUP_NAMES

@@ -1,41 +1,36 @@
-"""The algorithm spec: names, hyperparameters, the sync schedule and the outer update, once.
+"""The algorithm table and the algorithm spec: every algorithm the toolkit knows, once.
 
-Every layer takes its description of an algorithm from here: the simulator
-(:mod:`theory.simulate`), the exact moment recursions (:mod:`theory.moments`), the
-verifier, the distributed configuration (:mod:`empirical.algorithms.config`) and the cost
-model.
+:data:`ALGORITHMS` is the one table of algorithm definitions (:class:`Algorithm`: name,
+aliases, local steps or not, pull steps or not, warm-up, allowed outer updates, coin models,
+exact oracle, simulator, distributed implementation). Every list of names, argparse choice
+and help text of the toolkit is derived from it; :data:`PRESETS` names compositions of its
+parts (SlowMo over Local SGD is the Local-SGD rounds of ``diloco`` with outer SGD momentum).
+
+:class:`AlgorithmSpec` is the one description of an algorithm run: a table name and its
+hyperparameters, validated against the table. The simulator (:mod:`theory.simulate`), the
+exact moment recursions (:mod:`theory.moments`), the verifier (a bound holds the spec it is
+stated for, :class:`theory.bound.Bound`), the checker, the map (:mod:`theory.compare`) and
+the distributed configuration (:class:`empirical.algorithms.AlgorithmConfig` holds one plus
+its own switches) all take it. Rules that belong to an algorithm are the spec's methods:
+the pull coefficient ``alpha*eta/p`` and its stability verdict (:func:`pull_stability`),
+the allowed ``p``, outer updates, coins and warm-up, the authors' sync offset.
 
 Notation (Naganuma et al., TMLR 2025, Algorithm 1; README): ``K`` workers, ``H`` local steps
 between syncs (pull steps count), ``p`` pull probability, ``alpha`` inner learning rate,
 ``eta`` pull rate (pull coefficient ``alpha*eta/p``), ``T0`` warm-up steps, ``gamma, mu``
-outer learning rate and momentum.
-
-* Sync schedule (:func:`is_sync_step`): a sync follows local step ``t >= T0`` when
-  ``(t - T0 + 1 + sync_offset) % H == 0``.
-* Outer update (:func:`outer_step`) on the outer gradient ``Delta = z - mean_k x_k``:
-  ``"average"``: ``z <- z - Delta = mean_k x_k``; ``"sgd"``: PyTorch
-  ``SGD(lr=gamma, momentum=mu, dampening=0)``, i.e. ``buf <- mu buf + Delta``,
-  ``z <- z - gamma buf`` (plain ``z <- z - gamma Delta`` at ``mu = 0``); ``"nesterov"``:
-  ``buf <- mu buf + Delta``, ``z <- z - gamma (Delta + mu buf)`` (``nesterov=True``;
-  DiLoCo, Douillard et al. 2023, Sec. 2).
-* Overlapped sync (``sync_delay = tau >= 1``, :func:`is_landing_step`): the outer
-  all-reduce runs while the workers compute, and its outer step lands ``tau`` local steps
-  later. At the sync after step ``s`` (anchor ``z_r``), worker ``k`` sends
-  ``Delta_k = z_r - x_k`` and restarts from the anchor it has, ``x_k <- z_r``; steps
-  ``s+1 .. s+tau`` run as usual (pulls toward ``z_r``). Right after step ``s + tau`` the
-  outer update lands: ``(z_{r+1}, buf) = outer_step(z_r, buf, mean_k Delta_k)`` and every
-  worker keeps its ``tau`` steps of progress, shifted onto the new anchor:
-  ``x_k <- x_k + (z_{r+1} - z_r)`` (so ``x_k - z`` is unchanged by the landing). A run
-  of ``T`` steps ends with the update in flight landed. ``1 <= tau <= H - 1`` (one
-  all-reduce in flight at a time); ``tau = 0`` is the blocking sync above, and with
-  ``tau = 0`` the formulas reduce to it (``x_k <- z_r + (z_{r+1} - z_r) = z_{r+1}``).
+outer learning rate and momentum. The sync schedule and the outer update are
+:mod:`theory.sync` (re-exported here).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from theory.sync import OUTER_ALIASES, OUTERS, is_landing_step, is_sync_step, outer_step
 from theory.validation import (
     ParameterError,
     UserInputError,
@@ -46,59 +41,249 @@ from theory.validation import (
 )
 
 __all__ = [
-    "NAMES",
-    "KINDS",
-    "DISTRIBUTED_NAMES",
-    "LOCAL_NAMES",
-    "WARMUP_NAMES",
-    "OUTERS",
-    "COINS",
-    "DILOCO_DEFAULT_GAMMA",
-    "DILOCO_DEFAULT_MU",
-    "AlgorithmSpec",
-    "is_sync_step",
-    "is_landing_step",
-    "check_sync_delay",
-    "authors_sync_offset",
-    "outer_step",
-]
+    "Algorithm", "Preset", "AlgorithmSpec", "PullStability", "ALGORITHMS", "PRESETS",
+    "NAMES", "KINDS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "OUTERS", "COINS",
+    "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "PULL_EDGE", "lookup", "distributed_choices",
+    "describe_choices", "pull_coefficient", "pull_stability", "is_sync_step", "is_landing_step",
+    "check_sync_delay", "authors_sync_offset", "outer_step",
+]  # fmt: skip
 
-#: Every algorithm the toolkit knows ("sgd" in theory is "ddp" on torch.distributed).
-NAMES = ("sgd", "ddp", "local_sgd", "post_local_sgd", "diloco", "palsgd", "easgd")
-#: The algorithms of the theory layer (simulator, exact recursions).
-KINDS = ("sgd", "local_sgd", "post_local_sgd", "diloco", "palsgd", "easgd")
-#: The algorithms on ``torch.distributed``.
-DISTRIBUTED_NAMES = ("ddp", "local_sgd", "post_local_sgd", "diloco", "palsgd")
-#: The algorithms with rounds of local steps and an outer update.
-LOCAL_NAMES = ("local_sgd", "post_local_sgd", "diloco", "palsgd")
-#: The algorithms that take a DDP warm-up of ``T0`` steps.
-WARMUP_NAMES = ("post_local_sgd", "diloco", "palsgd")
-OUTERS = ("average", "sgd", "nesterov")
+#: the coin models of the pull steps: one coin per worker and step, or one for all workers
 COINS = ("independent", "shared")
+#: warm-up rules (:attr:`Algorithm.warmup`)
+WARMUPS = ("none", "optional", "required", "ignored")
+#: exact oracles (:attr:`Algorithm.exact`): the moment recursions of :mod:`theory.moments`,
+#: EASGD's batched recursion, or Local SGD with one worker (an all-reduce base)
+EXACT = ("moments", "elastic", "all_reduce", "")
 
-#: DiLoCo's outer Nesterov settings (Douillard et al. 2023, Sec. 2: lr 0.7, momentum 0.9).
-DILOCO_DEFAULT_GAMMA = 0.7
-DILOCO_DEFAULT_MU = 0.9
 
-A = TypeVar("A")
+@dataclass(frozen=True)
+class Algorithm:
+    """One row of the algorithm table.
 
-
-def is_sync_step(t: Any, T0: int, H: int, sync_offset: int = 0) -> Any:
-    """Whether a sync follows local step ``t`` (global step index, pull steps count).
-
-    ``t`` may be an int or an integer array (numpy or torch); the result has its type.
+    ``local``: the workers take local steps between syncs (minibatch SGD and an all-reduce
+    base average their gradients at every step). ``rounds``: a sync closes every ``H``
+    steps. ``pulls``: pull steps toward the anchor (``p > 0`` allowed). ``warmup``: the
+    DDP warm-up ``T0``: ``"none"`` (``T0 = 0``; :attr:`warmup_name` has one),
+    ``"optional"``, ``"required"`` (``T0 >= 1``) or ``"ignored"`` (every step already
+    averages). ``outers``: the outer updates allowed, the default first, with the default
+    ``gamma`` and ``mu`` of a non-averaging one. ``coins``: the coin models of the pulls.
+    ``elastic``: EASGD's elastic mixing instead of a restart from the anchor. ``exact``:
+    its exact oracle (:data:`EXACT`). ``simulated``: :mod:`theory.simulate` runs it.
+    ``distributed``: its name on ``torch.distributed`` (``""``: none). ``sync_shift``: the
+    authors' code tests the sync on ``global_step + sync_shift`` (:func:`authors_sync_offset`).
     """
-    hit = (t - T0 + 1 + sync_offset) % H == 0
-    return (t >= T0) & hit
+
+    name: str
+    label: str
+    summary: str
+    source: str
+    aliases: tuple[str, ...] = ()
+    local: bool = True
+    rounds: bool = True
+    pulls: bool = False
+    warmup: str = "optional"
+    warmup_name: str = ""
+    outers: tuple[str, ...] = ("average",)
+    gamma: float = 1.0
+    mu: float = 0.0
+    coins: tuple[str, ...] = ("independent",)
+    elastic: bool = False
+    exact: str = "moments"
+    simulated: bool = True
+    distributed: str = ""
+    sync_shift: int = 0
+
+    def __post_init__(self) -> None:
+        assert self.warmup in WARMUPS and self.exact in EXACT
+        assert set(self.outers) <= set(OUTERS) and set(self.coins) <= set(COINS)
+
+    @property
+    def overlappable(self) -> bool:
+        """Whether its sync can overlap the local steps (``sync_delay``): rounds of local
+        steps closed by an outer update (not EASGD's elastic mixing)."""
+        return self.local and self.rounds and not self.elastic
 
 
-def is_landing_step(t: Any, T0: int, H: int, sync_offset: int, sync_delay: int) -> Any:
-    """Whether the outer update of an overlapped sync lands right after local step ``t``:
-    the sync after step ``t - sync_delay`` (the module docstring). Never for
-    ``sync_delay = 0`` (the blocking sync lands where it starts). Ints or integer arrays."""
-    if sync_delay == 0:
-        return t < 0
-    return is_sync_step(t - sync_delay, T0, H, sync_offset)
+_TABLE = (
+    Algorithm(
+        "sgd", "minibatch SGD (DDP)", "gradients averaged at every step",
+        "Ghadimi & Lan 2013; torch DistributedDataParallel",
+        aliases=("ddp", "minibatch", "minibatch_sgd", "mbsgd"), local=False, rounds=False,
+        warmup="ignored", distributed="ddp",
+    ),
+    Algorithm(
+        "local_sgd", "Local SGD", "H local steps, then the models are averaged",
+        "Stich, ICLR 2019; Lin et al., ICLR 2020", warmup="none",
+        warmup_name="post_local_sgd", distributed="local_sgd",
+    ),
+    Algorithm(
+        "post_local_sgd", "Post-Local SGD", "T0 >= 1 DDP warm-up steps, then Local SGD",
+        "Lin et al., ICLR 2020", warmup="required", distributed="post_local_sgd",
+    ),
+    Algorithm(
+        "diloco", "DiLoCo", "Local SGD rounds with an outer optimiser (Nesterov 0.7/0.9)",
+        "Douillard et al. 2023, Sec. 2", outers=("nesterov", "sgd"), gamma=0.7, mu=0.9,
+        distributed="diloco",
+    ),
+    Algorithm(
+        "palsgd", "PALSGD", "with probability p a pull toward the anchor, else a gradient step",
+        "Naganuma et al., TMLR 2025, Algorithm 1", pulls=True,
+        outers=("average", "sgd", "nesterov"), coins=COINS, distributed="palsgd", sync_shift=1,
+    ),
+    Algorithm(
+        "easgd", "EASGD", "elastic mixing of the workers and a centre every H steps",
+        "Zhang, Choromanska & LeCun, NeurIPS 2015; Wang & Joshi, JMLR 2021, Sec. 4",
+        elastic=True, exact="elastic",
+    ),
+    Algorithm(
+        "slowmo_ar_sgd", "SlowMo over all-reduce SGD",
+        "gradients averaged at every step, an outer heavy-ball step every H steps",
+        "Wang, Tantia, Ballas & Rabbat, ICLR 2020, eqs. (2)-(3)", local=False, warmup="none",
+        outers=("sgd",), exact="all_reduce", simulated=False,
+    ),
+)  # fmt: skip
+
+#: the algorithm table, by name
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in _TABLE}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named composition of the table's parts: a base algorithm and the values it fixes
+    (an outer update, its rate and momentum); given values override them."""
+
+    name: str
+    base: str
+    label: str
+    summary: str
+    source: str
+    values: tuple[tuple[str, Any], ...]
+
+
+#: named compositions (a new variant of existing parts is one entry here; docs/algorithms.md)
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "slowmo", "diloco", "SlowMo over Local SGD",
+            "Local SGD rounds with an outer SGD step of slow momentum (heavy ball)",
+            "Wang, Tantia, Ballas & Rabbat, ICLR 2020, Algorithm 1 with the Local SGD base; "
+            "slow rate 1, slow momentum 0.5 (fairscale SlowMoDistributedDataParallel defaults)",
+            (("outer", "sgd"), ("gamma", 1.0), ("mu", 0.5)),
+        ),
+    )
+}  # fmt: skip
+
+#: every algorithm the toolkit runs (simulated or distributed), with the distributed names
+NAMES = tuple(
+    dict.fromkeys(
+        n for a in _TABLE if a.simulated or a.distributed for n in (a.name, a.distributed) if n
+    )
+)
+#: the algorithms of the simulator and the exact recursions (:mod:`theory.simulate`)
+KINDS = tuple(a.name for a in _TABLE if a.simulated)
+#: the algorithms on ``torch.distributed``
+DISTRIBUTED_NAMES = tuple(a.distributed for a in _TABLE if a.distributed)
+#: the algorithms with rounds of local steps closed by an outer update
+LOCAL_NAMES = tuple(a.name for a in _TABLE if a.overlappable)
+#: the algorithms that take a DDP warm-up of ``T0`` steps
+WARMUP_NAMES = tuple(a.name for a in _TABLE if a.warmup in ("optional", "required"))
+#: DiLoCo's outer Nesterov settings (Douillard et al. 2023, Sec. 2: lr 0.7, momentum 0.9)
+DILOCO_DEFAULT_GAMMA = ALGORITHMS["diloco"].gamma
+DILOCO_DEFAULT_MU = ALGORITHMS["diloco"].mu
+
+_KEYS = {k: a.name for a in _TABLE for k in (a.name, *a.aliases, a.distributed) if k}
+
+
+def lookup(name: Any, what: str = "algorithm") -> Algorithm:
+    """The table row of ``name`` (a name, an alias such as ``ddp``, or a distributed name);
+    an unknown one is refused naming ``what`` and the known names."""
+    key = _KEYS.get(name) if isinstance(name, str) else None
+    if key is None:
+        check_choice(what, name, tuple(_KEYS))
+    return ALGORITHMS[key]
+
+
+def distributed_choices() -> tuple[str, ...]:
+    """The names ``palsgd train --algorithm`` takes: the distributed algorithms and the
+    presets whose base has a distributed implementation."""
+    presets = (p.name for p in PRESETS.values() if ALGORITHMS[p.base].distributed)
+    return DISTRIBUTED_NAMES + tuple(presets)
+
+
+def describe_choices(names: tuple[str, ...]) -> str:
+    """One help line per name: ``name: label, summary`` (table rows and presets)."""
+    parts = []
+    for n in names:
+        row = PRESETS.get(n) or lookup(n)
+        parts.append(f"{n}: {row.label}, {row.summary}")
+    return "; ".join(parts)
+
+
+# ------------------------------------------------------------------ the pull and its verdict
+
+#: a pull multiplies ``x - z`` by ``1 - c`` (``c = alpha*eta/p``): pulls contract toward the
+#: anchor iff ``|1 - c| < 1``, i.e. ``0 < c < 2``. At ``c = 2`` a pull maps ``x - z`` to
+#: ``-(x - z)`` (no contraction: repeated pulls oscillate forever), above 2 they diverge.
+PULL_EDGE = 2.0
+
+
+def pull_coefficient(alpha: Any, eta: Any, p: Any) -> Any:
+    """The pull coefficient ``alpha*eta/p`` (0 where ``p = 0``: no pulls); numbers or arrays."""
+    if np.ndim(p) == 0:
+        return alpha * eta / p if p > 0 else 0.0 * alpha * eta
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 0, alpha * eta / np.where(p > 0, p, 1.0), 0.0)
+
+
+@dataclass(frozen=True)
+class PullStability:
+    """The verdict on a pull coefficient ``c`` (:func:`pull_stability`): ``status``
+    ``"ok"`` (``c <= 1``: a pull moves ``x`` part of the way to the anchor), ``"overshoot"``
+    (``1 < c < 2``: ``x - z`` changes sign at every pull but shrinks) or ``"unstable"``
+    (``c >= 2``: see :data:`PULL_EDGE`). ``coefficient`` is ``None`` without pull steps."""
+
+    coefficient: float | None
+    status: str
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def stable(self) -> bool:
+        return self.status != "unstable"
+
+
+def pull_stability(alpha: float, eta: float, p: float) -> PullStability:
+    """The verdict on the pull coefficient ``alpha*eta/p`` (the one place it is decided)."""
+    if not p > 0:
+        return PullStability(None, "ok", "no pull steps (p = 0)")
+    c = float(pull_coefficient(alpha, eta, p))
+    shown = f"pull coefficient alpha*eta/p = {c:.4g}"
+    if c >= PULL_EDGE:
+        return PullStability(
+            c, "unstable",
+            f"{shown} >= 2: a pull multiplies x - z by 1 - c with |1 - c| >= 1, so repeated "
+            "pulls do not contract toward the anchor (at 2 they flip x - z, above 2 they "
+            f"diverge); choose eta < {PULL_EDGE * p / alpha:.4g}",
+        )  # fmt: skip
+    if c > 1:
+        return PullStability(
+            c, "overshoot",
+            f"{shown} in (1, 2): a pull step overshoots the anchor (x - z changes sign at "
+            "every pull) but still contracts",
+        )  # fmt: skip
+    return PullStability(
+        c,
+        "ok",
+        f"{shown} <= 1: each pull moves x a fraction of the way to the anchor (no overshoot)",
+    )
+
+
+# ------------------------------------------------------------------ rules of the table
 
 
 def check_sync_delay(name: str, sync_delay: Any, H: Any) -> int:
@@ -108,7 +293,7 @@ def check_sync_delay(name: str, sync_delay: Any, H: Any) -> int:
     tau = check_int("sync_delay", sync_delay, 0, integral_floats=True)
     if tau == 0:
         return 0
-    if name not in LOCAL_NAMES:
+    if not lookup(name).overlappable:
         raise ParameterError(
             "sync_delay", tau, f"[0, 0] for {name!r}",
             "the overlapped sync delays the outer step of the methods with rounds: "
@@ -128,73 +313,86 @@ def authors_sync_offset(name: str, T0: int, H: int) -> int:
     The authors' code tests the sync on its step counter ``global_step`` (warm-up steps
     included) right after each local step (docs/reference-faithful.md): PALSGD syncs after
     the step that makes ``(global_step + 1) % H == 0``, DiLoCo, Local and Post-Local SGD
-    after the step that makes ``global_step % H == 0``. Step ``s`` leaves
-    ``global_step = s + 1`` and :func:`is_sync_step` syncs after ``s >= T0`` with
-    ``(s - T0 + 1 + offset) % H == 0``, so the offset is ``(T0 + 1) mod H`` for PALSGD and
-    ``T0 mod H`` for the others (``T0`` = the warm-up steps actually run).
+    after the step that makes ``global_step % H == 0`` (:attr:`Algorithm.sync_shift`). Step
+    ``s`` leaves ``global_step = s + 1`` and :func:`is_sync_step` syncs after ``s >= T0``
+    with ``(s - T0 + 1 + offset) % H == 0``, so the offset is ``(T0 + sync_shift) mod H``
+    (``T0`` = the warm-up steps actually run).
     """
-    return (T0 + (1 if name == "palsgd" else 0)) % H
+    return (T0 + lookup(name).sync_shift) % H
 
 
-def outer_step(
-    z: A, buf: A, delta: A, *, outer: str, gamma: float, mu: float, extra_steps: int = 0
-) -> tuple[A, A]:
-    """One outer update on the outer gradient ``delta = z - mean_k x_k``: ``(z', buf')``.
+def _rule_errors(spec: AlgorithmSpec, a: Algorithm) -> None:
+    """The table's rules for ``spec`` (its kind's row ``a``); raise naming the field."""
+    k = a.name
+    pulls = [b.name for b in _TABLE if b.pulls]
+    if spec.p > 0 and not a.pulls:
+        raise ParameterError(
+            "p", spec.p, f"[0, 0] for {k!r}", f"pull steps exist only in {pulls}"
+        )  # fmt: skip
+    if spec.outer not in a.outers:
+        others = [b.name for b in _TABLE if spec.outer in b.outers and b.local == a.local]
+        raise UserInputError(
+            f"{k!r} takes the outer update(s) {list(a.outers)}, got outer={spec.outer!r}"
+            + (f": use {others[0]!r}" if others else "")
+        )
+    if spec.coins not in a.coins:
+        raise UserInputError(
+            f"coins = {spec.coins!r} is a coin model of pull steps; {k!r} has none "
+            f"(pull steps exist only in {pulls})"
+        )
+    if a.warmup == "none" and spec.T0 > 0:
+        hint = f"; use {a.warmup_name!r} for a DDP warm-up" if a.warmup_name else ""
+        raise ParameterError("T0", spec.T0, f"[0, 0] for {k!r}", f"{a.label} has no warm-up{hint}")
+    if a.warmup == "required" and spec.T0 == 0:
+        raise ParameterError("T0", 0, "integer in [1, inf)", f"{k} needs a warm-up")
+    if spec.outer == "average" and (spec.gamma != 1.0 or spec.mu != 0.0):
+        raise UserInputError(
+            f"outer='average' is z <- mean_k x_k (gamma = 1, mu = 0), but gamma={spec.gamma!r}, "
+            f"mu={spec.mu!r} were given: use outer='sgd' or 'nesterov' for other values"
+        )
+    if a.elastic and spec.outer_steps_per_sync != 1:
+        raise UserInputError(
+            f"{k!r} has no outer optimiser (its centre moves by the elastic mixing); got "
+            f"outer_steps_per_sync={spec.outer_steps_per_sync}"
+        )
+    if spec.easgd_alpha is not None and not a.elastic:
+        raise UserInputError(
+            f"easgd_alpha = {spec.easgd_alpha} is EASGD's elastic coefficient; {k!r} does not "
+            "use it"
+        )
 
-    Written with ``+``, ``-`` and scalar ``*`` only, so the same function acts on values
-    (numpy arrays, torch tensors), on coefficient vectors and on rows of a linear map (the
-    exact recursions pass those). ``extra_steps`` further outer steps on a zero outer
-    gradient follow (the authors' ``is_intended_impl=False`` with ``A`` micro-batches takes
-    ``A - 1``): ``buf <- mu buf`` and ``z <- z - gamma buf`` (SGD with momentum) or
-    ``z <- z - gamma mu buf`` (Nesterov); without momentum they do nothing.
-    ``"average"`` ignores ``gamma``, ``mu`` and ``buf``. ``gamma`` and ``mu`` may be arrays
-    (one value per design, broadcast against the values); an array ``mu`` takes the momentum
-    form everywhere, which at ``mu = 0`` gives the same ``z'``.
-    """
-    if outer == "average":
-        return z - delta, buf
-    check_choice("outer optimiser", outer, OUTERS)
-    if isinstance(mu, int | float) and mu == 0:
-        return z - gamma * delta, buf
-    buf = mu * buf + delta
-    z = z - gamma * (delta + mu * buf) if outer == "nesterov" else z - gamma * buf
-    for _ in range(extra_steps):
-        buf = mu * buf
-        z = z - gamma * mu * buf if outer == "nesterov" else z - gamma * buf
-    return z, buf
+
+# ------------------------------------------------------------------ the spec
 
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """One algorithm and its hyperparameters (validated on construction).
+    """One algorithm of :data:`ALGORITHMS` and its hyperparameters (validated on
+    construction against the table; :meth:`of` also takes a preset name or an alias).
 
-    ``kind``: ``"sgd"`` (minibatch SGD / DDP: gradients averaged every step; ``H`` and the
-    outer settings are not used), ``"local_sgd"`` (``p = 0``, outer ``"average"``,
-    ``T0 = 0``), ``"post_local_sgd"`` (Local SGD after ``T0 >= 1`` warm-up steps),
-    ``"diloco"`` (``p = 0`` with outer ``"sgd"`` or ``"nesterov"``), ``"palsgd"`` (any
-    ``p`` in ``[0, 1)``, any outer optimiser), ``"easgd"`` (``p = 0``, no outer optimiser:
-    ``outer="average"`` and ``outer_steps_per_sync = 1``; the elastic mixing every ``H``
-    steps instead of a restart). See the module docstring for the exact step.
+    ``kind``: the table name (an alias such as ``"ddp"`` is stored as its name). ``alpha``:
+    the inner learning rate; ``None`` leaves it to the caller (the distributed
+    configuration's inner optimiser, a bound's designs, a compared method's tuning grid):
+    the simulator and the exact recursions need it. ``outer``, ``gamma``, ``mu`` left as
+    ``None`` take the table's defaults: the kind's first outer update with the kind's
+    ``gamma``, ``mu`` (DiLoCo: Nesterov 0.7/0.9); another outer update chosen without them
+    takes ``gamma = 1, mu = 0`` (as ``torch.optim.SGD``; averaging is ``gamma = 1, mu = 0``).
 
     ``easgd_alpha``: EASGD's elastic coefficient ``a`` (the paper's ``alpha``, not the
     learning rate ``alpha`` here); ``None`` (default) means Lemma 1's ``2/(K+2)``, the value
-    Theorem 3 assumes, resolved with the problem's ``K`` by :meth:`elastic_coef`. Allowed:
-    ``[0, 2/(K+1))``, the range the paper states for a stable mixing matrix ``W_a``
-    (``a = 0``: no mixing, independent SGD per worker and a frozen centre). Only
-    ``kind="easgd"`` takes it.
-
-    ``sync_delay``: ``tau`` of the overlapped sync (module docstring; 0, the default, is the
-    blocking sync; ``1 <= tau <= H - 1`` for the kinds with rounds).
+    Theorem 3 assumes, resolved with the problem's ``K`` by :meth:`elastic_coef`.
+    ``sync_delay``: ``tau`` of the overlapped sync (:mod:`theory.sync`; 0 is the blocking
+    sync). ``pull_fraction``: the share of coordinates a pull moves (simulator only).
     """
 
     kind: str
-    alpha: float
+    alpha: float | None
     H: int = 1
     p: float = 0.0
     eta: float = 0.0
-    outer: str = "average"
-    gamma: float = 1.0
-    mu: float = 0.0
+    outer: str | None = None
+    gamma: float | None = None
+    mu: float | None = None
     T0: int = 0
     coins: str = "independent"
     seed: int = 0
@@ -205,85 +403,96 @@ class AlgorithmSpec:
     sync_delay: int = 0
 
     def __post_init__(self) -> None:
-        check_choice("algorithm kind", self.kind, KINDS)
-        check_choice("outer optimiser", self.outer, OUTERS)
+        a = lookup(self.kind, "algorithm kind")
+        set_ = object.__setattr__
+        set_(self, "kind", a.name)
+        outer = a.outers[0] if self.outer is None else OUTER_ALIASES.get(self.outer, self.outer)
+        set_(self, "outer", check_choice("outer optimiser", outer, OUTERS))
         check_choice("coins", self.coins, COINS, plural="coins")
-        validate(
-            alpha=self.alpha, H=self.H, p=self.p, eta=self.eta, gamma=self.gamma, mu=self.mu,
-            T0=self.T0,
-        )  # fmt: skip
+        default = outer == a.outers[0]  # the kind's own gamma, mu go with its default outer
+        gamma = (a.gamma if default else 1.0) if self.gamma is None else self.gamma
+        mu = (a.mu if default else 0.0) if self.mu is None else self.mu
+        num = dict(H=self.H, p=self.p, eta=self.eta, gamma=gamma, mu=mu, T0=self.T0)
+        validate(num if self.alpha is None else {"alpha": self.alpha, **num})
         pf = self.pull_fraction
         if isinstance(pf, bool) or not (isinstance(pf, int | float) and 0 < pf <= 1):
             raise ParameterError("pull_fraction", pf, "(0, 1]")
-        set_ = object.__setattr__
-        set_(self, "H", int(self.H))
-        set_(self, "T0", int(self.T0))
-        set_(self, "alpha", float(self.alpha))
-        set_(self, "p", float(self.p))
-        set_(self, "eta", float(self.eta))
-        set_(self, "gamma", float(self.gamma))
-        set_(self, "mu", float(self.mu))
+        for name, val in num.items():
+            set_(self, name, int(val) if name in ("H", "T0") else float(val))
+        if self.alpha is not None:
+            set_(self, "alpha", float(self.alpha))
         set_(self, "pull_fraction", float(pf))
-        set_(self, "seed", check_int("seed", self.seed, 0, integral_floats=True))
-        set_(
-            self,
-            "outer_steps_per_sync",
-            check_int("outer_steps_per_sync", self.outer_steps_per_sync, 1, integral_floats=True),
-        )
-        set_(
-            self, "sync_offset", check_int("sync_offset", self.sync_offset, 0, integral_floats=True)
-        )
-        k = self.kind
-        set_(self, "sync_delay", check_sync_delay(k, self.sync_delay, self.H))
-        if k != "palsgd" and self.p != 0:
-            raise UserInputError(
-                f"kind {k!r} has no pull steps (p = 0); got p = {self.p}: use kind='palsgd'"
-            )
-        if k in ("local_sgd", "post_local_sgd") and self.outer != "average":
-            raise UserInputError(
-                f"kind {k!r} averages the models (outer='average'); got outer={self.outer!r}: "
-                "use kind='diloco' or 'palsgd'"
-            )
-        if k == "diloco" and self.outer == "average":
-            raise UserInputError(
-                "kind 'diloco' needs an outer optimiser ('nesterov' or 'sgd'); "
-                "with outer='average' use kind='local_sgd'"
-            )
-        if k == "local_sgd" and self.T0 > 0:
-            raise UserInputError(
-                "kind 'local_sgd' has no warm-up; with T0 > 0 use 'post_local_sgd'"
-            )
-        if k == "post_local_sgd" and self.T0 == 0:
-            raise ParameterError("T0", 0, "integer in [1, inf)", "post_local_sgd needs a warm-up")
-        if k == "easgd":
-            if self.outer != "average" or self.outer_steps_per_sync != 1:
-                raise UserInputError(
-                    "kind 'easgd' has no outer optimiser (its centre variable moves by the "
-                    f"elastic mixing); got outer={self.outer!r}, "
-                    f"outer_steps_per_sync={self.outer_steps_per_sync}"
-                )
-            if self.easgd_alpha is not None:
-                a = self.easgd_alpha
-                # the widest range over K >= 1 (2/(K+1) <= 1); elastic_coef checks it per K
-                if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a < 1:
-                    raise ParameterError("easgd_alpha", a, "[0, 2/(K+1))", "EASGD stability")
-                set_(self, "easgd_alpha", float(a))
-        elif self.easgd_alpha is not None:
-            raise UserInputError(
-                f"easgd_alpha = {self.easgd_alpha} is EASGD's elastic coefficient; kind {k!r} "
-                "does not use it: use kind='easgd'"
-            )
+        for name, low in (("seed", 0), ("outer_steps_per_sync", 1), ("sync_offset", 0)):
+            set_(self, name, check_int(name, getattr(self, name), low, integral_floats=True))
+        set_(self, "sync_delay", check_sync_delay(a.name, self.sync_delay, self.H))
+        _rule_errors(self, a)
+        if self.easgd_alpha is not None:
+            e = self.easgd_alpha
+            # the widest range over K >= 1 (2/(K+1) <= 1); elastic_coef checks it per K
+            if isinstance(e, bool) or not isinstance(e, int | float) or not 0 <= e < 1:
+                raise ParameterError("easgd_alpha", e, "[0, 2/(K+1))", "EASGD stability")
+            set_(self, "easgd_alpha", float(e))
+
+    @classmethod
+    def of(cls, name: str, **params: Any) -> AlgorithmSpec:
+        """The spec of ``name`` (a table name, an alias or a preset of :data:`PRESETS`) with
+        ``params`` (project names or the authors' aliases: ``lr``, ``prob_no_grad``, ...);
+        ``alpha`` may be left out (``None``)."""
+        values = canonicalize(params, allow_unknown=True)
+        preset = PRESETS.get(name) if isinstance(name, str) else None
+        if preset is not None:
+            name, values = preset.base, {**dict(preset.values), **values}
+        return cls(kind=name, **{"alpha": None, **values})
 
     @classmethod
     def from_params(cls, kind: str, **params: Any) -> AlgorithmSpec:
-        """Build from project names or the authors' aliases (``lr``, ``prob_no_grad``, ...)."""
-        return cls(kind=kind, **canonicalize(params, allow_unknown=True))
+        """Build from project names or the authors' aliases (:meth:`of`)."""
+        return cls.of(kind, **params)
+
+    def replace(self, **changes: Any) -> AlgorithmSpec:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ the table's view
+    @property
+    def definition(self) -> Algorithm:
+        """The table row of this kind."""
+        return ALGORITHMS[self.kind]
 
     @property
     def local(self) -> bool:
-        """True for the methods with local steps (every kind except ``"sgd"``)."""
-        return self.kind != "sgd"
+        """True for the methods whose workers take local steps (:attr:`Algorithm.local`)."""
+        return self.definition.local
 
+    @property
+    def pulls(self) -> bool:
+        """True when pull steps happen: a kind with pulls and ``p > 0``."""
+        return self.definition.pulls and self.p > 0
+
+    @property
+    def shared_coins(self) -> bool:
+        return self.coins == "shared"
+
+    @property
+    def nesterov(self) -> bool:
+        """True for the Nesterov outer update."""
+        return self.outer == "nesterov"
+
+    @property
+    def uses_anchor(self) -> bool:
+        """Whether the anchor ``z`` must be kept between syncs: pulls toward it, an outer
+        optimiser stepping on it, or an overlapped sync restarting from it (Local SGD with
+        plain, blocking averaging needs none: ``z`` is the average computed at the sync)."""
+        return self.local and (
+            self.definition.pulls or self.outer != "average" or self.sync_delay > 0
+        )
+
+    @property
+    def warmup_steps(self) -> int:
+        """The DDP warm-up steps run (``T0``, 0 for a kind without a warm-up)."""
+        return self.T0 if self.definition.warmup in ("optional", "required") else 0
+
+    # ------------------------------------------------------------------ the step
     @property
     def grad_lr(self) -> float:
         """Learning rate of a gradient step in the local phase, ``alpha/(1-p)``."""
@@ -291,8 +500,17 @@ class AlgorithmSpec:
 
     @property
     def pull_coef(self) -> float:
-        """Pull coefficient ``alpha*eta/p`` (0 when ``p = 0``)."""
-        return self.alpha * self.eta / self.p if self.p > 0 else 0.0
+        """Pull coefficient ``alpha*eta/p`` (0 when ``p = 0``; :func:`pull_coefficient`)."""
+        return float(pull_coefficient(self.alpha, self.eta, self.p))
+
+    def pull_stability(self, alpha: float | None = None) -> PullStability:
+        """The verdict on the pull coefficient at ``alpha`` (default: the spec's;
+        :func:`pull_stability`); without pull steps its coefficient is ``None``."""
+        alpha = self.alpha if alpha is None else alpha
+        if alpha is None:
+            raise UserInputError("the pull coefficient alpha*eta/p needs the learning rate alpha")
+        validate(alpha=alpha)
+        return pull_stability(alpha, self.eta, self.p if self.pulls else 0.0)
 
     def elastic_coef(self, K: int) -> float:
         """EASGD's elastic coefficient for ``K`` workers (``easgd_alpha`` or ``2/(K+2)``).
@@ -300,20 +518,18 @@ class AlgorithmSpec:
         Raises :class:`ParameterError` naming ``easgd_alpha`` unless it lies in
         ``[0, 2/(K+1))`` (Wang and Joshi 2021, Section 4 / Lemma 1: the mixing matrix
         ``W_a`` has the eigenvalues ``1``, ``1 - a`` and ``1 - (K+1) a``, all in ``(-1, 1]``
-        exactly on that range). Only for ``kind="easgd"``.
+        exactly on that range). Only for an elastic kind.
         """
-        if self.kind != "easgd":
+        if not self.definition.elastic:
             raise UserInputError(f"kind {self.kind!r} has no elastic coefficient")
         K = check_int("K", K, 1, integral_floats=True)
         a = 2.0 / (K + 2) if self.easgd_alpha is None else self.easgd_alpha
         high = 2.0 / (K + 1)
         if not 0 <= a < high:
             raise ParameterError(
-                "easgd_alpha",
-                a,
-                f"[0, 2/(K+1)) = [0, {high:.6g}) for K = {K}",
+                "easgd_alpha", a, f"[0, 2/(K+1)) = [0, {high:.6g}) for K = {K}",
                 "the mixing matrix of EASGD is unstable outside it",
-            )
+            )  # fmt: skip
         return a
 
     def is_sync_step(self, t: int) -> bool:
@@ -325,7 +541,7 @@ class AlgorithmSpec:
         (:func:`is_landing_step`; never with ``sync_delay = 0``)."""
         return bool(is_landing_step(t, self.T0, self.H, self.sync_offset, self.sync_delay))
 
-    def outer_step(self, z: A, buf: A, delta: A) -> tuple[A, A]:
+    def outer_step(self, z: Any, buf: Any, delta: Any) -> tuple[Any, Any]:
         """This algorithm's outer update (:func:`outer_step`)."""
         return outer_step(
             z, buf, delta, outer=self.outer, gamma=self.gamma, mu=self.mu,
@@ -333,4 +549,4 @@ class AlgorithmSpec:
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dataclasses.asdict(self)
