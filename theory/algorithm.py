@@ -43,7 +43,8 @@ from theory.validation import (
 __all__ = [
     "Algorithm", "Preset", "AlgorithmSpec", "PullStability", "ALGORITHMS", "PRESETS",
     "NAMES", "KINDS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "OUTERS", "COINS",
-    "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "PULL_EDGE", "lookup", "distributed_choices",
+    "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "PULL_EDGE", "lookup", "fields_fixed",
+    "distributed_choices",
     "describe_choices", "pull_coefficient", "pull_stability", "is_sync_step", "is_landing_step",
     "check_sync_delay", "authors_sync_offset", "outer_step",
 ]  # fmt: skip
@@ -97,6 +98,11 @@ class Algorithm:
     def __post_init__(self) -> None:
         assert self.warmup in WARMUPS and self.exact in EXACT
         assert set(self.outers) <= set(OUTERS) and set(self.coins) <= set(COINS)
+
+    @property
+    def warms_up(self) -> bool:
+        """Whether it runs a DDP warm-up of ``T0`` steps (optional or required)."""
+        return self.warmup in ("optional", "required")
 
     @property
     def overlappable(self) -> bool:
@@ -188,7 +194,7 @@ DISTRIBUTED_NAMES = tuple(a.distributed for a in _TABLE if a.distributed)
 #: the algorithms with rounds of local steps closed by an outer update
 LOCAL_NAMES = tuple(a.name for a in _TABLE if a.overlappable)
 #: the algorithms that take a DDP warm-up of ``T0`` steps
-WARMUP_NAMES = tuple(a.name for a in _TABLE if a.warmup in ("optional", "required"))
+WARMUP_NAMES = tuple(a.name for a in _TABLE if a.warms_up)
 #: DiLoCo's outer Nesterov settings (Douillard et al. 2023, Sec. 2: lr 0.7, momentum 0.9)
 DILOCO_DEFAULT_GAMMA = ALGORITHMS["diloco"].gamma
 DILOCO_DEFAULT_MU = ALGORITHMS["diloco"].mu
@@ -197,12 +203,30 @@ _KEYS = {k: a.name for a in _TABLE for k in (a.name, *a.aliases, a.distributed) 
 
 
 def lookup(name: Any, what: str = "algorithm") -> Algorithm:
-    """The table row of ``name`` (a name, an alias such as ``ddp``, or a distributed name);
-    an unknown one is refused naming ``what`` and the known names."""
+    """The table row of ``name`` (a name, an alias such as ``ddp``, a distributed name, or a
+    preset of :data:`PRESETS`: its base); an unknown one is refused naming ``what`` and the
+    known names."""
+    if isinstance(name, str) and name in PRESETS:
+        name = PRESETS[name].base
     key = _KEYS.get(name) if isinstance(name, str) else None
     if key is None:
-        check_choice(what, name, tuple(_KEYS))
+        check_choice(what, name, (*_KEYS, *PRESETS))
     return ALGORITHMS[key]
+
+
+def fields_fixed(name: str) -> dict[str, Any]:
+    """The spec fields ``name`` (a table name or a preset) fixes itself, with their values:
+    ``p`` and ``eta`` without pull steps, the outer update and its ``gamma``, ``mu`` without
+    an outer optimiser, and the fields a preset sets. A configuration's defaults for them
+    are not the algorithm's (``palsgd train`` drops them, with a note)."""
+    row = lookup(name)
+    keys = ["p", "eta"] if not row.pulls else []
+    if row.outers == ("average",):
+        keys += ["outer", "gamma", "mu"]
+    if name in PRESETS:
+        keys += [k for k, _ in PRESETS[name].values]
+    own = AlgorithmSpec.of(name, T0=int(row.warmup == "required"))
+    return {k: getattr(own, k) for k in dict.fromkeys(keys)}
 
 
 def distributed_choices() -> tuple[str, ...]:
@@ -321,10 +345,10 @@ def authors_sync_offset(name: str, T0: int, H: int) -> int:
     return (T0 + lookup(name).sync_shift) % H
 
 
-def _rule_errors(spec: AlgorithmSpec, a: Algorithm) -> None:
-    """The table's rules for ``spec`` (its kind's row ``a``); raise naming the field."""
-    k = a.name
-    pulls = [b.name for b in _TABLE if b.pulls]
+def _rule_errors(spec: AlgorithmSpec, a: Algorithm, k: str) -> None:
+    """The table's rules for ``spec`` (its kind's row ``a``, called ``k`` by the caller);
+    raise naming the field."""
+    pulls = ", ".join(repr(b.name) for b in _TABLE if b.pulls)
     if spec.p > 0 and not a.pulls:
         raise ParameterError(
             "p", spec.p, f"[0, 0] for {k!r}", f"pull steps exist only in {pulls}"
@@ -403,7 +427,8 @@ class AlgorithmSpec:
     sync_delay: int = 0
 
     def __post_init__(self) -> None:
-        a = lookup(self.kind, "algorithm kind")
+        given = self.kind
+        a = lookup(given, "algorithm kind")
         set_ = object.__setattr__
         set_(self, "kind", a.name)
         outer = a.outers[0] if self.outer is None else OUTER_ALIASES.get(self.outer, self.outer)
@@ -424,8 +449,8 @@ class AlgorithmSpec:
         set_(self, "pull_fraction", float(pf))
         for name, low in (("seed", 0), ("outer_steps_per_sync", 1), ("sync_offset", 0)):
             set_(self, name, check_int(name, getattr(self, name), low, integral_floats=True))
-        set_(self, "sync_delay", check_sync_delay(a.name, self.sync_delay, self.H))
-        _rule_errors(self, a)
+        set_(self, "sync_delay", check_sync_delay(given, self.sync_delay, self.H))
+        _rule_errors(self, a, given)
         if self.easgd_alpha is not None:
             e = self.easgd_alpha
             # the widest range over K >= 1 (2/(K+1) <= 1); elastic_coef checks it per K
@@ -490,7 +515,7 @@ class AlgorithmSpec:
     @property
     def warmup_steps(self) -> int:
         """The DDP warm-up steps run (``T0``, 0 for a kind without a warm-up)."""
-        return self.T0 if self.definition.warmup in ("optional", "required") else 0
+        return self.T0 if self.definition.warms_up else 0
 
     # ------------------------------------------------------------------ the step
     @property

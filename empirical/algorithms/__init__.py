@@ -100,9 +100,9 @@ def build_algorithm(
     check_type("config", config, AlgorithmConfig, "an AlgorithmConfig")
     check_type("model", model, nn.Module, "a torch.nn.Module")
     check_type("inner_optimizer", inner_optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
-    if config.name == "ddp":
+    if not config.spec.local:
         if coin_source is not None:
-            raise UserInputError("'coin_source' is used by 'palsgd' only, not 'ddp'")
+            raise UserInputError(f"'coin_source' drives pull steps; {config.name!r} has none")
         return DDPAlgorithm(config, model, inner_optimizer, process_group=process_group)
     return LocalAlgorithm(
         config, model, inner_optimizer, process_group=process_group, coin_source=coin_source
