@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from theory.algorithm import lookup
 from theory.lower.hetero import LOCAL_SGD_HETEROGENEITY_LOWER, InstanceLowerBound
 from theory.lower.quadratic import LOCAL_SGD_QUADRATIC_LOWER, ClosedFormLowerBound
 from theory.validation import UserInputError, check_choice
@@ -38,6 +39,11 @@ def register_lower(bound: Any) -> Any:
     """Add ``bound`` (``kind = "lower"``) to the lower-bound registry, never to the upper one."""
     if getattr(bound, "kind", None) != "lower" or not callable(getattr(bound, "evaluate", None)):
         raise TypeError("register_lower() takes a lower bound (kind = 'lower', with evaluate)")
+    for name in bound.algorithms:  # names of the algorithm table, as a bound's spec has them
+        if lookup(name, "algorithm").name != name:
+            raise UserInputError(
+                f"lower bound {bound.name!r}: write {lookup(name).name!r} for {name!r}"
+            )
     if bound.name in _LOWER and _LOWER[bound.name] is not bound:
         raise UserInputError(f"a lower bound named {bound.name!r} is already registered")
     _LOWER[bound.name] = bound

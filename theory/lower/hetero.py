@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.algorithm import OUTERS
+from theory.algorithm import ALGORITHMS, OUTERS
 from theory.lower.region import MAX_COIN_STEPS, no_coin_path, reach_history, sync_maps
 from theory.validation import UserInputError, check_choice, validate
 
@@ -367,6 +367,15 @@ class InstanceLowerBound:
         return {**out, "outer": outer, "measured": measured, "coins": coins}
 
 
+#: the algorithms whose exact value the instances compute: the local methods of the exact
+#: moment recursion without a required warm-up (Local SGD, DiLoCo, PALSGD with either coin
+#: model; :data:`theory.algorithm.ALGORITHMS`)
+INSTANCE_ALGORITHMS = tuple(
+    a.name
+    for a in ALGORITHMS.values()
+    if a.exact == "moments" and a.local and a.warmup != "required"
+)
+
 LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
     name="local_sgd_heterogeneity_lower",
     title="Local SGD / PALSGD: exact value on a two-curvature heterogeneous instance (lower bound)",
@@ -374,7 +383,7 @@ LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
         "derived here: exact moments of Local SGD / PALSGD (independent or shared coins) on the "
         "piecewise-quadratic instances of theory.lower.hetero (docs/lower_bounds.md)"
     ),
-    algorithms=("local_sgd", "palsgd", "diloco"),
+    algorithms=INSTANCE_ALGORITHMS,
     parameters=("alpha", "L", "zeta", "K", "H", "T"),
     optional={"p": 0.0, "eta": 0.0, "gamma": 1.0, "mu": 0.0},
     notes=(

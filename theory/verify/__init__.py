@@ -58,10 +58,9 @@ from theory.verify.report import (
 from theory.verify.run import resolve_bounds, resolve_problems, run_verification
 from theory.verify.sampling import (
     ProblemCache,
-    algorithm_for,
     apply_declared_constants,
+    bound_spec,
     bound_values,
-    coins_for,
     problem_constants,
     sample_configs,
 )
@@ -87,7 +86,7 @@ __all__ = [
     "decide",
     "RateFit",
     "fit_power_law",
-    "algorithm_for",
+    "bound_spec",
     "sample_configs",
     "verify_configs",
     "run_verification",
@@ -96,7 +95,6 @@ __all__ = [
     "summary_of",
     "apply_declared_constants",
     "bound_values",
-    "coins_for",
     "problem_constants",
     "leading_exponent",
     "ProblemCache",
