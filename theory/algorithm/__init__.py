@@ -46,6 +46,7 @@ from theory.algorithm.table import (
     DILOCO_DEFAULT_MU,
     DISTRIBUTED_NAMES,
     KINDS,
+    LABELS,
     LOCAL_NAMES,
     NAMES,
     PRESETS,
@@ -62,7 +63,7 @@ from theory.sync import OUTERS, is_landing_step, is_sync_step, outer_step
 
 __all__ = [
     "Algorithm", "Preset", "AlgorithmSpec", "PullStability", "ALGORITHMS", "PRESETS",
-    "NAMES", "KINDS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "OUTERS", "COINS",
+    "NAMES", "KINDS", "LABELS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "OUTERS", "COINS",
     "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "PULL_EDGE", "lookup", "fields_fixed",
     "covered_names", "spec_summary", "spec_from_summary", "distributed_choices",
     "describe_choices", "pull_coefficient", "pull_stability", "is_sync_step", "is_landing_step",

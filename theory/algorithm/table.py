@@ -19,7 +19,7 @@ from theory.validation import ParameterError, check_choice, check_int
 __all__ = [
     "Algorithm", "Preset", "ALGORITHMS", "PRESETS", "COINS", "NAMES", "KINDS",
     "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "DILOCO_DEFAULT_GAMMA",
-    "DILOCO_DEFAULT_MU", "lookup", "distributed_choices", "describe_choices",
+    "DILOCO_DEFAULT_MU", "LABELS", "lookup", "distributed_choices", "describe_choices",
     "check_sync_delay", "authors_sync_offset",
 ]  # fmt: skip
 
@@ -46,7 +46,8 @@ class Algorithm:
     same rounds with an outer optimiser (Local SGD's is DiLoCo's rounds). ``coins``: the coin models of the pulls.
     ``elastic``: EASGD's elastic mixing instead of a restart from the anchor. ``exact``:
     its exact oracle (:data:`EXACT`). ``simulated``: :mod:`theory.simulate` runs it.
-    ``distributed``: its name on ``torch.distributed`` (``""``: none). ``sync_shift``: the
+    ``distributed``: its name on ``torch.distributed`` (``""``: none), shown as
+    ``distributed_label`` where that differs from ``label``. ``sync_shift``: the
     authors' code tests the sync on ``global_step + sync_shift`` (:func:`authors_sync_offset`).
     """
 
@@ -69,6 +70,7 @@ class Algorithm:
     exact: str = "moments"
     simulated: bool = True
     distributed: str = ""
+    distributed_label: str = ""
     sync_shift: int = 0
 
     def __post_init__(self) -> None:
@@ -92,7 +94,7 @@ _TABLE = (
         "sgd", "minibatch SGD (DDP)", "gradients averaged at every step",
         "Ghadimi & Lan 2013; torch DistributedDataParallel",
         aliases=("ddp", "minibatch", "minibatch_sgd", "mbsgd"), local=False, rounds=False,
-        warmup="ignored", distributed="ddp",
+        warmup="ignored", distributed="ddp", distributed_label="DDP",
     ),
     Algorithm(
         "local_sgd", "Local SGD", "H local steps, then the models are averaged",
@@ -176,6 +178,12 @@ WARMUP_NAMES = tuple(a.name for a in _TABLE if a.warms_up)
 DILOCO_DEFAULT_GAMMA = ALGORITHMS["diloco"].gamma
 DILOCO_DEFAULT_MU = ALGORITHMS["diloco"].mu
 
+#: the display name of every name of the table, its distributed names and its presets
+LABELS: dict[str, str] = {
+    **{a.name: a.label for a in _TABLE},
+    **{a.distributed: a.distributed_label or a.label for a in _TABLE if a.distributed},
+    **{p.name: p.label for p in PRESETS.values()},
+}
 _KEYS = {k: a.name for a in _TABLE for k in (a.name, *a.aliases, a.distributed) if k}
 
 
