@@ -12,7 +12,9 @@ explicit decision point for PALSGD's pull steps::
         res = algo.train_step(next_batch, loss_fn, micro_batches=A)  # StepResult
         # or by hand: if algo.next_action() == "grad": loss.backward(); algo.step()
 
-Files: ``config.py`` (the configuration and stability check), ``base.py`` (the interface,
+Files: ``config.py`` (the configuration: the algorithm's
+:class:`~theory.algorithm.AlgorithmSpec` from the algorithm table plus the implementation's
+own switches, and the pull's stability verdict, the spec's), ``base.py (the interface,
 statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (what the local algorithms
 share), ``local_variants.py`` (Local SGD, Post-Local SGD, DiLoCo, PALSGD, one step each),
 ``local_comm.py`` (their collectives: warm-up all-reduce, sync), ``outer.py`` (the outer

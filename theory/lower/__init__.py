@@ -7,8 +7,10 @@ iterates of those instances reach, which sizes them). This package imports
 neither sympy nor the upper-bound registry, so ``palsgd check`` shows the lower bounds
 without loading sympy.
 
-A lower bound has ``kind = "lower"``, ``name``, ``title``, ``provenance``, ``algorithms``,
-``parameters`` and ``evaluate(**values)``. It lives in a registry of its own
+A lower bound has ``kind = "lower"``, ``name``, ``title``, ``provenance``, ``algorithms``
+(names of the algorithm table, :mod:`theory.algorithm`, checked on registration; the
+heterogeneous instances' are derived from the table), ``parameters`` and
+``evaluate(**values)``. It lives in a registry of its own
 (:func:`register_lower`): :func:`theory.bounds.all_bounds`, :func:`theory.bounds.names` and
 :func:`theory.bounds.get` never return one, so nothing that iterates the upper bounds can
 treat it as one, and :func:`theory.bounds.register` refuses one.

@@ -1,7 +1,10 @@
 """Verification of the encoded convergence bounds (``palsgd verify``).
 
 A bound states ``(1/T) sum_{t<T} E||grad f(xbar_t)||^2 <= B(...)`` under step-size
-conditions. The run is a straight line, one file per role:
+conditions, for the algorithm spec it holds (:attr:`theory.bound.Bound.algorithm`: kind,
+coin model, outer updates); the verifier simulates exactly that spec with each design's
+hyperparameters (:func:`~theory.verify.sampling.bound_spec`), never guessing it from the
+formula. The run is a straight line, one file per role:
 
 * :mod:`~theory.verify.settings`: verdict labels, report columns, :class:`VerifySettings`;
 * :mod:`~theory.verify.designs`: term-isolating designs on quadratics, each a single source
