@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.algorithm import ALGORITHMS, OUTERS
+from theory.algorithm import ALGORITHMS, OUTERS, pull_coefficient
 from theory.lower.region import MAX_COIN_STEPS, no_coin_path, reach_history, sync_maps
 from theory.validation import UserInputError, check_choice, validate
 
@@ -99,7 +99,7 @@ def _worker_moments(
         with np.errstate(over="ignore", invalid="ignore"):
             return qt, bt, qt * qt, qt * bt, bt * bt
     u0, w0 = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
-    beta = alpha * eta / p
+    beta = pull_coefficient(alpha, eta, p)
     branches = ((1.0 - p, u0, 0.0, w0), (p, 1.0 - beta, beta, 0.0))
     out = np.zeros((5, n + 1))
     ea, eb, ea2, eab, eb2 = 1.0, 0.0, 1.0, 0.0, 0.0  # at t = 0 (x = z)
@@ -139,7 +139,7 @@ def _shared_mean_moments(groups, n: int, alpha: float, p: float, eta: float):
     """
     G = len(groups)
     w = np.array([g[0] for g in groups])
-    beta = alpha * eta / p
+    beta = pull_coefficient(alpha, eta, p)
     maps = []
     for gradient in (True, False):
         M = np.zeros((2 * G + 1, 2 * G + 1))
