@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from empirical.config import TrainConfig
+from theory.algorithm import lookup
 
 __all__ = ["run_name", "export_anchor"]
 
@@ -18,12 +19,13 @@ __all__ = ["run_name", "export_anchor"]
 def run_name(cfg: TrainConfig, world_size: int) -> str:
     """Default run name: algorithm, workers and the hyperparameters that tell runs apart,
     e.g. ``palsgd-K4-H32-p0.2-eta1-a0.01-s0`` (W&B/TensorBoard naming, ``summary.json``)."""
+    row = lookup(cfg.algorithm)
     parts = [cfg.algorithm, f"K{world_size}"]
-    if cfg.algorithm != "ddp":
+    if row.local:
         parts.append(f"H{cfg.H}")
-    if cfg.algorithm == "palsgd":
+    if row.pulls:
         parts += [f"p{cfg.p:g}", f"eta{cfg.eta:g}"]
-    if cfg.outer not in (None, "average") and cfg.algorithm != "ddp":
+    if cfg.outer not in (None, "average") and row.local:
         parts.append(f"g{cfg.gamma:g}m{cfg.mu:g}")
     parts += [f"a{cfg.alpha:g}", f"s{cfg.seed}"]
     return "-".join(parts)

@@ -410,7 +410,7 @@ mine = theory.Bound.from_strings(
     "2*F0/(alpha*T) + alpha*L*sigma**2/K + alpha**2*L**2*sigma**2*(H - 1)",
     {"step": "alpha*L + alpha**2*L**2*H*(H - 1) <= 1"},
     recommended_step="sqrt(K/T)/L",
-    algorithms=("local_sgd",),
+    algorithm="local_sgd",
     provenance="typed in from Wang & Joshi, JMLR 22(213) 2021, Corollary 2",
 )
 display(Math(mine.latex()))

@@ -54,15 +54,8 @@ from theory.assumptions import A3_IID
 from theory.moments import exact_moments
 from theory.nbtools import fmt, md_table, output_dir, write_csv
 from theory.problems import check_constants, make_problem
-from theory.simulate import KINDS, AlgorithmSpec, simulate
-from theory.verify import (
-    Config,
-    algorithm_for,
-    bound_values,
-    coins_for,
-    problem_constants,
-    verify_configs,
-)
+from theory.simulate import AlgorithmSpec, simulate
+from theory.verify import Config, bound_spec, bound_values, problem_constants, verify_configs
 
 OUT = output_dir("03_verify_bound")
 print("data files go to", OUT)
@@ -137,7 +130,9 @@ plt.show()
 # %%
 prob_iid = make_problem("quadratic", K=K, d=D, noise="gaussian", sigma=1.0, zeta=0.0, seed=0)
 problems = {"quadratic": prob, "quadratic_iid": prob_iid}
-targets = [b for b in theory.bounds.all_bounds() if algorithm_for(b) in KINDS]
+# each bound holds the algorithm spec it is stated for (Bound.algorithm); the simulator runs
+# the kinds whose table row says `simulated`
+targets = [b for b in theory.bounds.all_bounds() if bound_spec(b).definition.simulated]
 
 
 def problem_for(bound):
@@ -145,7 +140,7 @@ def problem_for(bound):
 
 
 md_table(
-    [{"bound": b.name, "simulated as": algorithm_for(b), "coins": coins_for(b),
+    [{"bound": b.name, "simulated as": b.algorithm.kind, "coins": b.algorithm.coins,
       "problem": problem_for(b)} for b in targets],
     ["bound", "simulated as", "coins", "problem"],
 )
@@ -165,11 +160,11 @@ H_V, T_V, R_V = 4, 400, 160
 
 
 def configs_for(bound, seed):
-    algo = algorithm_for(bound)
+    spec = bound_spec(bound)
     pname = problem_for(bound)
     c = problem_constants(problems[pname])
-    H = 1 if algo == "sgd" else H_V
-    p, eta = (0.2, 0.5 * c["L"]) if algo == "palsgd" else (0.0, 0.0)
+    H = H_V if spec.definition.rounds else 1
+    p, eta = (0.2, 0.5 * c["L"]) if spec.definition.pulls else (0.0, 0.0)
     vals = bound_values(bound, c, {"K": K, "H": H, "T": T_V, "p": p, "eta": eta, "gamma": 1.0,
                                    "alpha": 1.0})
     amax = float(bound.max_step(**vals))
@@ -179,10 +174,8 @@ def configs_for(bound, seed):
     steps = [("recommended", rec), ("alpha_max/4", top / 4), ("alpha_max", top),
              ("1.5 alpha_max", 1.5 * top)]
     return [
-        Config(bound=bound.name, problem=pname, algorithm=algo, K=K, T=T_V, alpha=a, H=H, p=p,
-               eta=eta, coins=coins_for(bound), alpha_role=role, alpha_max=amax,
-               outer="sgd" if "gamma" in bound.parameters else "average", gamma=1.0,
-               seed=seed + i)
+        Config(bound=bound.name, problem=pname, algorithm=spec, K=K, T=T_V, alpha=a, H=H, p=p,
+               eta=eta, alpha_role=role, alpha_max=amax, gamma=1.0, seed=seed + i)
         for i, (role, a) in enumerate(steps)
     ]
 
@@ -249,7 +242,7 @@ plt.show()
 
 # %%
 wrong = theory.Bound.from_strings("sgd_without_noise", "2*F0/(alpha*T)", ["alpha*L <= 1"],
-                           algorithms=("sgd",), provenance="a deliberately wrong bound")
+                           algorithm="sgd", provenance="a deliberately wrong bound")
 wrong_cfgs = [Config(bound=wrong.name, problem="quadratic", algorithm="sgd", K=K, T=T_,
                      alpha=0.5, seed=500 + i) for i, T_ in enumerate((100, 2000))]
 wrong_rows = verify_configs(wrong, problems, wrong_cfgs, R=R_V, seed=99)
@@ -347,21 +340,19 @@ assert all(z <= threshold for z in zmax.values()), "simulator and exact recursio
 
 # %%
 rows_h = []
-for b in [x for x in targets if algorithm_for(x) in ("local_sgd", "palsgd")]:
+for b in [x for x in targets if x.algorithm.kind in ("local_sgd", "palsgd")]:
     pname = problem_for(b)
     pr = problems[pname]
     c = problem_constants(pr)
     for H in (1, 2, 4, 8, 16, 32):
-        algo = algorithm_for(b)
-        p, eta = (0.2, 0.5 * c["L"]) if algo == "palsgd" else (0.0, 0.0)
+        p, eta = (0.2, 0.5 * c["L"]) if b.algorithm.definition.pulls else (0.0, 0.0)
         vals = bound_values(b, c, {"K": K, "H": H, "T": 256, "p": p, "eta": eta, "gamma": 1.0,
                                    "alpha": 1.0})
         amax = float(b.max_step(**vals))
         if not np.isfinite(amax):
             continue
         a = min(amax, 1.0 / c["L"])
-        kind = algo if algo == "palsgd" or H > 1 else "local_sgd"
-        spec = AlgorithmSpec(kind=kind, alpha=a, H=H, p=p, eta=eta, coins=coins_for(b))
+        spec = b.algorithm.replace(alpha=a, H=H, p=p, eta=eta)  # the bound's own spec
         lhs = exact_moments(pr, spec, T=256).mean_grad_norm_sq()
         bv = float(b(**{**vals, "alpha": a}))
         rows_h.append({"bound": b.name, "H": H, "alpha": a, "exact_lhs": lhs, "bound_value": bv,

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from empirical import cost as costmodel
+from theory.algorithm import lookup
 from theory.validation import UserInputError
 
 __all__ = [
@@ -127,7 +128,7 @@ def cost_kwargs(run: Any) -> dict[str, Any]:
     alg = dict(run.summary.get("algorithm") or {})
     name = alg.get("name") or run.config.get("algorithm") or run.algorithm
     kw: dict[str, Any] = {"algorithm": name}
-    if name != "ddp":
+    if lookup(name).local:
         kw["H"] = int(alg.get("H") or run.config.get("H") or 1)
         kw["p"] = float(alg.get("p") or 0.0)
         kw["coins"] = alg.get("coins") or "independent"
@@ -231,7 +232,7 @@ def compute_from_runs(runs: Sequence[Any], source_note: str = "") -> Any:
         t = run.summary.get("totals") or {}
         alg = (run.summary.get("algorithm") or {}).get("name") or run.config.get("algorithm")
         g = t.get("grad_steps") or 0
-        if alg == "ddp" or not g or t.get("time_compute_s") is None:
+        if not lookup(alg).local or not g or t.get("time_compute_s") is None:
             continue
         syncs = t.get("syncs") or 0
         local_sync = max(

@@ -18,6 +18,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from theory.algorithm import LABELS as ALGORITHM_TABLE_LABELS  # noqa: E402
+from theory.algorithm import NAMES  # noqa: E402
+
 __all__ = [
     "COLORS",
     "LABELS",
@@ -40,8 +43,9 @@ __all__ = [
     "footnote",
 ]
 
-#: one colour and one label per name of :data:`theory.algorithm.NAMES`; ``sgd`` (the
-#: simulator's name of minibatch SGD) is drawn as DDP
+#: one colour and one label per name of :data:`theory.algorithm.NAMES` (the labels are the
+#: table's, :data:`theory.algorithm.LABELS`); ``sgd`` (the simulator's name of minibatch SGD)
+#: is drawn as DDP
 COLORS: dict[str, str] = {
     "ddp": "#222222",
     "sgd": "#222222",
@@ -51,15 +55,7 @@ COLORS: dict[str, str] = {
     "easgd": "#2ca02c",
     "palsgd": "#d62728",
 }
-LABELS: dict[str, str] = {
-    "ddp": "DDP",
-    "sgd": "minibatch SGD (DDP)",
-    "local_sgd": "Local SGD",
-    "post_local_sgd": "Post-Local SGD",
-    "diloco": "DiLoCo",
-    "easgd": "EASGD",
-    "palsgd": "PALSGD",
-}
+LABELS: dict[str, str] = {n: ALGORITHM_TABLE_LABELS[n] for n in NAMES}
 PAPER_COLOR = "#7b3294"
 MODEL_COLOR = "#1b9e77"
 MEASURED_COLOR = "#555555"

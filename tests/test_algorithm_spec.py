@@ -21,7 +21,7 @@ from theory.validation import UserInputError
 def test_layers_take_names_from_the_spec():
     assert sim.KINDS is spec.KINDS and sim.OUTERS is spec.OUTERS and sim.COINS is spec.COINS
     assert sim.AlgorithmSpec is spec.AlgorithmSpec
-    assert dist_config.NAMES is spec.DISTRIBUTED_NAMES
+    assert dist_config.NAMES == spec.distributed_choices()
     assert dist_config.OUTERS is spec.OUTERS and dist_config.COINS is spec.COINS
     assert dist_config.authors_sync_offset is spec.authors_sync_offset
     assert set(spec.LOCAL_NAMES) <= set(spec.KINDS) & set(spec.DISTRIBUTED_NAMES)
@@ -90,6 +90,6 @@ def test_every_layer_takes_the_sync_rule_and_names_from_the_spec():
     assert cost_trace.is_sync_step is spec.is_sync_step
     assert moments_exact.is_sync_step is spec.is_sync_step
     assert moments_rounds.outer_step is spec.outer_step
-    assert moments_spec._KIND_LOCAL is spec.LOCAL_NAMES
-    assert cost_trace.WARMUP_NAMES is spec.WARMUP_NAMES
-    assert probe_compare.WARMUP_NAMES is spec.WARMUP_NAMES
+    assert set(moments_spec.MOMENT_KINDS) == set(spec.LOCAL_NAMES) | {"sgd"}
+    assert cost_trace.lookup is spec.lookup
+    assert probe_compare.lookup is spec.lookup

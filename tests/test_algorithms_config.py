@@ -391,7 +391,7 @@ def test_load_state_dict_rejects_a_different_algorithm():
         AlgorithmConfig(name="diloco", H=3), model, torch.optim.SGD(model.parameters(), lr=0.1)
     )
     b = build_algorithm(
-        AlgorithmConfig(name="post_local_sgd", H=3),
+        AlgorithmConfig(name="post_local_sgd", H=3, T0=2),
         make_model(),
         torch.optim.SGD(make_model().parameters(), lr=0.1),
     )

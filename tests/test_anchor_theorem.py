@@ -124,8 +124,8 @@ def _measure(kind, *, H, R, alpha, p, eta, gamma, mu, outer, het, s2, x0):
     b = rng.normal(size=(4, 2)) * het
     b -= b.mean(axis=0)
     prob = MatrixQuadratic(A=np.diag(lam), b=b, noise=s2, x0=np.asarray(x0, float))
-    spec = dict(
-        kind="local_sgd" if kind == "local_sgd" else "palsgd",
+    spec = dict(  # Local SGD rounds with an outer optimizer: diloco (local_sgd_outer's spec)
+        kind="diloco" if kind == "local_sgd" else "palsgd",
         alpha=alpha,
         H=H,
         p=p,

@@ -22,7 +22,7 @@ VALS = dict(F0=2.0, L=1.5, sigma=0.7, K=4, T=10**4, H=8, zeta=0.3)
 
 
 def _bound(expr=EXPR, name="cache_test"):
-    return Bound.from_strings(name, expr, COND, recommended_step=REC, algorithms=("local_sgd",))
+    return Bound.from_strings(name, expr, COND, recommended_step=REC, algorithm="local_sgd")
 
 
 def _results(b):

@@ -61,7 +61,7 @@ FAST = dict(rates=False, speedup=False, consensus=False, controls=False, exact=F
 
 def test_verify_bound_rejects_a_wrong_bound_and_leaves_the_registry_alone():
     wrong = Bound.from_strings(
-        "sgd_without_noise", "2*F0/(alpha*T)", ["alpha*L <= 1"], algorithms=("sgd",)
+        "sgd_without_noise", "2*F0/(alpha*T)", ["alpha*L <= 1"], algorithm="sgd"
     )
     rep = theory.verify_bound(wrong, search=True, problems=("quadratic",), **FAST)
     assert rep["summary"]["exact_violated"] == ["sgd_without_noise"]

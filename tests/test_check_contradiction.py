@@ -68,7 +68,7 @@ def test_a_false_lower_bound_against_a_true_upper_bound(doubled_lower, capsys):
 def test_a_false_upper_bound_against_a_true_lower_bound(capsys):
     half = Bound.from_strings(
         "sgd_half", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/2", ["alpha*L <= 1"],
-        provenance="a negative control: sgd halved", algorithms=("sgd",),
+        provenance="a negative control: sgd halved", algorithm="sgd",
     )  # fmt: skip
     with registered(half):
         assert main(["check", *FLAGS, "--bound", "sgd_half", "--bound", "sgd"]) == 5
@@ -81,7 +81,7 @@ def test_no_contradiction_where_the_conditions_fail():
     """Outside the upper bound's conditions it claims nothing: no contradiction."""
     half = Bound.from_strings(
         "sgd_half", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/2", ["alpha*L <= 0.5"],
-        provenance="a negative control", algorithms=("sgd",),
+        provenance="a negative control", algorithm="sgd",
     )  # fmt: skip
     rep = check(TIGHT, bounds=[half])
     assert rep.verdict_code == "conditions_fail"

@@ -60,7 +60,7 @@ def test_a_false_bound_is_flagged_below_the_lower_bound():
     """A bound without any heterogeneity term, checked at a heterogeneous configuration."""
     false = Bound.from_strings(
         "no_drift", "2*F0/(alpha*T) + alpha*L*sigma**2/K", ["alpha*L <= 1"],
-        provenance="a negative control", algorithms=("local_sgd",),
+        provenance="a negative control", algorithm="local_sgd",
     )  # fmt: skip
     rep = check({**LOCAL, "sigma": 0.0, "F0": 1e-6, "zeta": 3.0}, bounds=[false])
     text = rep.to_text()

@@ -249,7 +249,7 @@ def test_engine_local_sgd_round_factor():
     prob = _random_problem(rng, K=4, d=4, s2=0.0, het=0.0)
     lam, U = prob.eigenvalues, prob.eigenvectors
     alpha, H, gamma = 0.2, 5, 1.7
-    spec = dict(kind="local_sgd", alpha=alpha, H=H, outer="sgd", gamma=gamma)
+    spec = dict(kind="diloco", alpha=alpha, H=H, outer="sgd", gamma=gamma)
     c = exact_moments(prob, spec, T=3 * H)
     f = local_sgd_round_mean_factor(lam, alpha, gamma, H)
     y0 = U.T @ prob.x0
@@ -318,7 +318,7 @@ def test_minibatch_sgd_noise_floor():
 @pytest.mark.parametrize(
     "spec",
     [
-        dict(kind="local_sgd", alpha=0.2, H=6, outer="sgd", gamma=1.5),
+        dict(kind="diloco", alpha=0.2, H=6, outer="sgd", gamma=1.5),
         dict(kind="diloco", alpha=0.2, H=6, outer="nesterov", gamma=0.7, mu=0.9),
         dict(kind="palsgd", alpha=0.2, H=6, p=0.3, eta=1.0, outer="avg"),
     ],

@@ -407,7 +407,7 @@ def test_trace_shapes_and_json(tmp_path):
 
 def test_spec_aliases_and_properties():
     s = AlgorithmSpec.from_params("palsgd", lr=0.1, prob_no_grad=0.2, sync_interval=8, eta=1.0,
-                                  outer_lr=0.7, local_sgd_start_iter=4)  # fmt: skip
+                                  outer="sgd", outer_lr=0.7, local_sgd_start_iter=4)  # fmt: skip
     assert (s.alpha, s.p, s.H, s.gamma, s.T0) == (0.1, 0.2, 8, 0.7, 4)
     assert s.pull_coef == pytest.approx(0.5) and s.grad_lr == pytest.approx(0.125)
     assert AlgorithmSpec("local_sgd", 0.1).pull_coef == 0.0
@@ -423,11 +423,17 @@ def test_spec_aliases_and_properties():
         (dict(kind="palsgd", alpha=0.0), "'alpha'"),
         (dict(kind="palsgd", alpha=0.1, H=0), "'H'"),
         (dict(kind="palsgd", alpha=0.1, mu=1.0), "'mu'"),
-        (dict(kind="local_sgd", alpha=0.1, p=0.2), "use kind='palsgd'"),
-        (dict(kind="local_sgd", alpha=0.1, outer="nesterov"), "outer='average'"),
+        (dict(kind="local_sgd", alpha=0.1, p=0.2), "pull steps exist only in 'palsgd'"),
+        (
+            dict(kind="local_sgd", alpha=0.1, outer="nesterov"),
+            "takes the outer update.*use 'diloco'",
+        ),
+        (dict(kind="palsgd", alpha=0.1, gamma=0.7), "outer='average'"),
+        (dict(kind="diloco", alpha=0.1, coins="shared"), "coin model of pull steps"),
         (dict(kind="local_sgd", alpha=0.1, T0=3), "post_local_sgd"),
         (dict(kind="post_local_sgd", alpha=0.1), "'T0'"),
-        (dict(kind="diloco", alpha=0.1), "outer optimiser"),
+        (dict(kind="diloco", alpha=0.1, outer="average"), "takes the outer update"),
+        (dict(kind="easgd", alpha=0.1, outer="sgd"), "takes the outer update"),
         (dict(kind="palsgd", alpha=0.1, pull_fraction=0.0), "pull_fraction"),
         (dict(kind="palsgd", alpha=0.1, pull_fraction=1.5), "pull_fraction"),
         (dict(kind="palsgd", alpha=0.1, outer_steps_per_sync=0), "outer_steps_per_sync"),

@@ -229,6 +229,8 @@ sim = pytest.importorskip("theory.simulate")
 problems = pytest.importorskip("theory.problems")
 
 from theory import bounds as registry  # noqa: E402
+from theory.algorithm import AlgorithmSpec  # noqa: E402
+from theory.assumptions import INDEPENDENT_COINS  # noqa: E402
 from theory.bound import Bound  # noqa: E402
 from theory.verify.sampling import _needs_iid as needs_iid  # noqa: E402
 
@@ -256,7 +258,7 @@ def test_deliberately_wrong_bound_is_detected_and_true_bound_holds():
         "sgd_div10",
         "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
         ["alpha*L <= 1"],
-        algorithms=("sgd",),
+        algorithm="sgd",
         provenance="wrong on purpose",
     )
     prob = _isotropic_quadratic()
@@ -283,7 +285,7 @@ def test_halved_bound_is_inconclusive_or_violated_but_never_holds():
     """Halving the SGD bound puts it near the measured floor: it must not be declared to hold
     where it is violated (noise floor alpha/(K(2 - alpha)) vs bound/2 = alpha/(2K) + transient)."""
     half = Bound.from_strings(
-        "sgd_half", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/2", ["alpha*L <= 1"], algorithms=("sgd",)
+        "sgd_half", "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/2", ["alpha*L <= 1"], algorithm="sgd"
     )
     prob = _isotropic_quadratic()
     cfgs = [
@@ -335,30 +337,48 @@ def test_sample_configs_respect_conditions_and_seed():
             assert cache.get("quadratic", 2, iid=True).zeta2 == 0.0
 
 
-def test_algorithm_mapping():
-    assert V.algorithm_for(registry.get("sgd")) == "sgd"
-    assert V.algorithm_for(registry.get("local_sgd_iid")) == "local_sgd"
-    pal = Bound.from_strings("pal_user", "F0/(alpha*T) + p*eta", algorithms=("local_sgd", "palsgd"))
-    assert V.algorithm_for(pal) == "palsgd"
-    p0 = Bound.from_strings("p0_user", "F0/(alpha*T)", algorithms=("palsgd", "local_sgd"))
-    assert V.algorithm_for(p0) == "local_sgd"
-    assert V.algorithm_for(registry.get("easgd")) == "easgd"
+def test_a_bound_holds_the_spec_it_is_verified_as():
+    """The verifier simulates the bound's own spec (no guessing from its formula): a bound
+    states one algorithm of the table, with its coin model and outer update."""
+    assert V.bound_spec(registry.get("sgd")).kind == "sgd"
+    assert registry.get("sgd").algorithms == ("sgd", "ddp")
+    assert V.bound_spec(registry.get("local_sgd_iid")).kind == "local_sgd"
+    assert V.bound_spec(registry.get("easgd")).kind == "easgd"
+    outer = registry.get("local_sgd_outer")
+    assert (outer.algorithm.kind, outer.algorithm.outer, outer.outers) == (
+        "diloco", "sgd", ("sgd", "nesterov"),
+    )  # fmt: skip
+    pal = Bound.from_strings("pal_user", "F0/(alpha*T) + p*eta", algorithm="palsgd")
+    assert V.bound_spec(pal).kind == "palsgd"
+    p0 = Bound.from_strings("p0_user", "F0/(alpha*T)", algorithm="local_sgd")
+    assert V.bound_spec(p0).kind == "local_sgd"
+    with pytest.raises(UserInputError, match="names no algorithm"):
+        V.bound_spec(Bound.from_strings("none_user", "F0/(alpha*T)"))
+    with pytest.raises(UserInputError, match="unknown algorithm kind 'scaffold'"):
+        Bound.from_strings("scaffold_user", "F0/(alpha*T)", algorithm="scaffold")
+    with pytest.raises(UserInputError, match="averages the models"):
+        Bound.from_strings("gamma_user", "F0/(alpha*gamma*T)", algorithm="local_sgd")
+    with pytest.raises(UserInputError, match="contradicts"):
+        Bound.from_strings(
+            "coins_user", "F0/(alpha*T)", algorithm=AlgorithmSpec.of("palsgd", coins="shared"),
+            assumptions=(INDEPENDENT_COINS,),
+        )  # fmt: skip
 
 
 def test_not_verifiable_bound_is_reported_not_dropped(monkeypatch):
     """A bound for an algorithm the simulator lacks is listed as not verifiable."""
     other = Bound.from_strings(
-        "scaffold_user",
+        "slowmo_user",
         "2*F0/(alpha*T)",
         ["alpha*L <= 1"],
-        algorithms=("scaffold",),
+        algorithm="slowmo_ar_sgd",
         provenance="test",
     )
     registry.names()  # load the built-in bounds first
     monkeypatch.setitem(registry._REGISTRY, other.name, other)  # registered for this test only
-    assert "scaffold" not in sim.KINDS
+    assert "slowmo_ar_sgd" not in sim.KINDS
     settings = V.VerifySettings(
-        bounds=("scaffold_user", "sgd"),
+        bounds=("slowmo_user", "sgd"),
         problems=("quadratic",),
         replicas=8,
         configs=1,
@@ -369,13 +389,14 @@ def test_not_verifiable_bound_is_reported_not_dropped(monkeypatch):
         speedup=False,
         exact=False,
         consensus=False,
+        search=False,
     )
     rep = V.run_verification(settings, progress=False)
-    rows = [r for r in rep["results"] if r["bound"] == "scaffold_user"]
+    rows = [r for r in rep["results"] if r["bound"] == "slowmo_user"]
     assert len(rows) == 1 and rows[0]["verdict"] == V.NOT_VERIFIABLE
-    assert "simulator lacks scaffold" in rows[0]["note"]
+    assert "simulator lacks slowmo_ar_sgd" in rows[0]["note"]
     assert rep["summary"]["counts"][V.NOT_VERIFIABLE] == 1
-    assert "scaffold" in V.format_table(rep["results"])
+    assert "slowmo_user" in V.format_table(rep["results"])
 
 
 def test_declared_constant_that_sampling_refutes_is_an_error():
@@ -424,10 +445,16 @@ def test_numeric_leading_exponent_matches_bound_rate(name):
     assert V.leading_exponent(b, vals, 0.01) == fixed
 
 
-def test_coins_detection():
-    assert V.coins_for(registry.get("sgd")) == "independent"
-    shared = Bound.from_strings("palsgd_shared_user", "F0/(alpha*T)", algorithms=("palsgd",))
-    assert V.coins_for(shared) == "shared"
+def test_coins_are_the_specs():
+    """The coin model is the bound's spec's (no search of its name or assumptions)."""
+    assert V.bound_spec(registry.get("sgd")).coins == "independent"
+    assert V.bound_spec(registry.get("palsgd_shared_coins")).coins == "shared"
+    named = Bound.from_strings("palsgd_shared_user", "F0/(alpha*T)", algorithm="palsgd")
+    assert V.bound_spec(named).coins == "independent"  # a name says nothing
+    shared = Bound.from_strings(
+        "palsgd_user", "F0/(alpha*T)", algorithm=AlgorithmSpec.of("palsgd", coins="shared")
+    )
+    assert V.bound_spec(shared).coins == "shared"
 
 
 def test_deterministic_draws_up_to_rounding():

@@ -158,7 +158,7 @@ def test_violated_user_bound_exits_1(tmp_path, capsys, monkeypatch):
         "sgd_div10_cli",
         "(2*F0/(alpha*T) + L*alpha*sigma**2/K)/10",
         ["alpha*L <= 1"],
-        algorithms=("sgd",),
+        algorithm="sgd",
         provenance="wrong on purpose",
     )
     registry.names()  # load the built-in bounds first

@@ -8,7 +8,9 @@ Files: ``bound.py`` (the symbolic :class:`~theory.bound.Bound`), ``bound_compile
 ``proofs/`` (machine-checked lemma chains), ``check/`` and ``check_bounds_cmd.py``
 (``palsgd check`` / ``bounds``), ``presets.py``, ``validation.py`` with
 ``validation_files.py`` and ``errors.py`` (every input check), ``problems/`` (synthetic
-problems with exact constants), ``algorithm.py`` (the algorithm spec), ``simulate/``
+problems with exact constants), ``algorithm/`` (the one table of algorithm definitions and
+the :class:`~theory.algorithm.AlgorithmSpec` every layer takes; docs/algorithms.md),
+``sync.py`` (the sync rule and the outer update), ``simulate/``
 (vectorised simulators), ``moments/`` (exact moment recursions), ``verify/``
 (``palsgd verify``), ``shortcuts.py`` and ``nbtools.py`` (for notebooks), ``io.py``,
 ``exitcodes.py``, ``guard.py`` and ``commands.py`` (exit codes, the subcommands of

@@ -15,8 +15,9 @@ __all__ = [
     "INNER_SGD",
     "OUTER_AVERAGING",
     "INDEPENDENT_COINS",
+    "SHARED_COINS",
+    "COIN_ASSUMPTIONS",
     "ALL_ASSUMPTIONS",
-    "coins_of",
 ]
 
 
@@ -69,6 +70,14 @@ OUTER_AVERAGING = Assumption(
 INDEPENDENT_COINS = Assumption(
     "S3", "independent coins", "each worker draws its own Bernoulli(p) coin at every step"
 )
+SHARED_COINS = Assumption(
+    "S3s",
+    "shared coins",
+    "one Bernoulli(p) coin per step, the same on every worker (the authors' code)",
+)
+#: the assumption that states each coin model of :data:`theory.algorithm.COINS` (a bound's
+#: coin model is its algorithm spec's, :attr:`theory.bound.Bound.algorithm`)
+COIN_ASSUMPTIONS = {"independent": INDEPENDENT_COINS, "shared": SHARED_COINS}
 
 ALL_ASSUMPTIONS = (
     A1_SMOOTH,
@@ -80,17 +89,5 @@ ALL_ASSUMPTIONS = (
     INNER_SGD,
     OUTER_AVERAGING,
     INDEPENDENT_COINS,
+    SHARED_COINS,
 )
-
-
-def coins_of(name: str, assumptions: tuple[Assumption, ...]) -> str:
-    """``"shared"`` for a statement made for shared coins (all workers pull on the same
-    steps, as in the authors' code), else ``"independent"``.
-
-    Recognised by the statement's name (``...shared...``) or an assumption that mentions
-    shared coins; a statement assuming independent coins (``S3``) is ``"independent"``.
-    """
-    if any(a.key == "S3" for a in assumptions):
-        return "independent"
-    texts = [name] + [f"{a.key} {a.name} {a.statement}" for a in assumptions]
-    return "shared" if any("shared" in t.lower() for t in texts) else "independent"

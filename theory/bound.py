@@ -39,7 +39,8 @@ import sympy as sp
 
 from theory import bound_cache
 from theory import symbols as S
-from theory.assumptions import Assumption
+from theory.algorithm import AlgorithmSpec, covered_names, spec_summary
+from theory.assumptions import COIN_ASSUMPTIONS, Assumption
 from theory.bound_compile import cache_text, compile_entry, param_name
 from theory.bound_numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, MaxH, OptimalStep
 from theory.bound_rates import RateTerm, rate_groups, rate_terms
@@ -120,7 +121,13 @@ class Bound:
     assumptions: the named hypotheses (:mod:`theory.assumptions`).
     provenance: citation (paper, theorem, equation) or ``"derived here: ..."``.
     derived_here: True for the project's own theorems (not published statements).
-    algorithms: the algorithms it covers (``"sgd"``, ``"local_sgd"``, ``"palsgd"``, ...).
+    algorithm: the algorithm the statement is about, an :class:`~theory.algorithm.AlgorithmSpec`
+        (a name of the algorithm table is read by :meth:`AlgorithmSpec.of`) with its coin
+        model and outer update, validated against the table; its hyperparameters are the
+        bound's parameters (the verifier sets them per design and simulates exactly this
+        spec). ``None``: not stated (nothing covered, nothing verified).
+    outers: the outer updates the statement covers (default: the spec's own); a formula
+        that reads ``gamma`` or ``mu`` needs one that is not plain averaging.
     recommended_step: a closed-form step size ``alpha(T, K, ...)`` used by :meth:`rate`
         (usually the step that balances the leading terms); ``None`` means none.
     notes: caveats shown with the bound.
@@ -139,7 +146,8 @@ class Bound:
     assumptions: tuple[Assumption, ...] = ()
     provenance: str = ""
     derived_here: bool = False
-    algorithms: tuple[str, ...] = ()
+    algorithm: AlgorithmSpec | str | None = None
+    outers: tuple[str, ...] = ()
     recommended_step: sp.Expr | None = None
     notes: str = ""
     step_symbol: sp.Symbol = field(default=S.alpha)
@@ -203,6 +211,49 @@ class Bound:
                 )
         if self.step_symbol not in allowed:
             raise UserInputError(f"bound {self.name!r}: step symbol must be one of theory.symbols")
+        self._check_algorithm()
+
+    def _check_algorithm(self) -> None:
+        """The spec of :attr:`algorithm`, validated against the table, its outer updates and
+        coin model against the formula and the assumptions."""
+        spec = self.algorithm
+        if isinstance(spec, str):
+            spec = AlgorithmSpec.of(spec)
+        elif spec is not None and not isinstance(spec, AlgorithmSpec):
+            raise UserInputError(
+                f"bound {self.name!r}: 'algorithm' must be a name of the algorithm table or a "
+                f"theory.algorithm.AlgorithmSpec, got {type(spec).__name__}"
+            )
+        object.__setattr__(self, "algorithm", spec)
+        if spec is None:
+            return
+        outers = tuple(self.outers) or (spec.outer,)
+        allowed = spec.definition.outers
+        if any(o not in allowed for o in outers):
+            raise UserInputError(
+                f"bound {self.name!r}: {spec.kind!r} takes the outer update(s) {list(allowed)}, "
+                f"not {list(outers)}"
+            )
+        object.__setattr__(self, "outers", outers)
+        reads = sorted({"gamma", "mu"} & set(self.parameters))
+        if reads and outers == ("average",):
+            raise UserInputError(
+                f"bound {self.name!r}: its formula reads {reads}, but its algorithm "
+                f"{spec.kind!r} averages the models; state the outer update it is for "
+                "(e.g. outer 'sgd')"
+            )
+        stated = {a for a in self.assumptions if a in COIN_ASSUMPTIONS.values()}
+        if stated - {COIN_ASSUMPTIONS[spec.coins]}:
+            raise UserInputError(
+                f"bound {self.name!r}: the assumption {sorted(a.key for a in stated)} contradicts "
+                f"its algorithm's coin model {spec.coins!r}"
+            )
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """The names of the algorithms it covers: its spec's kind, and the kind's distributed
+        name where that differs (minibatch SGD is ``ddp`` on ``torch.distributed``)."""
+        return covered_names(self.algorithm)
 
     # ----------------------------------------------------------------- structure
     @cached_property
@@ -247,6 +298,7 @@ class Bound:
             "provenance": self.provenance,
             "derived_here": self.derived_here,
             "algorithms": list(self.algorithms),
+            "algorithm": spec_summary(self.algorithm, self.outers),
             "parameters": list(self.parameters),
             "recommended_step": None
             if self.recommended_step is None

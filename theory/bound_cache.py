@@ -113,6 +113,13 @@ def fingerprint() -> str:
     return h.hexdigest()[:32]
 
 
+def _spec_summary(bound: Any) -> dict[str, Any] | None:
+    """The bound's algorithm spec as JSON (:func:`theory.algorithm.spec_summary`)."""
+    from theory.algorithm import spec_summary  # with the registry's sympy work only
+
+    return spec_summary(getattr(bound, "algorithm", None), getattr(bound, "outers", ()))
+
+
 def _meta(bound: Any) -> dict[str, Any]:
     """The bound's descriptive fields (not part of its key: they come with the registry)."""
     return {
@@ -121,6 +128,7 @@ def _meta(bound: Any) -> dict[str, Any]:
         "provenance": bound.provenance,
         "derived_here": bool(bound.derived_here),
         "algorithms": list(bound.algorithms),
+        "algorithm": _spec_summary(bound),
         "assumptions": [
             {"key": a.key, "name": a.name, "statement": a.statement, "constants": list(a.constants)}
             for a in bound.assumptions
@@ -137,6 +145,7 @@ def _meta(bound: Any) -> dict[str, Any]:
 def _build(entry: dict[str, Any], meta: dict[str, Any]) -> Any:
     """A :class:`~theory.bound_numeric.CompiledBound` from a cache entry and the metadata."""
     # numpy comes with the numerics only: `palsgd bounds` reads descriptions without it
+    from theory.algorithm import spec_from_summary
     from theory.assumptions import Assumption
     from theory.bound_numeric import CompiledBound, CompiledFn
 
@@ -164,6 +173,8 @@ def _build(entry: dict[str, Any], meta: dict[str, Any]) -> Any:
         step_name=meta["step_name"],
         measured=meta.get("measured", "iterates"),
         refuted=meta.get("refuted", ""),
+        algorithm=spec_from_summary(meta.get("algorithm")),
+        outers=tuple((meta.get("algorithm") or {}).get("outers", ())),
         parameters=tuple(entry["parameters"]),
         uses_H=bool(entry["uses_H"]),
         terms=tuple(entry["terms"]),

@@ -68,7 +68,9 @@ class CompiledBound:
     labels of the additive terms; ``recommended_step``: its text (``None``: none);
     ``speedup``: the compiled (leading, rest) split of the rate at the recommended step.
     ``measured``: what the bound's left-hand side averages (:attr:`theory.bound.Bound.measured`);
-    ``refuted``: :attr:`theory.bound.Bound.refuted`.
+    ``refuted``: :attr:`theory.bound.Bound.refuted`. ``algorithm``, ``outers``: the spec the
+    bound is stated for and the outer updates it covers (:attr:`theory.bound.Bound.algorithm`);
+    ``algorithms``: the names that covers.
     """
 
     name: str
@@ -91,6 +93,8 @@ class CompiledBound:
     speedup: tuple[CompiledFn, CompiledFn] | None
     measured: str = "iterates"
     refuted: str = ""
+    algorithm: Any = None
+    outers: tuple[str, ...] = ()
 
     # ----------------------------------------------------------------- input handling
     def _arrays(

@@ -238,9 +238,9 @@ def validate(values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> dict[
 
     Returns a new dict keyed by project names. Unknown names raise :class:`UserInputError`.
     Cross-parameter rules (e.g. ``p = 0`` with ``eta > 0`` is Local SGD, fine) are not
-    checked here; stability conditions such as ``alpha*eta/p <= 2`` are reported by the
-    theory checker with margins, because they are properties of a configuration, not
-    input errors.
+    checked here; stability conditions such as ``alpha*eta/p < 2`` are the algorithm spec's
+    (:func:`theory.algorithm.pull_stability`), reported by the checker with margins and
+    refused by ``palsgd train``, because they are properties of a configuration.
     """
     merged = dict(values or {})
     merged.update(kwargs)

@@ -12,7 +12,9 @@ explicit decision point for PALSGD's pull steps::
         res = algo.train_step(next_batch, loss_fn, micro_batches=A)  # StepResult
         # or by hand: if algo.next_action() == "grad": loss.backward(); algo.step()
 
-Files: ``config.py`` (the configuration and stability check), ``base.py`` (the interface,
+Files: ``config.py`` (the configuration: the algorithm's
+:class:`~theory.algorithm.AlgorithmSpec` from the algorithm table plus the implementation's
+own switches, and the pull's stability verdict, the spec's), ``base.py (the interface,
 statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (what the local algorithms
 share), ``local_variants.py`` (Local SGD, Post-Local SGD, DiLoCo, PALSGD, one step each),
 ``local_comm.py`` (their collectives: warm-up all-reduce, sync), ``outer.py`` (the outer
@@ -100,9 +102,9 @@ def build_algorithm(
     check_type("config", config, AlgorithmConfig, "an AlgorithmConfig")
     check_type("model", model, nn.Module, "a torch.nn.Module")
     check_type("inner_optimizer", inner_optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
-    if config.name == "ddp":
+    if not config.spec.local:
         if coin_source is not None:
-            raise UserInputError("'coin_source' is used by 'palsgd' only, not 'ddp'")
+            raise UserInputError(f"'coin_source' drives pull steps; {config.name!r} has none")
         return DDPAlgorithm(config, model, inner_optimizer, process_group=process_group)
     return LocalAlgorithm(
         config, model, inner_optimizer, process_group=process_group, coin_source=coin_source

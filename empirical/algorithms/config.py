@@ -1,16 +1,14 @@
 """Configuration of the distributed algorithms: one frozen dataclass, validated in one place.
 
-Names (``AlgorithmConfig.name``):
-
-* ``"ddp"``: ``torch.nn.parallel.DistributedDataParallel``, gradients all-reduced every step.
-* ``"local_sgd"``: local steps from the start, a sync every ``H`` steps (no warm-up, ``T0 = 0``).
-* ``"post_local_sgd"``: ``T0`` warm-up steps with gradient all-reduce, then Local SGD
-  (Lin et al., "Don't use large mini-batches, use local SGD", ICLR 2020).
-* ``"diloco"``: Post-Local SGD whose outer optimizer defaults to Nesterov SGD with
-  ``gamma = 0.7, mu = 0.9`` (Douillard et al., "DiLoCo", 2023, Sec. 2).
-* ``"palsgd"``: PALSGD (Naganuma et al., TMLR 2025, Algorithm 1): each local step is, with
-  probability ``p``, a pull ``x <- x - (alpha*eta/p)(x - z)`` toward the anchor ``z``
-  (no gradient), otherwise an inner-optimizer step with learning rate ``alpha/(1-p)``.
+An :class:`AlgorithmConfig` holds the algorithm's :class:`~theory.algorithm.AlgorithmSpec`
+(the table row of its name, :data:`theory.algorithm.ALGORITHMS`, and its hyperparameters,
+validated against the table) plus the switches of the distributed implementation (buffers,
+the authors' quirks, the emulated link, memory). Its names (``AlgorithmConfig.name``) are
+the table's distributed names (``ddp`` for minibatch SGD, ``local_sgd``, ``post_local_sgd``,
+``diloco``, ``palsgd``) and the presets built on them (``slowmo``). PALSGD (Naganuma et al.,
+TMLR 2025, Algorithm 1): each local step is, with probability ``p``, a pull
+``x <- x - (alpha*eta/p)(x - z)`` toward the anchor ``z`` (no gradient), otherwise an
+inner-optimizer step with learning rate ``alpha/(1-p)``.
 
 The outer optimizer acts at every sync on the outer gradient ``Delta = z - mean_k x_k``:
 ``"average"`` sets ``z <- mean_k x_k`` (SGD with ``gamma = 1``, ``mu = 0``); ``"sgd"`` is
@@ -24,18 +22,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from theory.algorithm import (
     COINS,
     DILOCO_DEFAULT_GAMMA,
     DILOCO_DEFAULT_MU,
-    DISTRIBUTED_NAMES,
     OUTERS,
-    WARMUP_NAMES,
+    PRESETS,
+    PULL_EDGE,
+    Algorithm,
+    AlgorithmSpec,
+    PullStability,
     authors_sync_offset,
-    check_sync_delay,
+    distributed_choices,
+    lookup,
 )
 from theory.validation import ParameterError, UserInputError, check_choice, check_int, validate
 
@@ -53,18 +55,39 @@ __all__ = [
     "DILOCO_DEFAULT_MU",
 ]
 
-NAMES = DISTRIBUTED_NAMES
+#: the names ``AlgorithmConfig.name`` takes: the distributed algorithms of the table and the
+#: presets built on them (:func:`theory.algorithm.distributed_choices`)
+NAMES = distributed_choices()
 BUFFERS = ("average", "anchor", "local")
 SYNC_SCHEDULES = ("rounds", "global_step")
+#: the fields of :class:`~theory.algorithm.AlgorithmSpec` a configuration gives (the rest of
+#: its fields are the distributed implementation's own switches)
+SPEC_FIELDS = ("H", "p", "eta", "T0", "outer", "gamma", "mu", "coins", "seed",
+               "outer_steps_per_sync", "sync_offset", "sync_delay")  # fmt: skip
+#: the switches that are booleans
+_FLAGS = ("pull_first_tensor_only", "discard_batch_on_pull", "interleave_outer_steps",
+          "offload_outer_state")  # fmt: skip
+
+
+def _row(name: str) -> Algorithm:
+    """The table row of a distributed name or a preset."""
+    return lookup(name, "name")
 
 
 @dataclass(frozen=True)
 class AlgorithmConfig:
-    """Which algorithm to run and its hyperparameters (the authors' notation).
+    """Which algorithm to run and its hyperparameters (the authors' notation): the
+    algorithm's :class:`~theory.algorithm.AlgorithmSpec` (:attr:`spec`, built from the
+    fields of :data:`SPEC_FIELDS` and validated against the algorithm table) plus the
+    distributed implementation's own switches.
 
-    ``outer``, ``gamma`` and ``mu`` left as ``None`` take the algorithm's defaults:
-    ``diloco`` gets Nesterov with ``gamma = 0.7, mu = 0.9``; every other name gets
-    ``"average"`` with ``gamma = 1, mu = 0``. After construction they are always set.
+    ``name``: a distributed name of the table or a preset on one (``"slowmo"``: DiLoCo's
+    rounds with outer SGD momentum, :data:`theory.algorithm.PRESETS`); a preset is resolved
+    on construction (``name`` becomes its base, the preset's outer settings fill the fields
+    left ``None``). ``outer``, ``gamma`` and ``mu`` left as ``None`` take the algorithm's
+    defaults (the table): ``diloco`` gets Nesterov with ``gamma = 0.7, mu = 0.9``; every
+    other name gets ``"average"`` with ``gamma = 1, mu = 0``. After construction they are
+    always set.
 
     Timing: local steps are numbered ``t = 0, 1, ...`` (pull steps count). Steps ``t < T0``
     are warm-up steps (gradient all-reduce, identical workers). A sync happens right after
@@ -78,7 +101,8 @@ class AlgorithmConfig:
     zero outer gradient after each sync (Q5). With ``interleave_outer_steps`` they are taken
     as the authors' code takes them, one after each of the first ``A - 1`` micro-batches of
     the following step, so micro-batch ``j`` (``j = 1..A``) is evaluated after ``j`` outer
-    steps (:meth:`DistributedAlgorithm.micro_batch_done`); otherwise all at once.
+    steps (:meth:`DistributedAlgorithm.micro_batch_done`); otherwise all at once. The
+    Nesterov outer optimiser is ``torch.optim.SGD(nesterov=True)``, which needs ``mu > 0``.
 
     ``consensus_interval``: the consensus distance ``mean_k ||x_k - xbar||^2`` is computed at
     every ``consensus_interval``-th sync (0: never; it costs two reductions over the model).
@@ -98,7 +122,7 @@ class AlgorithmConfig:
 
     Overlapped sync (``sync_delay = tau``, 0 by default: the blocking sync): the sync's
     all-reduce is started asynchronously and its outer step lands ``tau`` local steps
-    later, ``1 <= tau <= H - 1`` (:mod:`theory.algorithm` writes the update down;
+    later, ``1 <= tau <= H - 1`` (:mod:`theory.sync` writes the update down;
     :mod:`empirical.algorithms.overlap`). Not with ``interleave_outer_steps``.
     """
 
@@ -125,28 +149,25 @@ class AlgorithmConfig:
     comm_delay_s: float = 0.0
     comm_delay_per_byte_s: float = 0.0
     sync_delay: int = 0
+    #: the algorithm these fields describe (built on construction)
+    spec: AlgorithmSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        set_ = object.__setattr__
         check_choice("name", self.name, NAMES)
-        diloco = self.name == "diloco"
-        outer = self.outer if self.outer is not None else ("nesterov" if diloco else "average")
-        check_choice("outer", outer, OUTERS)
-        if outer == "average":
-            gamma = 1.0 if self.gamma is None else self.gamma
-            mu = 0.0 if self.mu is None else self.mu
-        else:
-            gamma = (
-                self.gamma if self.gamma is not None else (DILOCO_DEFAULT_GAMMA if diloco else 1.0)
-            )
-            mu = self.mu if self.mu is not None else (DILOCO_DEFAULT_MU if diloco else 0.0)
-        object.__setattr__(self, "outer", outer)
-        object.__setattr__(self, "gamma", gamma)
-        object.__setattr__(self, "mu", mu)
+        preset = PRESETS.get(self.name)
+        if preset is not None:
+            for key, val in preset.values:
+                if getattr(self, key) is None:
+                    set_(self, key, val)
+        row = _row(self.name)
+        set_(self, "name", row.distributed)
         check_choice("sync_schedule", self.sync_schedule, SYNC_SCHEDULES)
         if self.sync_schedule == "global_step":
             check_int("H", self.H, 1)
             check_int("T0", self.T0, 0)
-            derived = authors_sync_offset(self.name, self.warmup_steps, self.H)
+            warm = self.T0 if row.warms_up else 0
+            derived = authors_sync_offset(self.name, warm, self.H)
             if self.sync_offset is not None and self.sync_offset % self.H != derived:
                 raise ParameterError(
                     "sync_offset",
@@ -155,9 +176,18 @@ class AlgorithmConfig:
                     f"the authors' schedule at T0={self.T0}, H={self.H} is offset {derived}; "
                     "leave sync_offset unset or use sync_schedule='rounds'",
                 )
-            object.__setattr__(self, "sync_offset", derived)
+            set_(self, "sync_offset", derived)
         elif self.sync_offset is None:
-            object.__setattr__(self, "sync_offset", 0)
+            set_(self, "sync_offset", 0)
+        if self.outer is not None:
+            check_choice("outer", self.outer, OUTERS)
+        check_choice("coins", self.coins, COINS)
+        spec = AlgorithmSpec(
+            row.name, None, **{k: getattr(self, k) for k in SPEC_FIELDS}
+        )  # validated against the table
+        set_(self, "spec", spec)
+        for key in ("outer", "gamma", "mu"):
+            set_(self, key, getattr(spec, key))
         self.validate()
 
     # ------------------------------------------------------------------ construction helpers
@@ -177,11 +207,11 @@ class AlgorithmConfig:
         """
         kw = dict(kw)
         a = kw.pop("A", None)
-        name = kw.setdefault("name", "palsgd")
-        if name == "ddp":
+        row = _row(check_choice("name", kw.setdefault("name", "palsgd"), NAMES))
+        if not row.local:
             return cls(**kw)
         preset: dict[str, Any] = {"buffers": "anchor", "sync_schedule": "global_step"}
-        if name == "palsgd":
+        if row.pulls:
             preset.update(
                 coins="shared",
                 pull_first_tensor_only=True,
@@ -190,8 +220,9 @@ class AlgorithmConfig:
                 interleave_outer_steps=True,
             )
         elif a is not None and "outer_steps_per_sync" not in kw:
+            pulls = [n for n in NAMES if _row(n).pulls]
             raise UserInputError(
-                f"'A' is used by the reference-faithful preset of 'palsgd' only, not {name!r}"
+                f"'A' is used by the reference-faithful preset of {pulls} only, not {kw['name']!r}"
             )
         preset.update(kw)
         return cls(**preset)
@@ -204,58 +235,40 @@ class AlgorithmConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields (JSON-serialisable)."""
-        return dataclasses.asdict(self)
+        """Plain dict of the fields (JSON-serialisable; the spec is rebuilt from them)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
     # ------------------------------------------------------------------ properties
     @property
     def has_pulls(self) -> bool:
-        """True when pull steps can happen (PALSGD with ``p > 0``)."""
-        return self.name == "palsgd" and self.p > 0
+        """True when pull steps can happen (an algorithm with pulls and ``p > 0``)."""
+        return self.spec.pulls
 
     @property
     def uses_anchor(self) -> bool:
-        """True when the algorithm must store the anchor ``z`` between syncs.
-
-        PALSGD pulls toward it; SGD/Nesterov outer optimizers step on it; an overlapped
-        sync restarts the workers from it while the all-reduce runs. Local SGD with plain,
-        blocking averaging needs no anchor (``z`` is the average computed at the sync).
-        """
-        return self.name != "ddp" and (
-            self.name == "palsgd" or self.outer != "average" or self.sync_delay > 0
-        )
+        """True when the algorithm must store the anchor ``z`` between syncs
+        (:attr:`theory.algorithm.AlgorithmSpec.uses_anchor`)."""
+        return self.spec.uses_anchor
 
     @property
     def warmup_steps(self) -> int:
         """Number of gradient-all-reduce warm-up steps (0 for ``ddp`` and ``local_sgd``)."""
-        return int(self.T0) if self.name in WARMUP_NAMES else 0
+        return self.spec.warmup_steps
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Check every field; raise :class:`~theory.validation.UserInputError` naming the bad one.
-
-        Numeric ranges go through :func:`theory.validation.validate` (``H >= 1`` integer,
-        ``0 <= p < 1``, ``eta >= 0``, ``gamma > 0``, ``0 <= mu < 1``, ``T0 >= 0`` integer).
-        Stability of the pull (``alpha*eta/p``) depends on ``alpha`` and is checked by
-        :func:`check_stability`.
+        """Check the implementation's own switches; raise
+        :class:`~theory.validation.UserInputError` naming the bad one. The algorithm's fields
+        (``name``, ``H``, ``p``, ``eta``, ``T0``, the outer optimiser, ``coins``, ...) are
+        checked by the :class:`~theory.algorithm.AlgorithmSpec` built from them, against the
+        algorithm table. Stability of the pull (``alpha*eta/p``) depends on ``alpha`` and is
+        checked by :func:`check_stability`.
         """
-        check_choice("name", self.name, NAMES)
-        check_choice("outer", self.outer, OUTERS)
-        check_choice("coins", self.coins, COINS)
         check_choice("buffers", self.buffers, BUFFERS)
-        validate(H=self.H, p=self.p, eta=self.eta, T0=self.T0, gamma=self.gamma, mu=self.mu)
-        for flag in (
-            "pull_first_tensor_only",
-            "discard_batch_on_pull",
-            "interleave_outer_steps",
-            "offload_outer_state",
-        ):
+        for flag in _FLAGS:
             if not isinstance(getattr(self, flag), bool):
                 raise UserInputError(f"'{flag}' must be True or False, got {getattr(self, flag)!r}")
-        check_int("outer_steps_per_sync", self.outer_steps_per_sync, 1)
-        check_int("sync_offset", self.sync_offset, 0)
         check_int("consensus_interval", self.consensus_interval, 0)
-        check_int("seed", self.seed, 0)
         for name in ("comm_delay_s", "comm_delay_per_byte_s"):
             v = getattr(self, name)
             if (
@@ -272,85 +285,35 @@ class AlgorithmConfig:
                 or not (math.isfinite(c) and c > 0)
             ):
                 raise ParameterError("clip_grad_norm", c, "(0, inf) or None")
-        if self.outer == "average" and (self.gamma != 1.0 or self.mu != 0.0):
-            raise UserInputError(
-                f"outer='average' is z <- mean_k x_k (gamma = 1, mu = 0), but gamma={self.gamma!r}, "
-                f"mu={self.mu!r} were given: use outer='sgd' or 'nesterov' for other values"
-            )
-        if self.outer == "nesterov" and self.mu == 0:
+        if self.spec.nesterov and self.mu == 0:  # torch.optim.SGD(nesterov=True) needs it
             raise ParameterError(
                 "mu", self.mu, "(0, 1)", "outer='nesterov' needs a momentum mu > 0"
             )
-        if self.name != "palsgd" and self.p > 0:
-            raise ParameterError(
-                "p",
-                self.p,
-                "[0, 0] for " + repr(self.name),
-                "pull steps exist only in 'palsgd'; use name='palsgd'",
-            )
-        check_sync_delay(self.name, self.sync_delay, self.H)
         if self.sync_delay and self.interleave_outer_steps:
             raise UserInputError(
                 "sync_delay > 0 (the overlapped sync) lands all outer steps at once; it does "
                 "not combine with interleave_outer_steps"
             )
-        if self.name == "local_sgd" and self.T0 != 0:
-            raise ParameterError(
-                "T0",
-                self.T0,
-                "[0, 0] for 'local_sgd'",
-                "Local SGD has no warm-up; use name='post_local_sgd' for a DDP warm-up",
-            )
 
 
-@dataclass(frozen=True)
-class StabilityReport:
-    """Outcome of :func:`check_stability`.
-
-    ``coefficient`` is the pull coefficient ``c = alpha*eta/p`` (``None`` without pulls).
-    ``status``: ``"ok"`` (``c <= 1``: the pull moves ``x`` part of the way to ``z``),
-    ``"overshoot"`` (``1 < c < 2``: ``x - z`` changes sign at every pull but still shrinks),
-    ``"unstable"`` (``c >= 2``: a pull does not shrink ``x - z``; for ``c > 2`` it grows).
-    """
-
-    coefficient: float | None
-    status: str
-    message: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+#: the verdict on the pull coefficient (:class:`theory.algorithm.PullStability`)
+StabilityReport = PullStability
 
 
 def check_stability(
     config: AlgorithmConfig, alpha: float, *, strict: bool = False
 ) -> StabilityReport:
-    """Check the pull coefficient ``c = alpha*eta/p`` of a PALSGD configuration.
-
-    A pull maps ``x - z`` to ``(1 - c)(x - z)`` (Algorithm 1 of Naganuma et al. 2025), so a
-    sequence of pulls contracts iff ``|1 - c| < 1``, i.e. ``0 < c < 2``; ``c > 1`` overshoots
-    the anchor. ``alpha`` is the inner learning rate (for a schedule, its largest value).
-    With ``strict=True`` an unstable configuration raises
+    """The verdict of the algorithm's spec on its pull coefficient ``c = alpha*eta/p``
+    (:meth:`theory.algorithm.AlgorithmSpec.pull_stability`, the one place it is decided:
+    ``palsgd check`` takes the same). A pull maps ``x - z`` to ``(1 - c)(x - z)``, so pulls
+    contract iff ``0 < c < 2``; ``c >= 2`` is unstable (at 2 a pull flips ``x - z``),
+    ``c > 1`` overshoots the anchor. ``alpha`` is the inner learning rate (for a schedule,
+    its largest value). With ``strict=True`` an unstable configuration raises
     :class:`~theory.validation.ParameterError` on ``eta``.
     """
     validate(alpha=alpha)
-    if not config.has_pulls or config.eta == 0:
-        return StabilityReport(None, "ok", "no pull steps (p = 0, eta = 0 or not PALSGD)")
-    c = alpha * config.eta / config.p
-    if c >= 2:
-        msg = (
-            f"pull coefficient alpha*eta/p = {alpha}*{config.eta}/{config.p} = {c:.4g} >= 2: "
-            "a pull multiplies x - z by (1 - c), |1 - c| >= 1, so pulls do not contract toward "
-            f"the anchor (unstable); choose eta < {2 * config.p / alpha:.4g}"
-        )
-        if strict:
-            raise ParameterError("eta", config.eta, f"[0, {2 * config.p / alpha:.6g})", msg)
-        return StabilityReport(c, "unstable", msg)
-    if c > 1:
-        return StabilityReport(
-            c,
-            "overshoot",
-            f"pull coefficient alpha*eta/p = {c:.4g} > 1: each pull overshoots the anchor "
-            "(x - z changes sign) but still contracts",
-        )
-    return StabilityReport(c, "ok", f"pull coefficient alpha*eta/p = {c:.4g} <= 1")
+    rep = config.spec.pull_stability(alpha)
+    if strict and not rep.stable:
+        limit = PULL_EDGE * config.p / alpha
+        raise ParameterError("eta", config.eta, f"[0, {limit:.6g})", rep.message)
+    return rep

@@ -110,8 +110,10 @@ class LocalAlgorithm(OverlappedSync, LocalCommunication, DistributedAlgorithm):
     def __new__(cls, config: AlgorithmConfig | None = None, *args: Any, **kw: Any) -> Any:
         if config is None:  # copy and pickle protocols
             return super().__new__(cls)
-        if config.name == "ddp":
-            raise UserInputError("LocalAlgorithm does not run 'ddp'; use build_algorithm")
+        if not config.spec.local:
+            raise UserInputError(
+                f"LocalAlgorithm does not run {config.name!r}; use build_algorithm"
+            )
         if cls is LocalAlgorithm or cls.name != config.name:
             cls = LocalAlgorithm._variants[config.name]
         return super().__new__(cls)

@@ -21,7 +21,7 @@ from empirical.config.fields import (
 )
 from empirical.schedules import SCHEDULES
 from empirical.token_cache import TOKEN_DTYPES
-from theory.algorithm import DISTRIBUTED_NAMES
+from theory.algorithm import distributed_choices, lookup
 from theory.limits import check_processes, check_steps
 from theory.validation import (
     ParameterError,
@@ -164,7 +164,7 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
             "use --device cuda (each rank takes cuda:LOCAL_RANK)"
         )
     choices = {
-        "algorithm": DISTRIBUTED_NAMES,
+        "algorithm": distributed_choices(),
         "backend": _BACKENDS,
         "precision": PRECISIONS,
         "lr_schedule": SCHEDULES,
@@ -182,10 +182,11 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
                 "shards", cfg.shards, f"a divisor of --nproc {cfg.nproc}",
                 "K = nproc / shards workers of shards ranks each",
             )  # fmt: skip
-        if cfg.algorithm == "ddp":
+        if not lookup(cfg.algorithm).local:
+            local = [n for n in distributed_choices() if lookup(n).local]
             raise UserInputError(
-                "option 'shards' shards the workers of the local algorithms (local_sgd, "
-                "post_local_sgd, diloco, palsgd), not 'ddp'"
+                "option 'shards' shards the workers of the local algorithms "
+                f"({', '.join(local)}), not {cfg.algorithm!r}"
             )
     if cfg.token_dtype != "auto" and cfg.dataset != "tokens":
         raise UserInputError(

@@ -22,6 +22,7 @@ from empirical.cost.profiles import ComputeProfile, LinkProfile
 from empirical.cost.trace import step_trace
 from empirical.cost.wallclock import time_breakdown
 from empirical.distributed import spawn_workers
+from theory.algorithm import lookup
 from theory.limits import check_processes
 from theory.validation import ParameterError, UserInputError, check_int, validate
 
@@ -54,7 +55,7 @@ def _check_loss(model: Any, b: Any) -> Any:
 def _build(cfg: AlgorithmConfig, model: nn.Module, spec: Mapping[str, Any]) -> Any:
     """The algorithm of one check run (DDP with the spec's bucket cap, when given)."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    if cfg.name == "ddp" and spec.get("bucket_cap_mb"):
+    if not cfg.spec.local and spec.get("bucket_cap_mb"):
         return DDPAlgorithm(cfg, model, opt, ddp_kwargs={"bucket_cap_mb": spec["bucket_cap_mb"]})
     return build_algorithm(cfg, model, opt)
 
@@ -82,7 +83,7 @@ def _timed_run(
         "comm_s": float(algo.stats["time_comm_s"]) - comm_before,
         "stats": {k: v for k, v in algo.stats.items() if k != "last_consensus"},
     }
-    if cfg.name == "ddp":
+    if not cfg.spec.local:
         log = algo.model._get_ddp_logging_data()
         sizes = str(log.get("rebuilt_bucket_sizes") or log.get("bucket_sizes", ""))
         info["buckets"] = [float(x) for x in sizes.split(",") if x.strip()]
@@ -125,7 +126,7 @@ def _check_worker(rank: int, world: int, spec: dict[str, Any]) -> dict[str, Any]
         # on a copy, both ranks at once, pausing like the communication-bound run does
         # (after every step for DDP, every H steps for the local methods)
         dist.barrier()
-        burst = 1 if kw["name"] == "ddp" else int(kw.get("H", 1))
+        burst = int(kw.get("H", 1)) if lookup(kw["name"]).local else 1
         comp = profile_compute(
             copy.deepcopy(base),
             lambda i: data[i % len(data)],
@@ -167,7 +168,7 @@ def planned_delay_s(
     cal = sum((cal_repeats + 1) * 3 * (delay_s + n * delay_per_byte_s) for n in cal_sizes)
     per_call = delay_s + _param_bytes() * delay_per_byte_s
     calls = sum(
-        int(kw["T"]) if kw["name"] == "ddp" else int(kw["T"]) // int(kw.get("H", 1))
+        int(kw["T"]) // int(kw.get("H", 1)) if lookup(kw["name"]).local else int(kw["T"])
         for kw in configs.values()
     )
     return float(cal + calls * per_call)
@@ -214,7 +215,7 @@ def _predict_run(
                 f"run {name!r}: step_trace gives {key} = {trace[key][-1]}, the run "
                 f"counted {stats[key]}"
             )
-    if cfg.name == "ddp":
+    if not cfg.spec.local:
         nbytes = float(run0["grad_bytes"])
         kw_model: dict[str, Any] = {"ddp_buckets": run0["buckets"] or None}
     else:

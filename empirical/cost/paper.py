@@ -17,7 +17,7 @@ from empirical.cost.comm import allreduce_time, ddp_bucket_sizes, ddp_exposed_co
 from empirical.cost.profiles import GPUS, ClusterProfile, ComputeProfile, GPUSpec, cluster_profile
 from empirical.cost.trace import expected_trace
 from empirical.cost.wallclock import attribute_gain
-from theory.algorithm import COINS, LOCAL_NAMES
+from theory.algorithm import COINS, LOCAL_NAMES, lookup
 from theory.validation import ParameterError, UserInputError, check_int, validate
 
 __all__ = [
@@ -302,7 +302,7 @@ def _hyperparameters(
 ) -> dict[str, Any]:
     """``p`` (0 unless PALSGD), ``H``, ``T0`` and DDP's ``steps``: the caller's or the
     setting's, validated."""
-    p_ = float(s["p"] if p is None else p) if method == "palsgd" else 0.0
+    p_ = float(s["p"] if p is None else p) if lookup(method).pulls else 0.0
     H_ = int(s["H"] if H is None else H)
     T0_ = int(s["T0"] if T0 is None else T0)
     steps_ = int(s["steps"] if steps is None else steps)
@@ -339,7 +339,7 @@ def _assumptions(
         f"PALSGD coins: {coins} (independent: a sync waits for the worker with the most "
         "gradient steps in the round; shared: all workers pull on the same steps, as the "
         "authors' code does)"
-        if method == "palsgd"
+        if lookup(method).pulls
         else "no pull steps",
         "data loading, evaluation, checkpointing and stragglers other than coin imbalance "
         "are not modelled",

@@ -15,7 +15,7 @@ import numpy as np
 
 from empirical.cost.checks import check_workers
 from empirical.metrics import read_jsonl
-from theory.algorithm import WARMUP_NAMES, is_sync_step
+from theory.algorithm import is_sync_step, lookup
 from theory.coins import expected_max_binomial, pull_coins, round_excess
 from theory.validation import UserInputError, validate
 
@@ -46,7 +46,7 @@ def step_trace(config: Any, K: int, T: int) -> dict[str, np.ndarray]:
     validate(T=T)
     T = int(T)
     t = np.arange(T)
-    if config.name == "ddp":
+    if not config.spec.local:
         ones = t + 1
         zeros = np.zeros(T, dtype=np.int64)
         return {
@@ -111,7 +111,7 @@ def expected_trace(
     steps: float, *, T0: int, H: int, p: float, K: int, coins: str, method: str
 ) -> dict[str, np.ndarray]:
     """One-row expected-count trace of a local method run for ``steps`` steps."""
-    T0 = min(int(T0), int(steps)) if method in WARMUP_NAMES else 0
+    T0 = min(int(T0), int(steps)) if lookup(method).warms_up else 0
     local = max(steps - T0, 0.0)
     syncs = math.floor(local / H)
     grad = T0 + local * (1.0 - p)

@@ -35,7 +35,7 @@ from empirical.cost.checks import check_choice, check_number, check_workers
 from empirical.cost.comm import allreduce_time, ddp_bucket_sizes, ddp_exposed_comm
 from empirical.cost.profiles import ComputeProfile, LinkProfile
 from empirical.cost.trace import load_trace, round_excess
-from theory.algorithm import COINS, DISTRIBUTED_NAMES
+from theory.algorithm import COINS, DISTRIBUTED_NAMES, lookup
 from theory.validation import UserInputError, check_int, validate
 
 __all__ = ["time_breakdown", "modelled_time", "attribute_gain"]
@@ -64,7 +64,7 @@ def _critical_extra(
     grad, syncs = tr["grad_steps"], tr["syncs"]
     if "critical_grad_steps" in tr:
         return np.maximum(tr["critical_grad_steps"] - grad, 0.0)
-    if algorithm == "palsgd" and p > 0:
+    if lookup(algorithm).pulls and p > 0:
         if H is None:
             raise UserInputError(
                 "'H' is needed to model the sync waits of PALSGD (or give the trace a "
@@ -148,7 +148,8 @@ def time_breakdown(
         "sync_local": zeros.copy(),
         "straggler_wait": zeros.copy(),
     }
-    if algorithm == "ddp":
+    local = lookup(algorithm).local
+    if not local:
         buckets = ddp_buckets if ddp_buckets is not None else ddp_bucket_sizes(nbytes)
         per_step = ddp_exposed_comm(buckets, K, link, compute.overlap_window_s, overlap_ddp)
         out["communication"] = grad * per_step
@@ -162,7 +163,7 @@ def time_breakdown(
         extra = _critical_extra(tr, algorithm, H, p, K, coins)
         out["straggler_wait"] = extra * max(cg - cp, 0.0)
     out["total"] = sum(out[k] for k in list(out))
-    if algorithm != "ddp":
+    if local:
         out["communication_hidden"] = hidden
     return out
 

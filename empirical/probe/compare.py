@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from theory.algorithm import WARMUP_NAMES
+from theory.algorithm import lookup
 from theory.check import check
 
 
@@ -24,6 +24,7 @@ def theory_scope(
     """
     out: list[str] = []
     name = algorithm.get("name")
+    row = lookup(name)
     if cfg.optimizer == "adamw":
         out.append("inner optimizer AdamW: the bounds assume plain SGD steps (S1)")
     elif cfg.optimizer == "sgd_momentum":
@@ -38,7 +39,7 @@ def theory_scope(
             f"gradient clipping at {algorithm['clip_grad_norm']}: clipped steps are "
             "biased, not covered"
         )
-    if name != "ddp" and (
+    if row.local and (
         algorithm.get("gamma") != 1
         or algorithm.get("mu") != 0
         or algorithm.get("outer") != "average"
@@ -47,7 +48,7 @@ def theory_scope(
             f"outer optimizer {algorithm.get('outer')} (gamma = {algorithm.get('gamma')}, "
             f"mu = {algorithm.get('mu')}): the bounds assume plain averaging (S2)"
         )
-    if name == "palsgd" and algorithm.get("p", 0) > 0:
+    if row.pulls and algorithm.get("p", 0) > 0:
         if algorithm.get("coins") == "shared":
             out.append(
                 "shared coins (authors' code): the PALSGD analysis assumes independent coins (S3)"
@@ -81,7 +82,7 @@ def _model_scope(model: nn.Module, name: Any, algorithm: Mapping[str, Any]) -> l
             "mode (running statistics)"
         )
     has_buffers = any(b.is_floating_point() for b in model.buffers())
-    if name != "ddp" and has_buffers and algorithm.get("buffers", "average") != "average":
+    if lookup(name).local and has_buffers and algorithm.get("buffers", "average") != "average":
         out.append(
             f"buffer policy {algorithm['buffers']!r} at syncs (the authors' code "
             "resets workers to the anchor's buffers): not averaged"
@@ -101,17 +102,16 @@ def _model_scope(model: nn.Module, name: Any, algorithm: Mapping[str, Any]) -> l
 
 def warmup_steps(algorithm: Mapping[str, Any]) -> int:
     """``T0``: the DDP warm-up steps of an algorithm that takes one (0 for the others)."""
-    return int(algorithm.get("T0") or 0) if algorithm.get("name") in WARMUP_NAMES else 0
+    return int(algorithm.get("T0") or 0) if lookup(algorithm.get("name")).warms_up else 0
 
 
 def checker_algorithm(algorithm: Mapping[str, Any]) -> str:
     """The algorithm name :func:`theory.check.check` takes for a run's algorithm (PALSGD
     with ``p = 0`` is Local SGD)."""
     name = algorithm.get("name")
-    if name == "ddp":
-        return "ddp"
-    if name == "palsgd" and algorithm.get("p", 0) > 0:
-        return "palsgd"
+    row = lookup(name)
+    if not row.local or (row.pulls and algorithm.get("p", 0) > 0):
+        return name
     return "local_sgd"
 
 
@@ -138,12 +138,12 @@ def theory_values(
         "T": int(T),
         "alpha": float(alpha),
     }
-    name = algorithm.get("name")
-    if name != "ddp":
+    row = lookup(algorithm.get("name"))
+    if row.local:
         values.update(
             H=int(algorithm["H"]), gamma=float(algorithm["gamma"]), mu=float(algorithm["mu"])
         )
-    if name == "palsgd":
+    if row.pulls:
         values.update(p=float(algorithm["p"]), eta=float(algorithm["eta"]))
     T0 = warmup_steps(algorithm)
     if T0 > 0:

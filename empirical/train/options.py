@@ -24,7 +24,14 @@ from empirical.data import DATASET_NAMES
 from empirical.models import MODEL_NAMES
 from empirical.schedules import SCHEDULES
 from empirical.token_cache import TOKEN_DTYPES
-from theory.algorithm import COINS, DISTRIBUTED_NAMES, OUTERS
+from theory.algorithm import (
+    COINS,
+    OUTERS,
+    describe_choices,
+    distributed_choices,
+    fields_fixed,
+    lookup,
+)
 from theory.limits import MAX_STEPS, process_cap
 from theory.presets import preset_names
 from theory.validation import ALIASES, PARAMS, ParameterError, UserInputError, canonicalize
@@ -64,7 +71,7 @@ _HELP: dict[str, str] = {
     "momentum": "momentum of sgd_momentum",
     "beta1": "AdamW beta1",
     "beta2": "AdamW beta2",
-    "algorithm": "the distributed algorithm",
+    "algorithm": "the distributed algorithm: " + describe_choices(distributed_choices()),
     "reference_faithful": "switch on every quirk of the authors' code (AlgorithmConfig."
     "reference_faithful); individual switches below override",
     "H": "local steps between syncs (pull steps count)",
@@ -149,7 +156,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "model": tuple(MODEL_NAMES),
     "dataset": tuple(DATASET_NAMES),
     "optimizer": tuple(OPTIMIZERS),
-    "algorithm": DISTRIBUTED_NAMES,
+    "algorithm": distributed_choices(),
     "outer": OUTERS,
     "coins": COINS,
     "buffers": BUFFERS,
@@ -308,11 +315,6 @@ def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:
     return UserInputError(f"{exc} (given as --{typed[0]})")
 
 
-#: fields that only PALSGD reads: a preset's values are dropped (with a note) when the
-#: user chooses another algorithm and does not set them
-_PALSGD_ONLY = ("p", "eta")
-
-
 def _user_keys(args: argparse.Namespace) -> set[str]:
     """Project names of the options the user set (flags and the --config file)."""
     ns = vars(args)
@@ -343,7 +345,7 @@ def unused_option_notes(cfg: TrainConfig, user: set[str]) -> list[str]:
                 f"--{name} is not read: it belongs to --optimizer {' / '.join(optimizers)}, "
                 f"not {cfg.optimizer}"
             )
-    if cfg.algorithm != "ddp":
+    if lookup(cfg.algorithm).local:
         T0 = cfg.T0 or 0
         if T0 >= cfg.T:
             notes.append(
@@ -360,9 +362,12 @@ def unused_option_notes(cfg: TrainConfig, user: set[str]) -> list[str]:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Resolve preset < --config file < flags into a validated :class:`TrainConfig`.
 
-    Choosing an algorithm other than PALSGD (``--algorithm diloco``) drops the pull
-    settings ``p`` and ``eta`` that the preset (not the user) set, with a note on stderr;
-    a ``p > 0`` the user set is refused by the algorithm's validation, naming ``p``.
+    Choosing an algorithm drops the settings that it fixes itself
+    (:func:`theory.algorithm.fields_fixed`: ``p`` and ``eta`` without pull steps, the
+    outer optimiser without one, what a preset such as ``slowmo`` sets) when the preset or
+    the defaults (not the user) set them to other values, with a note on stderr; a value the
+    user set is checked by the algorithm's validation (``--algorithm local_sgd --p 0.2`` is
+    refused, naming ``p``).
     """
     ns = vars(args)
     overrides = {k[4:]: v for k, v in ns.items() if k.startswith("opt:")}
@@ -375,19 +380,24 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if "WORLD_SIZE" not in os.environ:  # once, by the command (a rank reads the full config)
         for note in unused_option_notes(cfg, user):
             print(f"{PROG}: note: {note}", file=sys.stderr)
-    if cfg.algorithm == "palsgd":
-        return cfg
+    fixed = fields_fixed(cfg.algorithm)
     dropped = {
         k: getattr(cfg, k)
-        for k in _PALSGD_ONLY
-        if k not in user and getattr(cfg, k) not in (None, 0, 0.0)
+        for k, own in fixed.items()
+        if k not in user and getattr(cfg, k) is not None and getattr(cfg, k) != own
     }
     if not dropped:
         return cfg
-    shown = ", ".join(f"{k} = {v:g}" for k, v in dropped.items())
+    why = ["has no pull steps"] if {"p", "eta"} & set(dropped) else []
+    if {"outer", "gamma", "mu"} & set(dropped):
+        averages = lookup(cfg.algorithm).outers == ("average",)
+        why.append("has no outer optimiser" if averages else "sets its outer optimiser itself")
+    shown = ", ".join(
+        f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in dropped.items()
+    )
     print(
-        f"{PROG}: note: --algorithm {cfg.algorithm} has no pull steps; the preset's "
-        f"{shown} {'is' if len(dropped) == 1 else 'are'} not used",
+        f"{PROG}: note: --algorithm {cfg.algorithm} {' and '.join(why)}; the "
+        f"preset's {shown} {'is' if len(dropped) == 1 else 'are'} not used",
         file=sys.stderr,
     )
     overrides.update(dict.fromkeys(dropped))

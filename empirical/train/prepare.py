@@ -29,6 +29,7 @@ from empirical.distributed import bind_device, device_for_rank
 from empirical.resume import check_resume, checkpoint_meta
 from empirical.train.options import PROG
 from empirical.train.outcomes import rank_tag
+from theory.algorithm import lookup
 from theory.validation import UserInputError
 
 __all__ = [
@@ -96,7 +97,7 @@ def algorithm_config(cfg: TrainConfig) -> AlgorithmConfig:
     if kw.get("clip_grad_norm") == 0:
         kw["clip_grad_norm"] = None
     if cfg.reference_faithful:
-        if cfg.algorithm == "palsgd" and "outer_steps_per_sync" not in kw:
+        if lookup(cfg.algorithm).pulls and "outer_steps_per_sync" not in kw:
             kw["A"] = cfg.A
         return AlgorithmConfig.reference_faithful(**kw)
     return AlgorithmConfig(**kw)
@@ -314,22 +315,25 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
     )
 
 
+#: the inner optimizers of :data:`empirical.config.OPTIMIZERS`, built from a configuration
+_INNER_OPTIMIZERS: dict[str, Any] = {
+    "sgd": lambda params, cfg: torch.optim.SGD(
+        params, lr=cfg.alpha, weight_decay=cfg.weight_decay
+    ),
+    "sgd_momentum": lambda params, cfg: torch.optim.SGD(
+        params, lr=cfg.alpha, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+    ),
+    "adamw": lambda params, cfg: torch.optim.AdamW(
+        params, lr=cfg.alpha, betas=(cfg.beta1, cfg.beta2), eps=1e-8,
+        weight_decay=cfg.weight_decay,
+    ),
+}  # fmt: skip
+
+
 def build_inner_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:
     """The inner ``torch.optim`` optimizer (learning rate ``alpha``; the algorithm applies
     the ``1/(1-p)`` scaling of PALSGD's gradient steps itself)."""
-    params = list(params)
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.alpha, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "sgd_momentum":
-        return torch.optim.SGD(
-            params, lr=cfg.alpha, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-        )
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(
-            params,
-            lr=cfg.alpha,
-            betas=(cfg.beta1, cfg.beta2),
-            eps=1e-8,
-            weight_decay=cfg.weight_decay,
-        )
-    raise UserInputError(f"unknown inner optimizer '{cfg.optimizer}'")  # pragma: no cover
+    build = _INNER_OPTIMIZERS.get(cfg.optimizer)
+    if build is None:  # pragma: no cover (the configuration's choices)
+        raise UserInputError(f"unknown inner optimizer '{cfg.optimizer}'")
+    return build(list(params), cfg)

@@ -23,6 +23,7 @@ from paper_figures.analysis import (
     time_to_target,
 )
 from paper_figures.figures import common as C
+from theory.algorithm import lookup
 from theory.validation import UserInputError
 
 __all__ = ["TTT_COLUMNS", "time_to_target_figure"]
@@ -102,7 +103,7 @@ def _method_bar(ax: Any, x: float, width: float, alg: str, r: Mapping, hatch: An
         edgecolor=style.color(alg),
     )
     red = r["reduction_vs_ddp"]
-    if alg != "ddp" and np.isfinite(red):
+    if lookup(alg).local and np.isfinite(red):
         ax.text(
             x,
             t * 0.97,
@@ -146,7 +147,7 @@ def _reduction_bars(rows: Sequence[Mapping], tasks: Sequence[str], short: Mappin
                 (
                     x
                     for x in rows
-                    if x["task"] == task and x["algorithm"] == "palsgd" and x["clock"] == clock
+                    if x["task"] == task and lookup(x["algorithm"]).pulls and x["clock"] == clock
                 ),
                 None,
             )
@@ -249,7 +250,7 @@ def time_to_target_figure(
         "palsgd_reduction_vs_ddp": {
             f"{r['task']}/{r['clock']}": r["reduction_vs_ddp"]
             for r in rows
-            if r["algorithm"] == "palsgd" and r["source"] == "this run" and r["clock"] != "step"
+            if lookup(r["algorithm"]).pulls and r["source"] == "this run" and r["clock"] != "step"
         },
         "paper": PAPER_REDUCTIONS,
     }

@@ -20,6 +20,7 @@ from paper_figures.runs.specs import (
     distributed_name,
 )
 from paper_figures.runs.tasks import tasks_for
+from theory.algorithm import lookup
 from theory.validation import UserInputError
 
 __all__ = [
@@ -59,16 +60,17 @@ def method_overrides(task: TaskSpec, algorithm: str) -> dict[str, Any]:
     none = dict(H=None, p=None, eta=None, T0=None, outer=None, gamma=None, mu=None)
     local = dict(task.local)
     T0 = local.get("T0", 0)
-    if algorithm == "ddp":
-        return dict(none, algorithm="ddp")
-    if algorithm == "local_sgd":
+    if algorithm not in ALGORITHMS:
+        raise UserInputError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
+    row = lookup(algorithm)
+    if not row.local:  # minibatch SGD: no local settings
+        return dict(none, algorithm=algorithm)
+    if row.pulls:  # every local setting and the task's outer optimizer
+        return dict(none, algorithm=algorithm, **local, **dict(task.outer))
+    if row.outers == ("average",):  # Local SGD: plain averaging, after a warm-up as Post-Local
         name = distributed_name(algorithm, T0)
         return dict(none, algorithm=name, H=local["H"], T0=T0, outer="average")
-    if algorithm == "diloco":
-        return dict(none, algorithm="diloco", H=local["H"], T0=T0, **dict(task.outer))
-    if algorithm == "palsgd":
-        return dict(none, algorithm="palsgd", **local, **dict(task.outer))
-    raise UserInputError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
+    return dict(none, algorithm=algorithm, H=local["H"], T0=T0, **dict(task.outer))
 
 
 def _ablation_value(switch: str, scale: str) -> Any:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from theory.algorithm import DISTRIBUTED_NAMES, LABELS, lookup
 from theory.validation import UserInputError
 
 __all__ = [
@@ -37,22 +38,22 @@ FIGURES: tuple[str, ...] = (
     "theory",
 )
 
-#: the compared methods, in plotting order (names of :data:`theory.algorithm.NAMES`;
-#: ``local_sgd`` runs as ``post_local_sgd`` when the task has a warm-up, see
+#: the compared methods, in plotting order: the distributed algorithms of the table
+#: (:data:`theory.algorithm.DISTRIBUTED_NAMES`) but the one that is another's warm-up
+#: variant (``local_sgd`` runs as ``post_local_sgd`` when the task has a warm-up, see
 #: :func:`distributed_name`)
-ALGORITHMS: tuple[str, ...] = ("ddp", "local_sgd", "diloco", "palsgd")
-#: their display names, as :data:`paper_figures.style.LABELS` has them (a test checks it;
+ALGORITHMS: tuple[str, ...] = tuple(
+    n for n in DISTRIBUTED_NAMES if n not in {lookup(m).warmup_name for m in DISTRIBUTED_NAMES}
+)
+#: their display names (:data:`theory.algorithm.LABELS`, as :data:`paper_figures.style.LABELS`;
 #: the run plan and its training ranks do not import matplotlib)
-ALGORITHM_LABELS: dict[str, str] = {
-    "ddp": "DDP",
-    "local_sgd": "Local SGD",
-    "diloco": "DiLoCo",
-    "palsgd": "PALSGD",
-}
+ALGORITHM_LABELS: dict[str, str] = {n: LABELS[n] for n in ALGORITHMS}
 
-#: the compared method whose algorithm takes a DDP warm-up of ``T0 >= 1`` steps under
-#: another name (:data:`theory.algorithm.WARMUP_NAMES`)
-_WITH_WARMUP: dict[str, str] = {"local_sgd": "post_local_sgd"}
+#: the compared methods whose algorithm takes a DDP warm-up of ``T0 >= 1`` steps under
+#: another name (:attr:`theory.algorithm.Algorithm.warmup_name`)
+_WITH_WARMUP: dict[str, str] = {
+    n: lookup(n).warmup_name for n in ALGORITHMS if lookup(n).warmup_name
+}
 
 #: the emulated slow link of the quick scale: seconds per all-reduce call and per payload
 #: byte (1e-7 s/B = 10 MB/s). With K = 2 a gradient all-reduce of the tiny GPT-Neo

@@ -1,7 +1,9 @@
 """Registry of encoded convergence bounds.
 
 Each module in this package defines one theorem family and registers its
-:class:`~theory.bound.Bound` objects; :func:`get` and :func:`all_bounds` give access.
+:class:`~theory.bound.Bound` objects, each holding the algorithm spec it is stated for
+(``Bound.algorithm``: a row of :mod:`theory.algorithm` with its coin model and outer
+updates); :func:`get` and :func:`all_bounds` give access.
 Users add their own with :func:`register` (e.g. a bound built with
 :meth:`theory.bound.Bound.from_strings`).
 

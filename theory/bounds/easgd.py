@@ -127,7 +127,7 @@ EASGD = register(
             "condition: Theorem 1 with v = 1 and spectral zeta = m/(m+2); paper symbols "
             "eta, m, tau, K -> alpha, K, H, T"
         ),
-        algorithms=("easgd",),
+        algorithm="easgd",
         recommended_step=(S.K + 1) / S.K * sp.sqrt(S.K / S.T) / S.L,
         notes=(
             "EASGD with elastic coefficient alpha_e = 2/(K+2) applied every H steps, centre "

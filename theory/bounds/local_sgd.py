@@ -109,7 +109,7 @@ LOCAL_SGD_IID = register(
             f"{_SOURCE}, Corollary 2 (PSASGD: A(tau, J, 0), i.e. eq. (17) of Theorem 1 with "
             "W = J, v = 0, beta = 0); paper symbols eta, m, tau, K -> alpha, K, H, T"
         ),
-        algorithms=("local_sgd",),
+        algorithm="local_sgd",
         recommended_step=recommended_step(),
         notes=(
             "Bounds the average over T steps of E||grad f(u_t)||^2, u_t the mean of the "
@@ -141,7 +141,7 @@ LOCAL_SGD_NONIID = register(
             "zeta = 0, so C = 6 eta^2 L^2 tau (tau-1)); bound = 2 x [eq. (17)] + C kappa^2; "
             "paper symbols eta, m, tau, K, kappa -> alpha, K, H, T, zeta"
         ),
-        algorithms=("local_sgd",),
+        algorithm="local_sgd",
         recommended_step=recommended_step(),
         notes=(
             "Encoded as read from the PDF text extraction: the overall factor 2 in front of "

@@ -20,6 +20,7 @@ independent coins.
 
 from __future__ import annotations
 
+from theory.algorithm import AlgorithmSpec
 from theory.assumptions import (
     A1_SMOOTH,
     A2_NOISE,
@@ -51,18 +52,22 @@ _MEASURED = (
     "Bounds the average over the R = T/H rounds of E||grad f(z_r)||^2 at the anchors z_r "
     "(the outer model), not the per-step average of xbar_t. "
 )
+#: the outer updates Theorem 2 covers: SGD (heavy-ball momentum) and PyTorch-Nesterov momentum
+OUTER_UPDATES = ("sgd", "nesterov")
 _BASE = (A1_SMOOTH, A2_NOISE, A3_HETEROGENEITY, A4_LOWER_BOUND, INNER_SGD, OUTER_OPTIMIZER)
 
 
-def _bound(kind: str, name: str, title: str, algorithms: tuple[str, ...], notes: str) -> Bound:
-    coins = (INDEPENDENT_COINS,) if kind != "local_sgd" else ()
+def _bound(kind: str, name: str, title: str, algorithm: str, notes: str) -> Bound:
+    spec = AlgorithmSpec.of(algorithm, outer="sgd")  # the proofs' outer SGD, heavy ball or Nesterov
+    coins = (INDEPENDENT_COINS,) if spec.definition.pulls else ()
     return theorem_bound(
         theorem(kind),
         provenance=_PROVENANCE,
         name=name,
         title=title,
         assumptions=_BASE + coins,
-        algorithms=algorithms,
+        algorithm=spec,
+        outers=OUTER_UPDATES,
         notes=_MEASURED + notes,
         measured="anchors",
     )
@@ -73,7 +78,7 @@ PALSGD_OUTER = register(
         "palsgd",
         "palsgd_outer",
         "PALSGD, inner SGD, outer SGD/momentum (gamma, mu), independent coins (derived here)",
-        ("palsgd",),
+        "palsgd",
         "Any pull rate eta with alpha eta <= 1, 0 < p < 1. The effective outer rate is "
         "gamma/(1-mu); momentum raises the outer curvature to L(1+mu)/(1-mu). Not covered: "
         "shared coins, adaptive inner or outer optimizers (Adam/AdamW): the nearest covered "
@@ -86,7 +91,7 @@ PALSGD_PULL_AWARE = register(
         "pull_aware",
         "palsgd_pull_aware",
         "PALSGD with eta > L: pull-aware drift horizon min(H-1, 2/(alpha(eta-L))) (derived here)",
-        ("palsgd",),
+        "palsgd",
         "For eta > L each worker's mean step is a gradient step on the strongly convex "
         "f_k + (eta/2)||x - z||^2, so the drift stays of order zeta^2/(eta - L)^2 whatever H "
         "is; a round makes at most about one prox step: the F0 term carries "
@@ -99,7 +104,7 @@ LOCAL_SGD_OUTER = register(
         "local_sgd",
         "local_sgd_outer",
         "Local SGD, inner SGD, outer SGD/momentum (gamma, mu) (derived here)",
-        ("diloco",),
+        "diloco",
         "p = 0 (no pull). Covers DiLoCo's outer Nesterov with SGD inner steps; with AdamW "
         "inner steps (DiLoCo's own) this is the nearest covered case. At H = 1, gamma = 1, "
         "mu = 0 it is 4 F0/(alpha T) + 4 L alpha sigma^2/K (twice the minibatch-SGD F0 term, "

@@ -29,19 +29,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from theory.assumptions import INDEPENDENT_COINS, Assumption
+from theory.algorithm import AlgorithmSpec
+from theory.assumptions import COIN_ASSUMPTIONS
 from theory.bound import Bound
 from theory.bounds import register, theorem_bound
 from theory.bounds.local_sgd import HETEROGENEOUS_LOCAL_SGD
 from theory.proofs.palsgd import PALSGDTheorem, local_sgd_theorem, theorem
 
-__all__ = ["PALSGD", "PALSGD_SHARED", "LOCAL_SGD_OURS", "SHARED_COINS", "bound_from_theorem"]
-
-SHARED_COINS = Assumption(
-    "S3s",
-    "shared coins",
-    "one Bernoulli(p) coin per step, the same on every worker (the authors' code)",
-)
+__all__ = ["PALSGD", "PALSGD_SHARED", "LOCAL_SGD_OURS", "bound_from_theorem"]
 
 _PROVENANCE = (
     "derived here: the project's own Theorem 1 (docs/palsgd_proof.md), machine-checked lemma "
@@ -56,19 +51,19 @@ _NOT_COVERED = (
 
 def bound_from_theorem(th: PALSGDTheorem, **fields: Any) -> Bound:
     """A :class:`Bound` whose expression, conditions and step come from the theorem object;
-    ``fields``: ``name``, ``title``, ``assumptions``, ``algorithms``, ``notes``."""
+    ``fields``: ``name``, ``title``, ``assumptions``, ``algorithm``, ``notes``."""
     return theorem_bound(th, provenance=_PROVENANCE, recommended_step=th.recommended_step, **fields)
 
 
-def _palsgd(coins: str, coin: Assumption, name: str, title: str, notes: str) -> Bound:
-    """The registered PALSGD bound of Theorem 1 with the coin rule ``coins``."""
+def _palsgd(coins: str, name: str, title: str, notes: str) -> Bound:
+    """The registered PALSGD bound of Theorem 1 with the coin model ``coins``."""
     return register(
         bound_from_theorem(
             theorem(coins),
             name=name,
             title=title,
-            assumptions=(*HETEROGENEOUS_LOCAL_SGD, coin),
-            algorithms=("palsgd",),
+            assumptions=(*HETEROGENEOUS_LOCAL_SGD, COIN_ASSUMPTIONS[coins]),
+            algorithm=AlgorithmSpec.of("palsgd", coins=coins),
             notes=notes + _NOT_COVERED,
         )
     )
@@ -76,7 +71,6 @@ def _palsgd(coins: str, coin: Assumption, name: str, title: str, notes: str) -> 
 
 PALSGD = _palsgd(
     "independent",
-    INDEPENDENT_COINS,
     "palsgd",
     "PALSGD, inner SGD, outer averaging, independent coins (derived here)",
     "Valid for 0 < p < 1 (at p = 0 use local_sgd_ours: the terms eta^2 (1-p)/p are "
@@ -87,7 +81,6 @@ PALSGD = _palsgd(
 
 PALSGD_SHARED = _palsgd(
     "shared",
-    SHARED_COINS,
     "palsgd_shared_coins",
     "PALSGD, inner SGD, outer averaging, shared coins (derived here)",
     "Shared coins: the coin variance is not averaged over the K workers (no 1/K on the "
@@ -100,7 +93,7 @@ LOCAL_SGD_OURS = register(
         name="local_sgd_ours",
         title="Local SGD with outer averaging: the p = 0 case of the PALSGD theorem (derived here)",
         assumptions=HETEROGENEOUS_LOCAL_SGD,
-        algorithms=("local_sgd",),
+        algorithm="local_sgd",
         notes=(
             "Obtained from the PALSGD theorem by eta = 0 then p = 0 (no pull happens at p = 0). "
             "At H = 1 it is exactly twice the minibatch SGD bound 'sgd' (the absorption of the "

@@ -43,7 +43,7 @@ SGD = register(
             "step and alpha <= 1/L; equals the fully-synchronous term of Wang & Joshi, "
             "JMLR 22(213) 2021, eq. (17)"
         ),
-        algorithms=("sgd", "ddp"),
+        algorithm="sgd",
         recommended_step=sp.sqrt(2 * S.F0 * S.K / (S.L * S.sigma**2 * S.T)),
         notes=(
             "Heterogeneity does not enter: gradients are averaged over all workers every step. "

@@ -118,7 +118,7 @@ SLOWMO_AR_SGD = register(
             "reduces to the AR-SGD rate at tau = 1, alpha = 1, beta = 0 (Sec. 5) and to "
             "Corollary 2, eq. (7), at m = 1, beta = 0"
         ),
-        algorithms=("slowmo_ar_sgd",),
+        algorithm="slowmo_ar_sgd",
         recommended_step=slowmo_step(),
         refuted=(
             "a known finding (theory.verify.findings): Theorem 1 as printed in the paper's "
@@ -157,7 +157,7 @@ SLOWMO_AR_SGD_CORRECTED = register(
             "the slow rate at most 1; the printed statement is false (slowmo_ar_sgd, "
             "docs/verification.md, section 7)"
         ),
-        algorithms=("slowmo_ar_sgd",),
+        algorithm="slowmo_ar_sgd",
         recommended_step=slowmo_step(),
         notes=(
             "The project's reading of Theorem 1, not a published statement: a typo (the "

@@ -5,8 +5,11 @@ Given problem constants (``L``, ``sigma``, ``zeta``, ``F0``) and hyperparameters
 every applicable encoded bound: each condition with pass/fail and margin, the bound's value
 and each term's share, the dominant term, the step ``alpha`` that minimises the bound, the
 largest ``H`` that keeps linear speed-up, and the communication rounds to reach ``eps``.
-It also flags configuration-level stability problems of the PALSGD step (pull coefficient
-``alpha*eta/p``: a pull multiplies ``x - z`` by ``1 - alpha*eta/p``; gradient-branch step
+The bounds checked are those whose algorithm spec covers the configuration's algorithm (a
+row of the algorithm table, :mod:`theory.algorithm`). It also flags configuration-level
+stability problems of the PALSGD step (pull coefficient ``alpha*eta/p``: a pull multiplies
+``x - z`` by ``1 - alpha*eta/p``, unstable from 2 on by the verdict ``palsgd train`` takes,
+:func:`theory.algorithm.pull_stability`; gradient-branch step
 ``alpha L/(1-p)``: a step of size ``alpha/(1-p)`` on an L-smooth quadratic is stable for
 ``alpha L/(1-p) <= 2``). The report is a :class:`CheckReport`; ``to_dict()`` is JSON-ready and
 ``to_text()`` is what the CLI prints.

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from theory import bound_cache
-from theory.assumptions import A3_IID, OUTER_AVERAGING, coins_of
+from theory.algorithm import NAMES, lookup
+from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound_numeric import CompiledBound
 from theory.check import contradiction
 from theory.check.lower import lower_values
@@ -28,8 +29,9 @@ from theory.validation import UserInputError, canonicalize, check_choice, check_
 
 __all__ = ["ALGORITHMS", "check", "infer_algorithm"]
 
-#: algorithms a configuration can name (``--algorithm``); bounds list theirs in ``algorithms``
-ALGORITHMS = ("sgd", "ddp", "local_sgd", "easgd", "palsgd")
+#: algorithms a configuration can name (``--algorithm``): the names of the algorithm table
+#: (:data:`theory.algorithm.NAMES`); a bound covers the names of its spec (``algorithms``)
+ALGORITHMS = NAMES
 
 #: outer-optimizer values assumed when a configuration does not give them (plain averaging)
 _OUTER_DEFAULTS = {"gamma": 1.0, "mu": 0.0}
@@ -82,13 +84,14 @@ def _resolve_bounds(bounds: Iterable[Any] | None) -> list[CompiledBound] | None:
 
 
 def _covers(b: CompiledBound, algorithm: str, v: Mapping[str, float]) -> bool:
-    """Whether ``b`` is stated for ``algorithm``: DDP is minibatch SGD, and Local SGD with an
-    outer optimizer other than averaging is DiLoCo."""
-    return (
-        algorithm in b.algorithms
-        or (algorithm == "ddp" and "sgd" in b.algorithms)
-        or (algorithm == "local_sgd" and "diloco" in b.algorithms and outer_not_averaging(v))
-    )
+    """Whether ``b`` is stated for ``algorithm`` (its table row: DDP is minibatch SGD), or,
+    with an outer optimizer other than averaging, for the algorithm that runs the same rounds
+    with one (:attr:`theory.algorithm.Algorithm.outer_name`: Local SGD's is DiLoCo)."""
+    row = lookup(algorithm)
+    names = {row.name}
+    if row.outer_name and outer_not_averaging(v):
+        names.add(row.outer_name)
+    return bool(names & set(b.algorithms))
 
 
 def _f(x: np.ndarray | float) -> float:
@@ -144,7 +147,7 @@ def _check_bound(
         rep.reason = f"{step} not given and no {step} satisfies the conditions"
     if alpha is not None:
         _at_alpha(rep, b, base, alpha)
-        coins = coins_of(b.name, b.assumptions)
+        coins = b.algorithm.coins if b.algorithm is not None else "independent"
         rep.lower_bounds = lower_values(algorithm, base, alpha, b.measured, coins)
     rep.uses_H = "H" in b.parameters
     if rep.uses_H:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from theory.algorithm import lookup
 from theory.check.report import LowerValue
 from theory.check.warnings import outer_not_averaging
 from theory.lower import lower_bounds
@@ -18,12 +19,13 @@ _OUTER_KINDS = ("sgd", "nesterov")
 
 
 def _applies(algorithms: tuple[str, ...], algorithm: str, v: Mapping[str, float]) -> bool:
-    """Whether a lower bound stated for ``algorithms`` covers the configured run."""
-    if algorithm == "ddp":
-        algorithm = "sgd"
-    if algorithm == "local_sgd" and outer_not_averaging(v):
-        return "diloco" in algorithms
-    return algorithm in algorithms
+    """Whether a lower bound stated for ``algorithms`` covers the configured run: its table
+    row (DDP is minibatch SGD), or with an outer optimizer other than averaging the algorithm
+    that runs the same rounds with one (Local SGD's is DiLoCo)."""
+    row = lookup(algorithm)
+    if row.outer_name and outer_not_averaging(v):
+        return row.outer_name in algorithms
+    return row.name in algorithms
 
 
 def _evaluate(lb, args: dict[str, float], v: Mapping[str, float]) -> float:

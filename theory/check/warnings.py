@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from theory.algorithm import PULL_EDGE, pull_stability
 from theory.bound_numeric import CompiledBound
 from theory.check.render import fmt as _fmt
 from theory.check.report import ConfigWarning
@@ -20,55 +21,33 @@ def config_warnings(v: Mapping[str, float], algorithm: str) -> list[ConfigWarnin
     return [*_pull_warnings(v), *_gradient_warnings(v), *_setting_warnings(v)]
 
 
+#: the check's code of each verdict on the pull coefficient (theory.algorithm.pull_stability)
+_PULL_CODES = {
+    "unstable": ("warning", "pull_unstable"),
+    "overshoot": ("warning", "pull_overshoot"),
+    "ok": ("info", "pull_coefficient"),
+}
+
+
 def _pull_warnings(v: Mapping[str, float]) -> list[ConfigWarning]:
-    """The pull coefficient ``alpha*eta/p``: a pull multiplies ``x - z`` by ``1 - alpha*eta/p``."""
-    w: list[ConfigWarning] = []
+    """The pull coefficient ``alpha*eta/p`` and the algorithm's verdict on it
+    (:func:`theory.algorithm.pull_stability`, the verdict ``palsgd train`` takes too)."""
     p, eta, alpha = v.get("p"), v.get("eta"), v.get("alpha")
-    if p is not None and p > 0 and eta is not None:
-        if alpha is None:
-            w.append(
-                ConfigWarning(
-                    "info",
-                    "pull_coefficient",
-                    "alpha not given: the pull coefficient alpha*eta/p is not checked",
-                )
+    if p is None or not p > 0 or eta is None:
+        return []
+    if alpha is None:
+        return [
+            ConfigWarning(
+                "info",
+                "pull_coefficient",
+                "alpha not given: the pull coefficient alpha*eta/p is not checked",
             )
-        else:
-            c = alpha * eta / p
-            if c > 2:
-                w.append(
-                    ConfigWarning(
-                        "warning",
-                        "pull_unstable",
-                        f"pull coefficient alpha*eta/p = {_fmt(c)} > 2: a pull step moves x "
-                        "past the "
-                        "anchor by more than its distance, so repeated pulls diverge",
-                        2 - c,
-                    )
-                )
-            elif c > 1:
-                w.append(
-                    ConfigWarning(
-                        "warning",
-                        "pull_overshoot",
-                        f"pull coefficient alpha*eta/p = {_fmt(c)} in (1, 2]: a pull step "
-                        "overshoots "
-                        "the anchor (stable, but oscillating around it)",
-                        1 - c,
-                    )
-                )
-            else:
-                w.append(
-                    ConfigWarning(
-                        "info",
-                        "pull_coefficient",
-                        f"pull coefficient alpha*eta/p = {_fmt(c)} <= 1: each pull moves x "
-                        "a fraction "
-                        "of the way to the anchor (no overshoot)",
-                        1 - c,
-                    )
-                )
-    return w
+        ]
+    verdict = pull_stability(alpha, eta, p)
+    c = verdict.coefficient
+    level, code = _PULL_CODES[verdict.status]
+    margin = PULL_EDGE - c if verdict.status == "unstable" else 1 - c
+    return [ConfigWarning(level, code, verdict.message, margin)]
 
 
 def _gradient_warnings(v: Mapping[str, float]) -> list[ConfigWarning]:

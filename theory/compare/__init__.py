@@ -6,7 +6,8 @@ The comparison engine behind ``palsgd map`` (README, ``docs/when_pulling_pays.md
   diagonal Hessians (pair moments of the workers' coin paths, independent or shared coins);
 * ``scan.py``: the anchor's round map and the exact first round reaching a target;
 * ``exact.py``: first-passage rounds of many configurations of a method;
-* ``methods.py``: the compared methods, their tuning grids and the cost of a round
+* ``methods.py``: the compared methods (each an :class:`~theory.algorithm.AlgorithmSpec` of
+  the algorithm table), their tuning grids and the cost of a round
   (gradient evaluations, communication rounds, modelled seconds with :class:`Prices`);
 * ``tune.py``: grids of one size for every method, extended at their edges;
 * ``spec.py``, ``run.py``, ``records.py``: a map's cells, its resumable computation and

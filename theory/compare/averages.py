@@ -49,7 +49,7 @@ def exact_averages(
     mu = np.zeros(n) if mu is None else np.broadcast_to(np.asarray(mu, float), (n,))
     H, R = H.astype(np.int64), R.astype(np.int64)
     eta, p, alpha = (x.astype(float) for x in (eta, p, alpha))
-    if m.kind == "sgd":
+    if not m.local:  # a minibatch step: one local step, then the mean (outer SGD, gamma 1)
         H, p, eta, gamma, mu, outer = (
             np.ones(n, np.int64),
             0 * p,
@@ -59,8 +59,8 @@ def exact_averages(
             "sgd",
         )
     else:
-        outer = "sgd" if m.outer == "sgd" else "nesterov"
-        mu = 0 * mu if m.outer == "sgd" else mu
+        outer = m.outer
+        mu = mu if m.nesterov else 0 * mu
         if not m.pulls:
             p, eta = 0 * p, 0 * eta
     end, acc = round_moments(

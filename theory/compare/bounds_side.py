@@ -139,7 +139,7 @@ def _guarantee_rounds(m, consts, H, eta, p, eps, grid) -> dict[str, np.ndarray]:
         if "gamma" in b.parameters:
             vals.update(
                 gamma=np.asarray(grid.gammas(m), dtype=float),
-                mu=grid.mu if m.outer == "nesterov" else 0.0,
+                mu=grid.mu if m.nesterov else 0.0,
             )
         vals = {k: v for k, v in vals.items() if k in b.parameters}
         r = guaranteed_rounds(b, vals, np.asarray(eps, dtype=float), H=Hb)  # (..., G?, E)
@@ -193,7 +193,7 @@ def _tuned_points(cells: list[CellResult], q: Quadratic, consts: dict[str, float
         todo = [c for c in cells if (c.tuned[n].get("rounds") or 0) > 0]
         if not todo:
             continue
-        H = np.array([1 if m.kind == "sgd" else c.H for c in todo])
+        H = np.array([c.H if m.local else 1 for c in todo])
         R = np.array([c.tuned[n]["rounds"] for c in todo])
         cfg = {
             "H": H, "R": R, "eta": np.array([c.eta for c in todo]),

@@ -47,11 +47,11 @@ class Diagnosis:
 
 
 def _map(q: Quadratic, m: Method, H: int, eta: float, p: float, alpha: float, gamma, mu):
-    if m.kind == "sgd":
+    if not m.local:  # a minibatch step: one local step, then the mean (outer SGD, gamma 1)
         H, p, eta, outer, gamma, mu = 1, 0.0, 0.0, "sgd", 1.0, 0.0
     else:
-        outer = "sgd" if m.outer == "sgd" else "nesterov"
-        if m.outer == "sgd":
+        outer = m.outer
+        if not m.nesterov:
             mu = 0.0
         if not m.pulls:
             p, eta = 0.0, 0.0

@@ -108,12 +108,12 @@ def _chunks(sorted_groups: np.ndarray, size: int) -> list[tuple[int, int]]:
 
 def _evaluate(q, m, H, eta, p, alpha, gamma, eps, cap, group, mu):
     n = alpha.size
-    if m.kind == "sgd":
+    if not m.local:  # a minibatch step: one local step, then the mean (outer SGD, gamma 1)
         Hn, p_, eta_, outer, g, mu_ = 1, np.zeros(n), np.zeros(n), "sgd", np.ones(n), 0.0
     else:
         Hn = H
         p_, eta_ = (p, eta) if m.pulls else (np.zeros(n), np.zeros(n))
-        outer, g, mu_ = ("sgd", gamma, 0.0) if m.outer == "sgd" else ("nesterov", gamma, mu)
+        outer, g, mu_ = m.outer, gamma, (mu if m.nesterov else 0.0)
     with np.errstate(all="ignore"):
         mom = round_moments(
             q.lam, q.delta, q.s2, alpha=alpha, eta=eta_, p=p_, H=np.full(n, Hn), shared=m.shared

@@ -1,23 +1,24 @@
 """The methods a comparison tunes, their tuning grids, and what one round costs each of them.
 
-Every method is an :class:`~theory.algorithm.AlgorithmSpec` kind with a coin model and an
-outer-optimiser family:
+Every method is an :class:`~theory.algorithm.AlgorithmSpec` of the algorithm table (the
+inner step ``alpha`` left to the tuning grid) with its coin model and outer update:
 
-| method | kind | outer step | coins | tuned over |
+| method | spec kind | outer update | coins | tuned over |
 |---|---|---|---|---|
-| ``sgd`` | minibatch SGD / DDP | (every step) | | ``alpha`` |
-| ``local_sgd`` | Local SGD | SGD, ``mu = 0`` (``gamma = 1``: averaging) | | ``alpha``, ``gamma`` |
-| ``diloco`` | DiLoCo | Nesterov | | ``alpha``, ``gamma`` (``mu`` fixed) |
-| ``palsgd`` | PALSGD | SGD, ``mu = 0`` | independent | ``alpha``, ``gamma`` |
-| ``palsgd_nesterov`` | PALSGD | Nesterov | independent | ``alpha``, ``gamma`` |
-| ``palsgd_shared`` | PALSGD | SGD, ``mu = 0`` | shared | ``alpha``, ``gamma`` |
+| ``sgd`` | ``sgd`` (minibatch SGD / DDP) | (every step) | | ``alpha`` |
+| ``local_sgd`` | ``diloco`` (Local SGD rounds + outer step) | SGD, ``mu = 0`` (``gamma = 1``: averaging) | | ``alpha``, ``gamma`` |
+| ``diloco`` | ``diloco`` | Nesterov | | ``alpha``, ``gamma`` (``mu`` fixed) |
+| ``palsgd`` | ``palsgd`` | SGD, ``mu = 0`` | independent | ``alpha``, ``gamma`` |
+| ``palsgd_nesterov`` | ``palsgd`` | Nesterov | independent | ``alpha``, ``gamma`` |
+| ``palsgd_shared`` | ``palsgd`` | SGD, ``mu = 0`` | shared | ``alpha``, ``gamma`` |
 
 PALSGD's ``eta`` and ``p`` are the cell's (a map's axes). Every method is tuned over the same
 number of configurations, ``n_alpha x n_outer``: those with an outer rate over ``n_alpha``
 inner steps times ``n_outer`` outer rates, minibatch SGD over ``n_alpha * n_outer`` inner
 steps on the same range. The inner steps are log-spaced over ``span`` decades below the
 method's stability edge (``alpha L < 2``; for PALSGD also the gradient step
-``alpha L/(1-p) < 2`` and the pull ``alpha eta/p < 2``).
+``alpha L/(1-p) < 2`` and the pull ``alpha eta/p < 2``, the edge of
+:func:`theory.algorithm.pull_stability`).
 
 Cost of one round (:class:`Prices`, :func:`round_cost`): ``grads`` counts gradient
 evaluations per worker (PALSGD: ``(1-p) H`` in expectation), ``rounds`` counts
@@ -31,10 +32,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from theory.algorithm import DILOCO_DEFAULT_GAMMA
+from theory.algorithm import (
+    DILOCO_DEFAULT_GAMMA,
+    DILOCO_DEFAULT_MU,
+    PULL_EDGE,
+    AlgorithmSpec,
+)
 from theory.coins import round_excess
 from theory.validation import UserInputError, check_choice
 
@@ -59,39 +66,69 @@ EDGE_FRACTION = 0.98
 
 @dataclass(frozen=True)
 class Method:
-    """One compared method: the algorithm kind, coins and outer-optimiser family."""
+    """One compared method: a name, the algorithm it runs (an
+    :class:`~theory.algorithm.AlgorithmSpec` whose ``alpha`` the tuning grid sets, and whose
+    ``gamma``, ``eta``, ``p`` the grid and the cell set) and a label."""
 
     name: str
-    kind: str
-    outer: str  # "none" (minibatch SGD), "sgd" (mu = 0) or "nesterov"
-    coins: str = "independent"
+    spec: AlgorithmSpec
     label: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def local(self) -> bool:
+        """Whether the workers take local steps (minibatch SGD: a round is one step)."""
+        return self.spec.local
 
     @property
     def pulls(self) -> bool:
         """Whether the method takes pull steps (its cost depends on ``eta`` and ``p``)."""
-        return self.kind == "palsgd"
+        return self.spec.definition.pulls
 
     @property
     def has_outer(self) -> bool:
-        return self.outer != "none"
+        """Whether an outer rate ``gamma`` is tuned (every method with rounds)."""
+        return self.spec.outer != "average"
+
+    @property
+    def outer(self) -> str:
+        """The outer update of the spec (``"average"`` for minibatch SGD)."""
+        return self.spec.outer
+
+    @property
+    def nesterov(self) -> bool:
+        return self.spec.nesterov
+
+    @property
+    def coins(self) -> str:
+        return self.spec.coins
 
     @property
     def shared(self) -> bool:
-        return self.coins == "shared"
+        return self.spec.shared_coins
+
+
+def _method(name: str, kind: str, label: str, **spec: Any) -> Method:
+    return Method(name, AlgorithmSpec.of(kind, **spec), label)
 
 
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("sgd", "sgd", "none", label="minibatch SGD (DDP)"),
-        Method("local_sgd", "local_sgd", "sgd", label="Local SGD (outer SGD)"),
-        Method("diloco", "diloco", "nesterov", label="DiLoCo (outer Nesterov)"),
-        Method("palsgd", "palsgd", "sgd", label="PALSGD (outer SGD)"),
-        Method("palsgd_nesterov", "palsgd", "nesterov", label="PALSGD (outer Nesterov)"),
-        Method("palsgd_shared", "palsgd", "sgd", "shared", label="PALSGD, shared coins"),
+        _method("sgd", "sgd", "minibatch SGD (DDP)"),
+        _method("local_sgd", "diloco", "Local SGD (outer SGD)", outer="sgd", mu=0.0),
+        _method("diloco", "diloco", "DiLoCo (outer Nesterov)", outer="nesterov"),
+        _method("palsgd", "palsgd", "PALSGD (outer SGD)", outer="sgd"),
+        _method(
+            "palsgd_nesterov", "palsgd", "PALSGD (outer Nesterov)", outer="nesterov",
+            mu=DILOCO_DEFAULT_MU,
+        ),
+        _method("palsgd_shared", "palsgd", "PALSGD, shared coins", outer="sgd", coins="shared"),
     )
-}
+}  # fmt: skip
 #: the methods without pulls: PALSGD's cost is compared with the best of these
 BASELINES = ("sgd", "local_sgd", "diloco")
 #: PALSGD with independent coins (the algorithm as described), both outer families
@@ -107,8 +144,8 @@ def method(name: str) -> Method:
 def alpha_edge(m: Method, L: float, p: float = 0.0, eta: float = 0.0) -> float:
     """The largest inner step of ``m``'s grid: ``EDGE_FRACTION`` of its stability edge."""
     edge = 2.0 / L
-    if m.pulls and p > 0:
-        edge = min(edge * (1.0 - p), 2.0 * p / eta if eta > 0 else math.inf)
+    if m.pulls and p > 0:  # the gradient branch alpha L/(1-p) and the pull alpha eta/p
+        edge = min(edge * (1.0 - p), PULL_EDGE * p / eta if eta > 0 else math.inf)
     return EDGE_FRACTION * edge
 
 
@@ -140,7 +177,7 @@ class Prices:
 def round_cost(m: Method, budget: str, H: int, p: float, prices: Prices | None = None) -> float:
     """What one round of ``m`` costs in ``budget`` (one step for minibatch SGD)."""
     check_choice("budget", budget, BUDGET_KINDS)
-    if m.kind == "sgd":
+    if not m.local:
         H, p = 1, 0.0
     q = p if m.pulls else 0.0
     if budget == "grads":
@@ -149,7 +186,7 @@ def round_cost(m: Method, budget: str, H: int, p: float, prices: Prices | None =
         return 1.0
     if prices is None:
         raise UserInputError("the 'time' budget needs prices (a cluster profile)")
-    if m.kind == "sgd":
+    if not m.local:
         return prices.grad_s + prices.ddp_step_s
     wait = (prices.grad_s - prices.pull_s) * round_excess(H, q, prices.K, m.coins)
     return (1.0 - q) * H * prices.grad_s + q * H * prices.pull_s + prices.sync_s + max(wait, 0.0)
@@ -161,6 +198,6 @@ def default_outer_grid(m: Method, n: int) -> np.ndarray:
     (Douillard et al. 2023 use 0.7 with momentum 0.9)."""
     if not m.has_outer:
         return np.ones(1)
-    if m.outer == "sgd":
+    if not m.nesterov:
         return 2.0 ** ((np.arange(n) - 1) / 2.0)
     return np.geomspace(0.1, 1.0, n) if n > 1 else np.full(1, DILOCO_DEFAULT_GAMMA)

@@ -63,20 +63,14 @@ FAMILIES: dict[str, Callable[..., Problem]] = {
 def spec_of(
     m: Method, *, H: int, eta: float, p: float, alpha: float, gamma: float, mu: float, seed: int
 ) -> AlgorithmSpec:
-    """The :class:`AlgorithmSpec` that ``m`` runs with these hyperparameters (Local SGD with an
-    outer rate is the ``"diloco"`` kind with outer SGD; ``gamma = 1, mu = 0`` is averaging)."""
-    if m.kind == "sgd":
-        return AlgorithmSpec(kind="sgd", alpha=alpha, seed=seed)
-    outer = "sgd" if m.outer == "sgd" else "nesterov"
-    mu = 0.0 if m.outer == "sgd" else mu
-    if m.pulls:
-        return AlgorithmSpec(
-            kind="palsgd", alpha=alpha, H=H, p=p, eta=eta, outer=outer, gamma=gamma, mu=mu,
-            coins=m.coins, seed=seed,
-        )  # fmt: skip
-    return AlgorithmSpec(
-        kind="diloco", alpha=alpha, H=H, outer=outer, gamma=gamma, mu=mu, seed=seed
-    )
+    """The :class:`AlgorithmSpec` that ``m`` runs with these hyperparameters: its own spec
+    (:data:`theory.compare.methods.METHODS`) with them set (Local SGD with an outer rate is
+    the ``"diloco"`` kind with outer SGD; ``gamma = 1, mu = 0`` is averaging)."""
+    if not m.local:
+        return m.spec.replace(alpha=alpha, seed=seed)
+    pull = dict(p=p, eta=eta) if m.pulls else {}
+    mu = mu if m.nesterov else 0.0
+    return m.spec.replace(alpha=alpha, H=H, gamma=gamma, mu=mu, seed=seed, **pull)
 
 
 @dataclass
@@ -137,7 +131,7 @@ def estimate_many(
     ``n * replicas`` replicas (:func:`theory.simulate.simulate` with ``per_replica``),
     ``cap`` rounds each, the anchor recorded after every sync."""
     n = len(alpha)
-    Hs = 1 if m.kind == "sgd" else int(H)
+    Hs = int(H) if m.local else 1
     spec = spec_of(m, H=Hs, eta=float(eta[0]), p=p, alpha=float(alpha[0]),
                    gamma=float(gamma[0]), mu=mu, seed=seed)  # fmt: skip
     per = {"alpha": np.repeat(np.asarray(alpha, dtype=float), replicas)}

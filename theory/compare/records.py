@@ -18,7 +18,11 @@ from typing import Any
 from theory.compare.methods import BASELINES, PALSGD_METHODS
 from theory.io import atomic_write_json, write_csv
 
-__all__ = ["MEASURED_AT", "CellResult", "MapResult", "best_of"]
+__all__ = ["MEASURED_AT", "PALSGD_SIDE", "BASELINE_SIDE", "CellResult", "MapResult", "best_of"]
+
+#: the two sides of a cell's comparison (:attr:`CellResult.winner`): the best PALSGD method
+#: against the best baseline
+PALSGD_SIDE, BASELINE_SIDE = "palsgd", "baseline"
 
 MEASURED_AT = (
     "E||grad f||^2 at the model each method returns: the anchor z_r after a sync "
@@ -91,11 +95,11 @@ class CellResult:
             inf = (math.inf, math.inf)
             ia, ib = ia or inf, ib or inf
             if ia[1] < ib[0]:
-                return "palsgd"
+                return PALSGD_SIDE
             if ib[1] < ia[0]:
-                return "baseline"
+                return BASELINE_SIDE
             return "undecided"
-        return "palsgd" if r < 1 else "baseline" if r > 1 else "tie"
+        return PALSGD_SIDE if r < 1 else BASELINE_SIDE if r > 1 else "tie"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from theory.compare.methods import BASELINES, PALSGD_METHODS
 from theory.compare.records import MEASURED_AT, MapResult
 
 __all__ = ["format_summary"]
@@ -37,12 +38,8 @@ def format_summary(result: MapResult) -> str:
     ]
     for g in s.get("groups", []):
         lh = g["largest_H"]
-        base = max(
-            (v for k, v in lh.items() if k in ("sgd", "local_sgd", "diloco") and v), default=None
-        )
-        pal = max(
-            (v for k, v in lh.items() if k in ("palsgd", "palsgd_nesterov") and v), default=None
-        )
+        base = max((v for k, v in lh.items() if k in BASELINES and v), default=None)
+        pal = max((v for k, v in lh.items() if k in PALSGD_METHODS and v), default=None)
         r = g["ratio"]
         z = "own" if g["zeta"] is None else _fmt(g["zeta"])
         lines.append(

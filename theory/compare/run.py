@@ -106,12 +106,7 @@ def _unit(
 
 def map_units(spec: MapSpec, methods: list[Method]) -> list[tuple[Any, Method, int]]:
     """The units ``(zeta, method, H)`` of a map (minibatch SGD: one unit per ``zeta``)."""
-    return [
-        (z, m, H)
-        for z in spec.zetas
-        for m in methods
-        for H in ((1,) if m.kind == "sgd" else spec.H)
-    ]
+    return [(z, m, H) for z in spec.zetas for m in methods for H in (spec.H if m.local else (1,))]
 
 
 def run_map(
@@ -178,7 +173,7 @@ def _assemble(
                 for e, eps in enumerate(spec.eps):
                     per, est = {}, {}
                     for m in methods:
-                        Hm = 1 if m.kind == "sgd" else H
+                        Hm = H if m.local else 1
                         cj = ci if m.pulls else 0
                         per[m.name] = results[z, m.name, Hm][cj][e]
                         if holdouts is not None:

@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from theory.compare.methods import METHODS
 from theory.compare.montecarlo import build_family, estimate, mc_evaluator
-from theory.compare.records import MapResult
+from theory.compare.records import BASELINE_SIDE, PALSGD_SIDE, MapResult
 from theory.compare.run import _assemble, caps_for, map_units
 from theory.compare.spec import MapSpec
 from theory.compare.summary import summarize
@@ -79,7 +79,9 @@ def run_mc_map(
                 holdouts[z, m.name, H, ci, e] = (est.rounds, est.lo, est.hi)
     cells = _assemble(spec, methods, results, holdouts)
     summary = summarize(cells)
-    summary["decided_by_intervals"] = sum(1 for c in cells if c.winner in ("palsgd", "baseline"))
+    summary["decided_by_intervals"] = sum(
+        1 for c in cells if c.winner in (PALSGD_SIDE, BASELINE_SIDE)
+    )
     return MapResult(
         cells=cells,
         spec=spec.to_dict(),

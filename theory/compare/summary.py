@@ -23,7 +23,7 @@ import numpy as np
 from theory.compare.diagnose import diagnose
 from theory.compare.exact import Quadratic
 from theory.compare.methods import METHODS, PALSGD_METHODS
-from theory.compare.records import CellResult
+from theory.compare.records import BASELINE_SIDE, PALSGD_SIDE, CellResult
 
 __all__ = ["summarize", "largest_H"]
 
@@ -45,7 +45,7 @@ def _stats(ratios: list[float]) -> dict[str, Any]:
 
 def _why(c: CellResult, q: Quadratic) -> dict[str, Any]:
     out = {"cell": {"H": c.H, "eta": c.eta, "p": c.p, "zeta": c.zeta, "eps": c.eps}}
-    for side, (name, _) in (("palsgd", c.best_palsgd), ("baseline", c.best_baseline)):
+    for side, (name, _) in ((PALSGD_SIDE, c.best_palsgd), (BASELINE_SIDE, c.best_baseline)):
         if name is None:
             continue
         t = c.tuned[name]
@@ -80,10 +80,10 @@ def summarize(
                 }
         entry["largest_H"] = lh
         ratios = [c.ratio for c in cs if c.ratio is not None]
-        wins = [c for c in cs if c.winner == "palsgd"]
+        wins = [c for c in cs if c.winner == PALSGD_SIDE]
         entry["wins"] = [
-            {"H": c.H, "eta": c.eta, "p": c.p, "ratio": c.ratio, "palsgd": c.best_palsgd[0],
-             "baseline": c.best_baseline[0]}
+            {"H": c.H, "eta": c.eta, "p": c.p, "ratio": c.ratio, PALSGD_SIDE: c.best_palsgd[0],
+             BASELINE_SIDE: c.best_baseline[0]}
             for c in wins
         ]  # fmt: skip
         entry["losses"] = _stats([r for r in ratios if r > 1])

@@ -213,7 +213,7 @@ def _best(c: _Cell, e: int, m: Method, grid: Grid) -> Tuned:
         rounds=rounds,
         alpha=float(a),
         gamma=float(g) if m.has_outer else None,
-        mu=(grid.mu if m.outer == "nesterov" else 0.0) if m.has_outer else None,
+        mu=(grid.mu if m.nesterov else 0.0) if m.has_outer else None,
         alpha_edge=a_edge,
         gamma_edge=g_edge,
         configs=configs,

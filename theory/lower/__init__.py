@@ -7,8 +7,10 @@ iterates of those instances reach, which sizes them). This package imports
 neither sympy nor the upper-bound registry, so ``palsgd check`` shows the lower bounds
 without loading sympy.
 
-A lower bound has ``kind = "lower"``, ``name``, ``title``, ``provenance``, ``algorithms``,
-``parameters`` and ``evaluate(**values)``. It lives in a registry of its own
+A lower bound has ``kind = "lower"``, ``name``, ``title``, ``provenance``, ``algorithms``
+(names of the algorithm table, :mod:`theory.algorithm`, checked on registration; the
+heterogeneous instances' are derived from the table), ``parameters`` and
+``evaluate(**values)``. It lives in a registry of its own
 (:func:`register_lower`): :func:`theory.bounds.all_bounds`, :func:`theory.bounds.names` and
 :func:`theory.bounds.get` never return one, so nothing that iterates the upper bounds can
 treat it as one, and :func:`theory.bounds.register` refuses one.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from theory.algorithm import lookup
 from theory.lower.hetero import LOCAL_SGD_HETEROGENEITY_LOWER, InstanceLowerBound
 from theory.lower.quadratic import LOCAL_SGD_QUADRATIC_LOWER, ClosedFormLowerBound
 from theory.validation import UserInputError, check_choice
@@ -38,6 +41,11 @@ def register_lower(bound: Any) -> Any:
     """Add ``bound`` (``kind = "lower"``) to the lower-bound registry, never to the upper one."""
     if getattr(bound, "kind", None) != "lower" or not callable(getattr(bound, "evaluate", None)):
         raise TypeError("register_lower() takes a lower bound (kind = 'lower', with evaluate)")
+    for name in bound.algorithms:  # names of the algorithm table, as a bound's spec has them
+        if lookup(name, "algorithm").name != name:
+            raise UserInputError(
+                f"lower bound {bound.name!r}: write {lookup(name).name!r} for {name!r}"
+            )
     if bound.name in _LOWER and _LOWER[bound.name] is not bound:
         raise UserInputError(f"a lower bound named {bound.name!r} is already registered")
     _LOWER[bound.name] = bound

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.algorithm import OUTERS
+from theory.algorithm import ALGORITHMS, OUTERS, pull_coefficient
 from theory.lower.region import MAX_COIN_STEPS, no_coin_path, reach_history, sync_maps
 from theory.validation import UserInputError, check_choice, validate
 
@@ -99,7 +99,7 @@ def _worker_moments(
         with np.errstate(over="ignore", invalid="ignore"):
             return qt, bt, qt * qt, qt * bt, bt * bt
     u0, w0 = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
-    beta = alpha * eta / p
+    beta = pull_coefficient(alpha, eta, p)
     branches = ((1.0 - p, u0, 0.0, w0), (p, 1.0 - beta, beta, 0.0))
     out = np.zeros((5, n + 1))
     ea, eb, ea2, eab, eb2 = 1.0, 0.0, 1.0, 0.0, 0.0  # at t = 0 (x = z)
@@ -139,7 +139,7 @@ def _shared_mean_moments(groups, n: int, alpha: float, p: float, eta: float):
     """
     G = len(groups)
     w = np.array([g[0] for g in groups])
-    beta = alpha * eta / p
+    beta = pull_coefficient(alpha, eta, p)
     maps = []
     for gradient in (True, False):
         M = np.zeros((2 * G + 1, 2 * G + 1))
@@ -367,6 +367,15 @@ class InstanceLowerBound:
         return {**out, "outer": outer, "measured": measured, "coins": coins}
 
 
+#: the algorithms whose exact value the instances compute: the local methods of the exact
+#: moment recursion without a required warm-up (Local SGD, DiLoCo, PALSGD with either coin
+#: model; :data:`theory.algorithm.ALGORITHMS`)
+INSTANCE_ALGORITHMS = tuple(
+    a.name
+    for a in ALGORITHMS.values()
+    if a.exact == "moments" and a.local and a.warmup != "required"
+)
+
 LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
     name="local_sgd_heterogeneity_lower",
     title="Local SGD / PALSGD: exact value on a two-curvature heterogeneous instance (lower bound)",
@@ -374,7 +383,7 @@ LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
         "derived here: exact moments of Local SGD / PALSGD (independent or shared coins) on the "
         "piecewise-quadratic instances of theory.lower.hetero (docs/lower_bounds.md)"
     ),
-    algorithms=("local_sgd", "palsgd", "diloco"),
+    algorithms=INSTANCE_ALGORITHMS,
     parameters=("alpha", "L", "zeta", "K", "H", "T"),
     optional={"p": 0.0, "eta": 0.0, "gamma": 1.0, "mu": 0.0},
     notes=(

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from theory.algorithm import outer_step
+from theory.algorithm import outer_step, pull_coefficient
 
 __all__ = [
     "MAX_COIN_STEPS", "MAX_ROUNDS", "no_coin_path", "reach_history", "sync_maps", "tail_reach",
@@ -169,7 +169,7 @@ def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarra
     """
     if p == 0:
         return _reach_points(groups, lengths, alpha, outer, gamma, mu)
-    beta = alpha * eta / p
+    beta = pull_coefficient(alpha, eta, p)
     box = (0.0, 0.0, 0.0, 0.0)  # z and buf intervals
     reach, hist = 0.0, []
     for k, (rounds, n) in enumerate(lengths):

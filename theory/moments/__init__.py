@@ -1,8 +1,9 @@
 """Exact first and second moments of every algorithm on heterogeneous quadratics.
 
 Files: ``inputs.py`` the quadratics the recursions take (:class:`MatrixQuadratic`, the
-quadratics of :mod:`theory.problems`) reduced to A's eigenbasis; ``spec.py`` the algorithm
-spec normalised for the recursions; ``branches.py`` one local step's two branches and the
+quadratics of :mod:`theory.problems`) reduced to A's eigenbasis; ``spec.py`` the check that
+an :class:`~theory.algorithm.AlgorithmSpec` (the one spec every layer takes) has a moment
+recursion here; ``branches.py`` one local step's two branches and the
 closed forms of a round; ``step.py`` and ``exact.py`` the step-by-step second-moment
 recursion (:func:`exact_moments`, ``O(T d K^2)``); ``rounds.py`` the within-round moment
 recursion and the round map; ``oracle.py`` the fast exact oracle of one run by round

@@ -100,8 +100,7 @@ def oracle_batch(
             Hn = np.asarray(H, dtype=np.int64).reshape(-1)
             g_sum, c_sum, final = _local(
                 lam, y0, s2, Q, Kf, a, Tn, Hn, per(p, 0), per(eta, 0),
-                per(gamma, 1), per(mu, 0), shared, "nesterov" if nesterov else
-                "heavy_ball" if heavy_ball else "sgd", at_anchors,
+                per(gamma, 1), per(mu, 0), shared, nesterov, heavy_ball, at_anchors,
             )  # fmt: skip
         g, c = g_sum / Tn, c_sum / Tn
         if at_anchors and not minibatch:
@@ -120,7 +119,8 @@ def _minibatch(lam, y0, s2, K, a, T):
     return g, np.zeros_like(g), np.sum(lam**2 * w[..., 0], axis=1)
 
 
-def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, outer, at_anchors=False):
+def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, nesterov, heavy_ball,
+           at_anchors=False):  # fmt: skip
     rows = rounds.round_rows(s2, Q, K, shared)  # (4, N, D, 9): AA, VD, CA, CD as rows on u
     P = rounds.with_accumulators(rounds.step_matrix(lam, a, eta, p), list(rows))  # (N, D, 13, 13)
     u0 = np.zeros(lam.shape + (U + 4,))
@@ -130,10 +130,10 @@ def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, outer, at_anch
     uR = power_apply(P, rem, u0)  # the final partial round
     AA_H = np.einsum("ndi,ndi->nd", rows[0], uH[..., :U])
     VD_H = np.einsum("ndi,ndi->nd", rows[1], uH[..., :U])
-    if outer == "sgd":
+    if not (nesterov or heavy_ball):  # outer SGD without momentum
         zc, bc = rounds.outer_coefficients("sgd", gamma, 0.0)
     else:
-        zc, bc = rounds.outer_coefficients("nesterov" if outer == "nesterov" else "sgd", gamma, mu)
+        zc, bc = rounds.outer_coefficients("nesterov" if nesterov else "sgd", gamma, mu)
     M = rounds.round_map(uH[..., A1], AA_H, VD_H, zc, bc)  # (N, D, 6, 6)
     lam2 = lam**2
     zero = np.zeros(lam.shape + (6,))

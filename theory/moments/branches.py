@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from theory.algorithm import pull_coefficient
 from theory.validation import validate_one
 
 
@@ -42,10 +41,7 @@ def local_step_branches(lam: Any, alpha: Any, eta: Any, p: Any, s2: Any) -> tupl
     grad = Branch(prob=1 - p, scale=1 - cg * lam, pull=0 * lam, drift=cg * lam, noise=cg**2 * s2)
     if isinstance(p, int | float) and p == 0:
         return (grad,)
-    if isinstance(p, np.ndarray):
-        cp = np.where(p > 0, alpha * eta / np.where(p > 0, p, 1.0), 0.0)
-    else:
-        cp = alpha * eta / p
+    cp = pull_coefficient(alpha, eta, p)
     pull = Branch(prob=p, scale=1 - cp + 0 * lam, pull=cp + 0 * lam, drift=0 * lam, noise=0 * s2)
     return (grad, pull)
 

@@ -69,10 +69,10 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory.algorithm import is_landing_step, is_sync_step
+from theory.algorithm import AlgorithmSpec, is_landing_step, is_sync_step
 from theory.moments.branches import local_step_branches
 from theory.moments.inputs import EigenQuadratic, as_eig, check_x0
-from theory.moments.spec import MomentAlgo, as_algo
+from theory.moments.spec import local_start, moment_spec
 from theory.moments.step import (
     apply_linear,
     delayed_sync_matrix,
@@ -144,9 +144,9 @@ def exact_moments(
 
     ``problem``: a :class:`MatrixQuadratic`, a quadratic of :mod:`theory.problems`
     (``gaussian``, ``rademacher``, ``finite_sum`` or ``none`` noise), or any object with
-    ``A`` and ``b`` (see :func:`as_eig`). ``spec``: ``theory.simulate.AlgorithmSpec`` or
-    any object/dict with ``kind, alpha, H, p, eta, outer ('average'|'sgd'|'nesterov'),
-    gamma, mu, T0, coins ('independent'|'shared'), sync_offset, outer_steps_per_sync``;
+    ``A`` and ``b`` (see :func:`as_eig`). ``spec``: a :class:`theory.algorithm.AlgorithmSpec`
+    of a kind with a moment recursion, or a mapping of its fields read by
+    :meth:`~theory.algorithm.AlgorithmSpec.of` (:func:`theory.moments.spec.moment_spec`);
     ``kind='sgd'`` (also ``'minibatch'``, ``'ddp'``) runs minibatch SGD at every step.
     ``T``: number of steps (pull steps count). ``x0``: starting point (default: the
     problem's). All workers start at ``x0``; the anchor starts at ``x0`` (``T0 = 0``) or at
@@ -154,7 +154,7 @@ def exact_moments(
     shows a tqdm bar over the steps. Cost ``O(T d K^2 + (T/H) d K^3)``.
     """
     prob = as_eig(problem)
-    algo = as_algo(spec)
+    algo = moment_spec(spec)
     validate_one("T", T)
     run = _StepRun(prob, algo, prob.x0 if x0 is None else check_x0(x0, prob.b.shape[1]))
     # an unstable configuration overflows to inf: that is the answer, reported in meta
@@ -169,7 +169,7 @@ class _StepRun:
     """The state ``S`` (d, n, n) of one run (``n = K + 3``, ``K + 4`` with an overlapped
     sync's ``q``), its per-step records and the rounds."""
 
-    def __init__(self, prob: EigenQuadratic, algo: MomentAlgo, start: np.ndarray) -> None:
+    def __init__(self, prob: EigenQuadratic, algo: AlgorithmSpec, start: np.ndarray) -> None:
         self.prob, self.algo = prob, algo
         lam = prob.lam
         K, d = prob.b.shape
@@ -212,7 +212,7 @@ class _StepRun:
     def step(self, t: int) -> None:
         """Record the state before step ``t``, then apply the step (and a sync after it)."""
         algo, K, iz, lam = self.algo, self.K, self.iz, self.prob.lam
-        local = t >= algo.T0
+        local = t >= local_start(algo)
         if local and t == algo.T0:
             if algo.T0 > 0:
                 self.S = apply_linear(self.start_J, self.S)
@@ -234,7 +234,7 @@ class _StepRun:
         if not local:
             self.S = warm_step(S, K, 1 - algo.alpha * lam, self.warm_noise)
             return
-        self.S = local_step(S, K, self.step_map, self.prob.s2, algo.shared)
+        self.S = local_step(S, K, self.step_map, self.prob.s2, algo.shared_coins)
         T0 = int(algo.T0)
         if is_landing_step(t, T0, algo.H, algo.sync_offset, algo.sync_delay):
             self.finish(t + 1)
@@ -274,18 +274,7 @@ class _StepRun:
                 "K": K,
                 "d": d,
                 "T": T,
-                "alpha": algo.alpha,
-                "H": algo.H,
-                "p": algo.p,
-                "eta": algo.eta,
-                "outer": algo.outer,
-                "gamma": algo.gamma,
-                "mu": algo.mu,
-                "T0": None if math.isinf(algo.T0) else int(algo.T0),
-                "coins": "shared" if algo.shared else "independent",
-                "sync_offset": algo.sync_offset,
-                "outer_steps_per_sync": algo.outer_steps,
-                "sync_delay": algo.sync_delay,
+                **algo.to_dict(),
                 "diverged": not bool(np.all(np.isfinite(self.S))),
             },
         )

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from theory.algorithm import AlgorithmSpec
 from theory.moments.inputs import as_eig, check_x0
 from theory.moments.rounds import (
     A1,
@@ -60,7 +61,7 @@ from theory.moments.rounds import (
     step_matrix,
     with_accumulators,
 )
-from theory.moments.spec import MomentAlgo, as_algo
+from theory.moments.spec import local_start, moment_spec
 from theory.validation import UserInputError, validate_one
 
 __all__ = ["Directions", "OracleResult", "directions_of", "exact_oracle", "oracle_on"]
@@ -143,7 +144,7 @@ def exact_oracle(
 def oracle_on(dirs: Directions, spec: Any, *, T: int, curves: bool = False) -> OracleResult:
     """:func:`exact_oracle` on a reduced quadratic (see :class:`Directions`)."""
     validate_one("T", T)
-    algo = as_algo(spec)
+    algo = moment_spec(spec)
     if algo.sync_delay:
         raise UserInputError(
             f"sync_delay = {algo.sync_delay}: the round-map oracle has no overlapped sync; "
@@ -159,7 +160,7 @@ def oracle_on(dirs: Directions, spec: Any, *, T: int, curves: bool = False) -> O
 class _Run:
     """One evaluation: the warm-up phase, then the rounds of the local phase."""
 
-    def __init__(self, dirs: Directions, algo: MomentAlgo, T: int, curves: bool):
+    def __init__(self, dirs: Directions, algo: AlgorithmSpec, T: int, curves: bool):
         self.d, self.a, self.T, self.curves = dirs, algo, T, curves
         self.lam2 = dirs.lam**2
         self.g_sum = np.zeros_like(dirs.lam)  # per direction sum of E (lam ybar)^2
@@ -169,7 +170,8 @@ class _Run:
 
     def result(self) -> OracleResult:
         d, T, a = self.d, self.T, self.a
-        T0 = T if math.isinf(a.T0) else min(int(a.T0), T)
+        start = local_start(a)
+        T0 = T if math.isinf(start) else min(int(start), T)
         m = self._warmup(T0)  # (E y^2, E y) per direction after T0 minibatch steps
         final = self.lam2 * m[0]
         if T > T0:
@@ -272,7 +274,7 @@ class _Moments:
     ``a1[j] = E A_j``. Shapes ``(H+1, D)`` (:mod:`theory.moments.rounds`).
     """
 
-    def __init__(self, dirs: Directions, algo: MomentAlgo, H: int):
+    def __init__(self, dirs: Directions, algo: AlgorithmSpec, H: int):
         lam = dirs.lam
         self.lam2 = lam**2
         P = step_matrix(lam, algo.alpha, algo.eta, algo.p)  # (D, 9, 9)
@@ -285,12 +287,14 @@ class _Moments:
             U[m:hi] = np.einsum("dij,ndj->ndi", Pm, U[: hi - m])
             Pm = Pm @ Pm
             m *= 2
-        rows = round_rows(dirs.s2, dirs.Q, dirs.K, algo.shared)  # (4, D, 9)
+        rows = round_rows(dirs.s2, dirs.Q, dirs.K, algo.shared_coins)  # (4, D, 9)
         self.AA, self.VD, self.CA, self.CD = (np.einsum("di,ndi->nd", r, U) for r in rows)
         self.a1 = U[..., A1]
         self.cumAA, self.cumVD = _prefix(self.AA), _prefix(self.VD)
         self.cumCA, self.cumCD = _prefix(self.CA), _prefix(self.CD)
-        self.zc, self.bc = outer_coefficients(algo.outer, algo.gamma, algo.mu, algo.outer_steps - 1)
+        self.zc, self.bc = outer_coefficients(
+            algo.outer, algo.gamma, algo.mu, algo.outer_steps_per_sync - 1
+        )
 
     def grad_row(self, n: int) -> np.ndarray:
         """Row ``(6, D)``: the sum over steps ``j < n`` of ``E(lam ybar_j)^2`` as a function

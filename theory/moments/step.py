@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from theory.algorithm import outer_step
+from theory.algorithm import AlgorithmSpec
 from theory.moments.branches import Branch
-from theory.moments.spec import MomentAlgo
 
 
 def _branch_blocks(
@@ -119,7 +118,7 @@ def apply_linear(J: np.ndarray, S: np.ndarray) -> np.ndarray:
     return np.einsum("ij,djk,lk->dil", J, S, J, optimize=True)
 
 
-def sync_matrix(K: int, algo: MomentAlgo) -> np.ndarray:
+def sync_matrix(K: int, algo: AlgorithmSpec) -> np.ndarray:
     """Outer step and restart as a linear map on ``(x_1..x_K, z, buf, 1)`` (shifted coords).
 
     ``Delta = z - xbar``; the rows of ``z'`` and ``buf'`` are
@@ -133,10 +132,7 @@ def sync_matrix(K: int, algo: MomentAlgo) -> np.ndarray:
     delta_row = np.zeros(n)
     delta_row[:K] = -1.0 / K
     delta_row[iz] = 1.0
-    z_row, buf_row = outer_step(
-        J[iz].copy(), J[ib].copy(), delta_row, outer=algo.outer, gamma=algo.gamma,
-        mu=algo.mu, extra_steps=algo.outer_steps - 1,
-    )  # fmt: skip
+    z_row, buf_row = algo.outer_step(J[iz].copy(), J[ib].copy(), delta_row)
     J[ib] = buf_row
     J[:K] = z_row
     J[iz] = z_row
@@ -158,16 +154,13 @@ def delayed_sync_matrix(K: int) -> np.ndarray:
     return J
 
 
-def landing_matrix(K: int, algo: MomentAlgo) -> np.ndarray:
+def landing_matrix(K: int, algo: AlgorithmSpec) -> np.ndarray:
     """Landing of an overlapped sync on ``(x_1..x_K, z, buf, 1, q)``: ``(z', buf')`` is
     :func:`theory.algorithm.outer_step` on the rows of ``z``, ``buf`` and ``q``, then
     ``x_k <- x_k + z' - z`` and ``q <- 0``."""
     iz, ib, iq = K, K + 1, K + 3
     J = np.eye(K + 4)
-    z_row, buf_row = outer_step(
-        J[iz].copy(), J[ib].copy(), J[iq].copy(), outer=algo.outer, gamma=algo.gamma,
-        mu=algo.mu, extra_steps=algo.outer_steps - 1,
-    )  # fmt: skip
+    z_row, buf_row = algo.outer_step(J[iz].copy(), J[ib].copy(), J[iq].copy())
     J[:K] += z_row - J[iz]
     J[iz] = z_row
     J[ib] = buf_row

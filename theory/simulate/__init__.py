@@ -11,7 +11,7 @@ README): steps ``t = 0, ..., T-1``, pull steps count.
   model, so at ``t = T0`` the local phase starts with ``z = x``.
 * Local phase ``t >= T0``, each worker ``k`` of replica ``r``: coin
   ``b = theory.coins.pull_coins(spec.seed, p, step=t, worker=k, replica=r,
-  shared=spec.coins == "shared")``. ``b`` true: pull
+  shared=spec.shared_coins)``. ``b`` true: pull
   ``x_k <- x_k - (alpha*eta/p)(x_k - z)`` on the first ``ceil(pull_fraction*d)``
   coordinates, no gradient; else ``x_k <- x_k - (alpha/(1-p)) g_k(x_k)``. At ``p = 0`` there
   are no pulls and the learning rate is ``alpha`` (Local SGD).
@@ -124,6 +124,13 @@ def simulate(
         )
     if not isinstance(spec, AlgorithmSpec):
         raise UserInputError(f"spec must be an AlgorithmSpec, got {type(spec).__name__}")
+    if not spec.definition.simulated:
+        raise UserInputError(
+            f"the simulator does not run {spec.kind!r} ({spec.definition.label}); it runs "
+            f"{list(KINDS)}"
+        )
+    if spec.alpha is None:
+        raise UserInputError("spec.alpha is None: the simulator needs the learning rate alpha")
     validate(T=T, R=R)
     T, R = int(T), int(R)
     seed = check_int("seed", seed, 0, integral_floats=True)
@@ -166,7 +173,7 @@ def _per_replica(values: Mapping[str, Any] | None, spec: AlgorithmSpec, R: int) 
         out[name] = arr
     if "gamma" in out and spec.outer == "average":
         raise UserInputError("per_replica 'gamma' needs an outer optimiser ('sgd' or 'nesterov')")
-    if spec.kind == "easgd":
+    if spec.definition.elastic:
         raise UserInputError("per_replica hyperparameters are not available for EASGD")
     return out
 
@@ -176,7 +183,7 @@ def _start(problem: Problem, spec: AlgorithmSpec, R: int, K: int | None, x0: Any
     d = problem.d
     if K is not None and int(K) != problem.K:
         raise UserInputError(f"K = {K} does not match the problem's K = {problem.K} workers")
-    if spec.kind == "easgd":
+    if spec.definition.elastic:
         spec.elastic_coef(problem.K)  # the elastic coefficient must suit this K
     start = problem.x0() if x0 is None else np.asarray(x0, dtype=float)
     if start.shape not in ((d,), (R, d)):

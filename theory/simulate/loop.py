@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory.algorithm import AlgorithmSpec
+from theory.algorithm import AlgorithmSpec, pull_coefficient
 from theory.coins import CoinChunks
 from theory.problems import Problem
 from theory.simulate.trace import Trace
@@ -38,7 +38,7 @@ class RunLoop:
         self.problem, self.spec = problem, spec
         self.T, self.R, self.K, self.d = T, R, problem.K, problem.d
         self.seed, self.record_every = seed, record_every
-        self.easgd = spec.kind == "easgd"
+        self.easgd = spec.definition.elastic
         self.a_el = spec.elastic_coef(self.K) if self.easgd else 0.0
         #: pulls act on the first m coordinates
         self.m = min(self.d, math.ceil(spec.pull_fraction * self.d - 1e-12))
@@ -50,12 +50,11 @@ class RunLoop:
             eta = per_replica.get("eta", np.full(R, spec.eta))
             self.alpha = a
             self.lr_g = a / (1.0 - spec.p) if spec.p > 0 else a
-            self.c = a * eta / spec.p if spec.p > 0 else np.zeros(R)
+            self.c = pull_coefficient(a, eta, spec.p) if spec.p > 0 else np.zeros(R)
             self.gamma = per_replica.get("gamma")
         self.coins = None
         if spec.local and spec.p > 0:
-            shared = spec.coins == "shared"
-            self.coins = CoinChunks(spec.seed, spec.p, R, self.K, T, shared=shared)
+            self.coins = CoinChunks(spec.seed, spec.p, R, self.K, T, shared=spec.shared_coins)
         n_rec = (T + record_every - 1) // record_every
         self.n_rec = n_rec
         self.comm_rec = np.empty(n_rec)

@@ -1,7 +1,10 @@
 """Verification of the encoded convergence bounds (``palsgd verify``).
 
 A bound states ``(1/T) sum_{t<T} E||grad f(xbar_t)||^2 <= B(...)`` under step-size
-conditions. The run is a straight line, one file per role:
+conditions, for the algorithm spec it holds (:attr:`theory.bound.Bound.algorithm`: kind,
+coin model, outer updates); the verifier simulates exactly that spec with each design's
+hyperparameters (:func:`~theory.verify.sampling.bound_spec`), never guessing it from the
+formula. The run is a straight line, one file per role:
 
 * :mod:`~theory.verify.settings`: verdict labels, report columns, :class:`VerifySettings`;
 * :mod:`~theory.verify.designs`: term-isolating designs on quadratics, each a single source
@@ -58,10 +61,9 @@ from theory.verify.report import (
 from theory.verify.run import resolve_bounds, resolve_problems, run_verification
 from theory.verify.sampling import (
     ProblemCache,
-    algorithm_for,
     apply_declared_constants,
+    bound_spec,
     bound_values,
-    coins_for,
     problem_constants,
     sample_configs,
 )
@@ -87,7 +89,7 @@ __all__ = [
     "decide",
     "RateFit",
     "fit_power_law",
-    "algorithm_for",
+    "bound_spec",
     "sample_configs",
     "verify_configs",
     "run_verification",
@@ -96,7 +98,6 @@ __all__ = [
     "summary_of",
     "apply_declared_constants",
     "bound_values",
-    "coins_for",
     "problem_constants",
     "leading_exponent",
     "ProblemCache",

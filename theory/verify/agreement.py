@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from theory.algorithm import AlgorithmSpec
 from theory.validation import UserInputError
 from theory.verify.montecarlo import _finite_or_none, simulate_config
 from theory.verify.sampling import ProblemCache, _child_seed, problem_constants
@@ -145,7 +146,7 @@ def consensus_vs_H(
             cfg = Config(
                 bound="",
                 problem=problem_name,
-                algorithm=algo,
+                algorithm=AlgorithmSpec.of(algo),
                 K=K,
                 T=T,
                 alpha=alpha,

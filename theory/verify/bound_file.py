@@ -5,12 +5,16 @@ The file holds one bound, or a list of them under ``bounds:``, each a mapping::
     name: my_sgd                       # required, a new name
     expression: 2*F0/(alpha*T) + L*alpha*sigma**2/K   # required
     conditions: ["alpha*L <= 1"]       # a list, or a mapping name -> inequality
-    algorithm: sgd                     # sgd | local_sgd | palsgd | easgd (or a list)
-    coins: independent                 # independent | shared (PALSGD)
+    algorithm: sgd                     # a name of the algorithm table (theory.algorithm)
+    coins: independent                 # independent | shared (an algorithm with pull steps)
+    outer: average                     # the outer update(s) it covers: a name or a list
     assumptions: [A1, A2, A4]          # keys of theory.assumptions; A3iid for i.i.d. data
     recommended_step: sqrt(K/T)/L      # optional
     provenance: my notes, eq. 3        # optional
 
+A bound is stated for one algorithm (the verifier simulates exactly that spec, with the
+coin model ``coins`` and the outer update(s) ``outer``, default the algorithm's own); the
+assumption of its coin model (``S3``, ``S3s``) is added for an algorithm with pull steps.
 Formulas are read by :mod:`theory.safe_parse` (never evaluated as Python). Two bounds of
 one name in a file are refused. A relative path that does not exist in the working
 directory is looked up in the toolkit's own directory (where ``docs/examples/`` lives), so
@@ -23,23 +27,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from theory.assumptions import ALL_ASSUMPTIONS, Assumption
+from theory.algorithm import AlgorithmSpec
+from theory.assumptions import ALL_ASSUMPTIONS, COIN_ASSUMPTIONS
 from theory.bound import Bound
 from theory.validation import UserInputError, read_mapping_file
 from theory.validation_files import resolve_input_path
 
-__all__ = ["load_bound_file", "SHARED_COINS"]
+__all__ = ["load_bound_file"]
 
-#: the assumption a bound with ``coins: shared`` carries
-SHARED_COINS = Assumption(
-    "S3s", "shared coins", "one Bernoulli(p) coin per step, the same on every worker"
-)
 _KEYS = {a.key: a for a in ALL_ASSUMPTIONS}
 _FIELDS = {
-    "name", "expression", "conditions", "algorithm", "algorithms", "coins", "assumptions",
+    "name", "expression", "conditions", "algorithm", "coins", "outer", "assumptions",
     "recommended_step", "provenance", "title", "notes",
 }  # fmt: skip
-_ALGORITHMS = ("sgd", "ddp", "local_sgd", "palsgd", "easgd")
 
 
 def resolve_bound_file(path: str | os.PathLike) -> Path:
@@ -75,30 +75,23 @@ def _one(entry: Any, where: str) -> Bound:
             raise UserInputError(f"{where}: field '{need}' (text) is required")
     name = entry["name"].strip()
     where = f"{where}, bound {name!r}"
-    algos = entry.get("algorithms", entry.get("algorithm", "palsgd"))
-    algos = [algos] if isinstance(algos, str) else algos
-    if not isinstance(algos, list) or not all(isinstance(a, str) for a in algos):
-        raise UserInputError(f"{where}: 'algorithm' must be a name or a list of names")
-    bad = [a for a in algos if a not in _ALGORITHMS]
-    if bad:
-        raise UserInputError(f"{where}: unknown algorithm(s) {bad}; known: {list(_ALGORITHMS)}")
-    coins = entry.get("coins", "independent")
-    if coins not in ("independent", "shared"):
-        raise UserInputError(f"{where}: 'coins' must be 'independent' or 'shared', got {coins!r}")
+    spec, outers = _algorithm(entry, where)
     keys = entry.get("assumptions", ["A1", "A2", "A3", "A4"])
     if not isinstance(keys, list):
         raise UserInputError(f"{where}: 'assumptions' must be a list of keys")
-    missing = [k for k in keys if k not in _KEYS and k != "S3s"]
+    missing = [k for k in keys if k not in _KEYS]
     if missing:
         raise UserInputError(f"{where}: unknown assumption(s) {missing}; known: {sorted(_KEYS)}")
-    assumptions = [_KEYS[k] for k in keys if k in _KEYS]
-    if coins == "shared":
-        assumptions = [a for a in assumptions if a.key != "S3"] + [SHARED_COINS]
+    coin_keys = {a.key for a in COIN_ASSUMPTIONS.values()}
+    assumptions = [_KEYS[k] for k in keys if k not in coin_keys]
+    if spec.definition.pulls:
+        assumptions.append(COIN_ASSUMPTIONS[spec.coins])
     conds = entry.get("conditions", [])
     if not isinstance(conds, list | dict):
         raise UserInputError(f"{where}: 'conditions' must be a list or a mapping")
     kw: dict[str, Any] = {
-        "algorithms": tuple(algos),
+        "algorithm": spec,
+        "outers": outers,
         "assumptions": tuple(assumptions),
         "provenance": str(entry.get("provenance", f"user bound from {where}")),
         "title": str(entry.get("title", name)),
@@ -107,3 +100,26 @@ def _one(entry: Any, where: str) -> Bound:
     if entry.get("recommended_step") is not None:
         kw["recommended_step"] = str(entry["recommended_step"])
     return Bound.from_strings(name, entry["expression"], conds, **kw)
+
+
+def _algorithm(entry: dict[str, Any], where: str) -> tuple[AlgorithmSpec, tuple[str, ...]]:
+    """The spec a bound of the file is stated for (``algorithm``, ``coins``, ``outer``),
+    validated against the algorithm table, and the outer updates it covers."""
+    name = entry.get("algorithm", "palsgd")
+    if isinstance(name, list) and len(name) == 1:
+        name = name[0]
+    if not isinstance(name, str):
+        raise UserInputError(
+            f"{where}: 'algorithm' must be one name of the algorithm table (a bound is stated "
+            "for one algorithm; the p = 0 case of PALSGD is local_sgd)"
+        )
+    outers = entry.get("outer", [])
+    outers = [outers] if isinstance(outers, str) else outers
+    if not isinstance(outers, list) or not all(isinstance(o, str) for o in outers):
+        raise UserInputError(f"{where}: 'outer' must be an outer update or a list of them")
+    first = {"outer": outers[0]} if outers else {}
+    try:
+        spec = AlgorithmSpec.of(name, coins=entry.get("coins", "independent"), **first)
+    except UserInputError as exc:
+        raise UserInputError(f"{where}: {exc}") from None
+    return spec, tuple(outers)

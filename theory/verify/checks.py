@@ -16,9 +16,8 @@ from theory.verify.sampling import (
     ProblemCache,
     _child_seed,
     _max_step,
-    algorithm_for,
+    bound_spec,
     bound_values,
-    coins_for,
     problem_constants,
 )
 from theory.verify.settings import Config, VerifySettings
@@ -65,17 +64,17 @@ def leading_exponent(
 def _base_config(
     bound: Bound, problem: Any, settings: VerifySettings, *, K: int, T: int, seed: int
 ) -> tuple[Config, dict[str, float]]:
-    algo = algorithm_for(bound)
+    spec = bound_spec(bound)
+    row = spec.definition
     c = problem_constants(problem)
-    H = 4 if algo != "sgd" else 1
+    H = 4 if row.rounds else 1
     T = int(math.ceil(T / H) * H)
-    p = 0.2 if algo == "palsgd" else 0.0
-    eta = 0.5 * c["L"] if algo == "palsgd" else 0.0
-    outer = "sgd" if "gamma" in bound.parameters else "average"
+    p = 0.2 if row.pulls else 0.0
+    eta = 0.5 * c["L"] if row.pulls else 0.0
     cfg = Config(
         bound=bound.name,
         problem=problem.name,
-        algorithm=algo,
+        algorithm=spec,
         K=K,
         T=T,
         alpha=1.0,
@@ -83,8 +82,6 @@ def _base_config(
         p=p,
         eta=eta,
         gamma=1.0,
-        outer=outer,
-        coins=coins_for(bound),
         seed=seed,
         backend=settings.backend,
         device=settings.device,
@@ -137,7 +134,7 @@ def rate_check(
     """
     K = int(min(settings.K))
     base, c = _base_config(bound, problem, settings, K=K, T=1, seed=seed)
-    H = 2 if base.algorithm != "sgd" else 1
+    H = 2 if base.algorithm.definition.rounds else 1
     base = dataclasses.replace(base, H=H)
     Ts = sorted({int(math.ceil(t / H) * H) for t in settings.rate_T})
     vals = [bound_values(bound, c, {**dataclasses.asdict(base), "T": t, "alpha": 1.0}) for t in Ts]
@@ -175,7 +172,7 @@ def rate_check(
             {
                 "bound": bound.name,
                 "problem": problem.name,
-                "algorithm": base.algorithm,
+                "algorithm": base.kind,
                 "K": K,
                 "H": H,
                 "p": base.p,
@@ -245,7 +242,7 @@ def speedup_check(
         {
             "bound": bound.name,
             "problem": problem_name,
-            "algorithm": cfgs[0].algorithm,
+            "algorithm": cfgs[0].kind,
             "K1": 1,
             "K": Kbig,
             "H": cfgs[0].H,

@@ -42,13 +42,10 @@ def _covered(upper: Bound, lower: Any, d: dict[str, Any]) -> bool:
         return False
     if getattr(upper, "measured", "iterates") != d["measured"]:
         return False
-    if d["p"] > 0:
-        if fam.algorithm != "palsgd" or fam.coins != d["coins"]:
-            return False
-    elif fam.algorithm not in ("sgd", "local_sgd", "diloco", "palsgd"):
-        return False
+    if d["p"] > 0 and (not fam.uses_p or fam.coins != d["coins"]):
+        return False  # a design with pulls is a run of an algorithm with pulls, these coins
     if fam.uses_gamma:
-        return d["outer"] in ("sgd", "nesterov") or (d["gamma"] == 1 and d["mu"] == 0)
+        return d["outer"] in upper.outers or (d["gamma"] == 1 and d["mu"] == 0)
     return d["outer"] == "average"
 
 

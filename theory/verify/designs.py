@@ -73,13 +73,13 @@ def space_of(fam: Family) -> Space:
         free[[IDX["logit_p"], IDX["log10_eta"]]] = False
     if not fam.uses_gamma:
         free[IDX["log10_gamma"]] = False
-    if not fam.uses_mu or fam.outer == "heavy_ball":
+    if not fam.uses_mu or fam.outer in ("heavy_ball", "nesterov"):
         free[IDX["heavy_ball"]] = False
     if not fam.uses_mu:
         free[IDX["mu"]] = False
     if fam.full_rounds:  # measured over (or at the anchors of) full rounds only
         free[IDX["rem"]] = False
-    if fam.algorithm == "sgd":
+    if fam.minibatch:
         free[[IDX["log2_H"], IDX["rem"]]] = False
     if fam.pinned:  # the step is the bound's own
         free[IDX["log10_afrac"]] = False
@@ -118,7 +118,7 @@ def decode(
     L = 10.0 ** g["log10_L"]
     K = np.round(2.0 ** g["log2_K"])
     fam = space.family
-    H = np.ones_like(L) if fam.algorithm == "sgd" else np.round(2.0 ** g["log2_H"])
+    H = np.ones_like(L) if fam.minibatch else np.round(2.0 ** g["log2_H"])
     R = np.floor(2.0 ** g["log2_R"])
     if fam.full_rounds:  # T a multiple of H below T_MAX
         R = np.maximum(np.minimum(R, np.floor(T_MAX / H)), 1)
@@ -159,7 +159,7 @@ def _heavy_ball(fam: Family, coord: np.ndarray) -> np.ndarray:
     """1 for heavy-ball outer momentum, 0 for Nesterov (or no momentum)."""
     if fam.outer == "heavy_ball":
         return np.ones_like(coord)
-    return np.round(coord) if fam.uses_mu else np.zeros_like(coord)
+    return np.round(coord) if fam.uses_mu and fam.outer == "momentum" else np.zeros_like(coord)
 
 
 def _at_pinned_step(

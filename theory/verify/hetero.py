@@ -71,19 +71,19 @@ class HeteroResult:
         return asdict(self)
 
 
-#: the algorithms whose workers take local steps, so that heterogeneity reaches the iterates
-LOCAL_ALGORITHMS = ("local_sgd", "diloco", "palsgd")
-
-
 def coverage(bound: Bound) -> str:
     """``""`` when the heterogeneous instances test ``bound``, else why not (module docstring).
 
-    Decided from the assumptions: a bound declaring identical workers (``A3iid``) is not
-    tested; any other bound for an algorithm with local steps is, whatever its formula."""
+    Decided from the assumptions and the bound's algorithm: a bound declaring identical
+    workers (``A3iid``) is not tested; any other bound for an algorithm the instances run
+    (the algorithms of their lower bound, whose workers take local steps) is, whatever its
+    formula."""
     fam = family_of(bound)
     if fam.iid:
         return "declares identical workers (assumption A3iid)"
-    if fam.algorithm not in LOCAL_ALGORITHMS:
+    if fam.algorithm not in get_lower(LOWER).algorithms:
+        if fam.spec.local:
+            return f"the heterogeneous instances do not run its algorithm ({fam.algorithm})"
         return (
             f"its algorithm ({fam.algorithm}) takes every gradient at one common point, so "
             "heterogeneity has no effect on the iterates"
@@ -94,10 +94,6 @@ def coverage(bound: Bound) -> str:
 def applies(bound: Bound) -> bool:
     """Whether the heterogeneous instances test ``bound`` (:func:`coverage` is empty)."""
     return not coverage(bound)
-
-
-def _outers(bound: Bound) -> tuple[str, ...]:
-    return ("sgd", "nesterov") if "gamma" in bound.parameters else ("average",)
 
 
 def _args(bound: Bound, d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -163,7 +159,7 @@ def lower_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.nda
             lb.evaluate(
                 alpha=float(d["alpha"][i]), **args, outer=o, measured=measured, coins=fam.coins
             )
-            for o in _outers(bound)
+            for o in bound.outers
         )
     return out
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from theory.algorithm import outer_step
+from theory.algorithm import outer_step, pull_coefficient
 from theory.lower.hetero import horizons
 from theory.moments import oracle_batch
 
@@ -110,7 +110,7 @@ def _unit_moments(r: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, 
     m2 = (0.5 * (L + b)) ** 2
     coin = p > 0
     q = np.where(coin, 1.0 - p, 1.0)
-    beta = np.where(coin, alpha * eta / np.where(coin, p, 1.0), 0.0)
+    beta = pull_coefficient(alpha, eta, p)  # 0 where there is no coin
     prob = np.stack([q, np.where(coin, p, 0.0)], axis=1)  # (M, 2): gradient, pull
     a = np.zeros((M, 2, 3, 3))  # (design, branch, group, coefficient of (x, z, 1))
     a[:, 0, :, 0] = 1.0 - alpha[:, None] * h / q[:, None]
@@ -219,7 +219,7 @@ def _coin_reach(r: Mapping[str, np.ndarray]) -> np.ndarray:
     q = (1.0 - p)[:, None]
     u = 1.0 - alpha[:, None] * h / q
     w = -alpha[:, None] * np.array([1.0, -1.0, 0.0]) / q
-    beta = (alpha * eta / p)[:, None]
+    beta = pull_coefficient(alpha, eta, p)[:, None]  # coin rows only: p > 0
     wt = np.stack([K // 2, K // 2, K % 2], axis=1) / K[:, None]
     rows = np.asarray(r["rows"], dtype=float)
     zl, zh, bl, bh = (np.zeros(M) for _ in range(4))

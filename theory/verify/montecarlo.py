@@ -25,7 +25,7 @@ def simulate_config(problem: Any, cfg: Config, R: int, **extra: Any) -> Any:
             f"inconsistent dimensions: problem {cfg.problem!r} has K = "
             f"{problem.K} workers but the configuration has K = {cfg.K}"
         )
-    spec = sim.AlgorithmSpec(**{**cfg.spec_kwargs(), **extra})
+    spec = cfg.spec().replace(**extra) if extra else cfg.spec()
     with np.errstate(all="ignore"):
         return sim.simulate(
             problem, spec, T=cfg.T, R=R, seed=cfg.seed, backend=cfg.backend, device=cfg.device
@@ -55,7 +55,7 @@ def _evaluate_config(
     row = {
         "bound": bound.name,
         "problem": cfg.problem,
-        "algorithm": cfg.algorithm,
+        "algorithm": cfg.kind,
         "outer": cfg.outer,
         "coins": cfg.coins,
         "K": cfg.K,

@@ -28,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from theory.algorithm import ALGORITHMS, AlgorithmSpec
 from theory.bound import Bound
 from theory.moments import BatchResult, oracle_batch, oracle_batch_easgd
 from theory.validation import UserInputError
 from theory.verify.pinned import pinned_step
-from theory.verify.sampling import algorithm_for, coins_for
+from theory.verify.sampling import bound_spec
 
 __all__ = [
     "FIELDS",
@@ -56,8 +57,9 @@ FIELDS = (
 )  # fmt: skip
 _INT_FIELDS = ("K", "H", "T", "heavy_ball")
 
-#: algorithms with an exact oracle (theory.moments.oracle)
-EXACT_ALGORITHMS = ("sgd", "local_sgd", "diloco", "palsgd", "easgd", "slowmo_ar_sgd")
+#: algorithms a design measures exactly: an exact oracle in the table
+#: (:attr:`theory.algorithm.Algorithm.exact`) and no warm-up required (a design has none)
+EXACT_ALGORITHMS = tuple(a.name for a in ALGORITHMS.values() if a.exact and a.warmup != "required")
 
 #: algorithms whose workers all-reduce their stochastic gradients at the common point on
 #: every step and take a heavy-ball outer step every ``H`` steps: SlowMo over all-reduce SGD
@@ -66,7 +68,7 @@ EXACT_ALGORITHMS = ("sgd", "local_sgd", "diloco", "palsgd", "easgd", "slowmo_ar_
 #: variance ``sigma^2/K``), so the oracle measures them as Local SGD with one worker, noise
 #: variance ``sigma^2/K``, no heterogeneity and the outer heavy-ball step ``buf <- mu buf +
 #: (z - x)``, ``z <- z - gamma buf``, over full rounds only (``T`` a multiple of ``H``)
-ALL_REDUCE_ALGORITHMS = ("slowmo_ar_sgd",)
+ALL_REDUCE_ALGORITHMS = tuple(a.name for a in ALGORITHMS.values() if a.exact == "all_reduce")
 
 #: relative tolerance of the exact comparison (the oracle agrees with the step-by-step
 #: recursion to ~1e-12 relative; a ratio above 1 + REL_TOL is a violation)
@@ -80,25 +82,49 @@ VACUOUS_FACTOR = 1.0
 
 @dataclass(frozen=True)
 class Family:
-    """What a bound is verified as: simulator ``algorithm``, ``coins``, ``outer`` optimizer,
-    which of its parameters vary (``uses_p``, ``uses_gamma``, ``uses_mu``: outer momentum,
-    Nesterov or heavy ball), ``iid`` data, and what it measures (``anchors``: the average
-    of ``E||grad f(z_r)||^2`` over the anchors of the full rounds, for a bound whose
-    ``measured`` attribute is ``"anchors"``; else the per-step average at ``xbar_t``).
-    ``all_reduce``: an algorithm of :data:`ALL_REDUCE_ALGORITHMS` (outer ``"heavy_ball"``,
-    full rounds, heterogeneity without effect). ``pinned``: the bound is stated at one step,
-    its recommended one (:func:`pinned_step`), which every design takes."""
+    """What a bound is verified as: its algorithm ``spec`` (:attr:`theory.bound.Bound.algorithm`:
+    kind, coin model) and the outer update of the designs (``outer``: ``"average"``,
+    ``"sgd"`` (outer rate, no momentum), ``"momentum"`` (heavy ball and PyTorch Nesterov,
+    each design one of them), ``"nesterov"`` or ``"heavy_ball"`` alone: the bound's
+    :attr:`~theory.bound.Bound.outers` with its momentum parameter), which of its
+    parameters vary (``uses_gamma``, ``uses_mu``), ``iid`` data, and what it measures
+    (``anchors``: the average of ``E||grad f(z_r)||^2`` over the anchors of the full rounds,
+    for a bound whose ``measured`` attribute is ``"anchors"``; else the per-step average at
+    ``xbar_t``). ``pinned``: the bound is stated at one step, its recommended one
+    (:func:`pinned_step`), which every design takes."""
 
-    algorithm: str
-    coins: str
+    spec: AlgorithmSpec
     outer: str
-    uses_p: bool
     uses_gamma: bool
     iid: bool
     uses_mu: bool = False
     anchors: bool = False
-    all_reduce: bool = False
     pinned: bool = False
+
+    @property
+    def algorithm(self) -> str:
+        """The algorithm's name in the table."""
+        return self.spec.kind
+
+    @property
+    def coins(self) -> str:
+        return self.spec.coins
+
+    @property
+    def uses_p(self) -> bool:
+        """Whether the designs draw ``p`` and ``eta`` (an algorithm with pull steps)."""
+        return self.spec.definition.pulls
+
+    @property
+    def minibatch(self) -> bool:
+        """Whether a design is minibatch SGD (no rounds: ``H = 1``)."""
+        return not self.spec.definition.rounds
+
+    @property
+    def all_reduce(self) -> bool:
+        """An algorithm of :data:`ALL_REDUCE_ALGORITHMS` (outer heavy ball, full rounds,
+        heterogeneity without effect)."""
+        return self.algorithm in ALL_REDUCE_ALGORITHMS
 
     @property
     def exact(self) -> bool:
@@ -115,22 +141,27 @@ class Family:
         return self.anchors or self.all_reduce
 
 
+def _design_outer(outers: tuple[str, ...], uses_mu: bool) -> str:
+    """The outer update of the designs for a bound covering ``outers`` (:class:`Family`)."""
+    if set(outers) == {"sgd", "nesterov"}:
+        return "momentum"
+    if outers == ("sgd",):
+        return "heavy_ball" if uses_mu else "sgd"
+    return outers[0]
+
+
 def family_of(bound: Bound) -> Family:
-    """The :class:`Family` of ``bound`` (see :func:`theory.verify.sampling.algorithm_for`)."""
-    algo = algorithm_for(bound)
+    """The :class:`Family` of ``bound``: the spec it states (:func:`bound_spec`), never
+    guessed from its formula."""
+    spec = bound_spec(bound)
     uses = set(bound.parameters)
-    all_reduce = algo in ALL_REDUCE_ALGORITHMS
-    outer = "momentum" if "mu" in uses else "sgd" if "gamma" in uses else "average"
     return Family(
-        algorithm=algo,
-        coins=coins_for(bound),
-        outer="heavy_ball" if all_reduce else outer,
-        uses_p=algo == "palsgd",
+        spec=spec,
+        outer=_design_outer(tuple(bound.outers), "mu" in uses),
         uses_gamma="gamma" in uses or "mu" in uses,
         iid=any(a.key == "A3iid" for a in bound.assumptions),
         uses_mu="mu" in uses,
         anchors=getattr(bound, "measured", "iterates") == "anchors",
-        all_reduce=all_reduce,
         pinned=pinned_step(bound),
     )
 
@@ -233,7 +264,7 @@ def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
         y0 = np.where(d["F0"] > 0, np.sqrt(2 * d["F0"] / d["lam_F"]), 0.0)
         Q = np.where(d["zeta2"] > 0, d["zeta2"] / d["lam_z"] ** 2, 0.0)
-    if fam.algorithm == "easgd":  # i.i.d. data only (its bound assumes A3iid)
+    if fam.spec.definition.elastic:  # i.i.d. data only (its bound assumes A3iid)
         return oracle_batch_easgd(
             lam,
             np.stack([z, y0, z, z], axis=1),
@@ -258,8 +289,8 @@ def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
         eta=d["eta"],
         gamma=d["gamma"],
         mu=d.get("mu", z),
-        minibatch=fam.algorithm == "sgd",
-        shared=fam.coins == "shared",
+        minibatch=fam.minibatch,
+        shared=fam.spec.shared_coins,
         at_anchors=fam.anchors,
     )
     if not fam.uses_mu:
@@ -284,7 +315,7 @@ def _measure_all_reduce(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
     ``K`` independent noises."""
     one = np.ones_like(np.asarray(d["L"], dtype=float))
     local = {**d, "K": one, "sigma2": d["sigma2"] / d["K"], "zeta2": 0 * one, "p": 0 * one}
-    base = replace(fam, algorithm="local_sgd", all_reduce=False, iid=True)
+    base = replace(fam, spec=AlgorithmSpec.of("local_sgd"), outer="heavy_ball", iid=True)
     return measure(base, {**local, "eta": 0 * one, "heavy_ball": one})
 
 

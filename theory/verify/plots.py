@@ -214,7 +214,9 @@ def plot_consensus(rows: Sequence[Mapping[str, Any]], directory: Path) -> list[s
         m = np.array([_num(r["consensus_mean"]) for r in rs])
         se = np.array([_num(r["consensus_se"]) for r in rs])
         extra = (
-            f" (p={_num(rs[0]['p']):.2g}, eta={_num(rs[0]['eta']):.2g})" if a == "palsgd" else ""
+            f" (p={_num(rs[0]['p']):.2g}, eta={_num(rs[0]['eta']):.2g})"
+            if any(_num(r["p"]) > 0 for r in rs)
+            else ""
         )
         pos = m > 1e-12 * max(1.0, float(np.nanmax(m)))  # H = 1: no consensus error at all
         ax.errorbar(

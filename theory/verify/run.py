@@ -31,8 +31,7 @@ from theory.verify.sampling import (
     ProblemCache,
     _child_seed,
     _needs_iid,
-    _simulator_kinds,
-    algorithm_for,
+    bound_spec,
     bound_values,
     problem_constants,
     sample_configs,
@@ -111,22 +110,22 @@ def _monte_carlo_plan(
     problem's constants, is skipped with the reason; a bound verified exactly is not sampled
     again on the quadratic.
     """
-    kinds = set(_simulator_kinds())
     items: list[tuple[Bound, Any, Config]] = []
     skipped: list[dict[str, Any]] = []
     verifiable: list[Bound] = []
     exact_only = [pn for pn in pnames if pn != "quadratic"]
     for bi, bound in enumerate(bounds):
-        algo = algorithm_for(bound)
+        spec = bound_spec(bound)
+        algo, simulated = spec.kind, spec.definition.simulated
         reason = None
-        if algo not in kinds and bound.name in done_exactly:
+        if not simulated and bound.name in done_exactly:
             if not exact_only:
                 continue  # verified exactly on every quadratic of the class above
             reason = (
                 f"{NOT_VERIFIABLE}: Monte Carlo on {', '.join(exact_only)}: simulator lacks "
                 f"{algo} (verified exactly on quadratics)"
             )
-        elif algo not in kinds:
+        elif not simulated:
             reason = f"{NOT_VERIFIABLE}: simulator lacks {algo}"
         else:
             consts = [

@@ -9,42 +9,20 @@ from typing import Any
 
 import numpy as np
 
-from theory.assumptions import coins_of
+from theory.algorithm import AlgorithmSpec
 from theory.bound import Bound
 from theory.validation import UserInputError
-from theory.verify.settings import _KIND_OF, Config, VerifySettings
+from theory.verify.settings import Config, VerifySettings
 
 
-def algorithm_for(bound: Bound) -> str:
-    """Simulator kind of a bound: ``sgd``/``ddp`` -> ``sgd``, ``local_sgd``, ``palsgd``, ...
-
-    A bound depending on ``p`` is a PALSGD bound even if it also lists ``local_sgd``; one
-    free of ``p`` that lists ``local_sgd`` is simulated as Local SGD.
-    Other algorithm names are returned as given (verified exactly where an exact oracle
-    covers them, :data:`theory.verify.oracle.EXACT_ALGORITHMS`; else not verifiable).
-    """
-    algos = [a.lower() for a in bound.algorithms]
-    if not algos:
+def bound_spec(bound: Bound) -> AlgorithmSpec:
+    """The algorithm spec ``bound`` is stated for (:attr:`theory.bound.Bound.algorithm`,
+    with its coin model and outer update): what the verifier simulates, with each design's
+    hyperparameters. A bound that states none cannot be simulated."""
+    spec = getattr(bound, "algorithm", None)
+    if spec is None:
         raise UserInputError(f"bound {bound.name!r} names no algorithm; cannot simulate it")
-    if "p" in bound.parameters and "palsgd" in algos:
-        return "palsgd"
-    if "p" not in bound.parameters and "local_sgd" in algos:
-        return "local_sgd"  # a p-free statement listing Local SGD is its p = 0 case
-    for a in algos:
-        if a in _KIND_OF:
-            return _KIND_OF[a]
-    return algos[0]
-
-
-def coins_for(bound: Bound) -> str:
-    """``"shared"`` for a bound stated for shared coins, else ``"independent"``
-    (:func:`theory.assumptions.coins_of`)."""
-    return coins_of(bound.name, bound.assumptions)
-
-
-def _simulator_kinds() -> tuple[str, ...]:
-    """The algorithm kinds :mod:`theory.simulate` implements (its ``KINDS``)."""
-    return tuple(importlib.import_module("theory.simulate").KINDS)
+    return spec
 
 
 def _child_seed(seed: int, *key: int) -> int:
@@ -256,14 +234,15 @@ def sample_configs(
 
     ``K`` and ``T`` come from the settings' lists; ``H`` from {2, 4, 8, 16} (1 for SGD; ``T``
     is rounded up to a multiple of ``H``); ``p ~ U[0.1, 0.5]`` and ``eta = L * u`` with
-    ``log u ~ U[log 0.1, log 1]`` for PALSGD; ``gamma ~ U[0.5, 1.5]`` when the bound depends
-    on it (outer SGD). The step: about half of the inside configurations use the bound's
+    ``log u ~ U[log 0.1, log 1]`` for an algorithm with pulls; ``gamma ~ U[0.5, 1.5]`` when the
+    bound depends on it (its spec's outer update: outer SGD). The step: about half of the inside configurations use the bound's
     recommended step (clipped to the largest feasible step ``alpha_max``), the others
     ``alpha_max * u`` with ``log u ~ U[log 0.05, 0]``; outside configurations use
     ``alpha_max * u`` with ``u ~ U[1.2, 1.8]``.
     """
     rng = np.random.default_rng(seed)
-    algo = algorithm_for(bound)
+    spec = bound_spec(bound)
+    row = spec.definition
     n_in, n_out = settings.configs, settings.outside
     n = n_in + n_out
     if n == 0:
@@ -271,13 +250,11 @@ def sample_configs(
     Ks = rng.choice(np.asarray(settings.K), size=n)
     Ts = rng.choice(np.asarray(settings.T), size=n)
     uses = set(bound.parameters)
-    local = algo != "sgd"
-    Hs = rng.choice([2, 4, 8, 16], size=n) if local else np.ones(n, dtype=int)
+    Hs = rng.choice([2, 4, 8, 16], size=n) if row.rounds else np.ones(n, dtype=int)
     Ts = (np.ceil(Ts / Hs) * Hs).astype(int)
-    ps = rng.uniform(0.1, 0.5, size=n) if algo == "palsgd" else np.zeros(n)
+    ps = rng.uniform(0.1, 0.5, size=n) if row.pulls else np.zeros(n)
     eta_u = np.exp(rng.uniform(np.log(0.1), 0.0, size=n))
     gammas = rng.uniform(0.5, 1.5, size=n) if "gamma" in uses else np.ones(n)
-    outer = "sgd" if "gamma" in uses else "average"
     frac_in = np.exp(rng.uniform(np.log(0.05), 0.0, size=n))
     frac_out = rng.uniform(1.2, 1.8, size=n)
     use_rec = rng.random(size=n) < 0.5
@@ -287,7 +264,7 @@ def sample_configs(
         K = int(Ks[i])
         prob = problems.get(problem_name, K, iid=iid)
         c = problem_constants(prob)
-        eta = float(c["L"] * eta_u[i]) if algo == "palsgd" else 0.0
+        eta = float(c["L"] * eta_u[i]) if row.pulls else 0.0
         cfg = {
             "K": K,
             "H": int(Hs[i]),
@@ -296,7 +273,7 @@ def sample_configs(
             "eta": eta,
             "gamma": float(gammas[i]),
         }
-        redraws = 20 if algo == "palsgd" and i < n_in else 0
+        redraws = 20 if row.pulls and i < n_in else 0
         vals, amax = _feasible_step(bound, c, cfg, rng, redraws)
         eta = cfg["eta"]
         ps[i] = cfg["p"]
@@ -308,7 +285,7 @@ def sample_configs(
             Config(
                 bound=bound.name,
                 problem=problem_name,
-                algorithm=algo,
+                algorithm=spec,
                 K=K,
                 T=int(Ts[i]),
                 alpha=alpha,
@@ -316,8 +293,6 @@ def sample_configs(
                 p=float(ps[i]),
                 eta=eta,
                 gamma=float(gammas[i]),
-                outer=outer,
-                coins=coins_for(bound),
                 alpha_role=role,
                 alpha_max=amax,
                 seed=_child_seed(seed, 3, i),

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from theory.algorithm import AlgorithmSpec
 from theory.validation import UserInputError, check_memory, validate_one
 
 __all__ = [
@@ -167,22 +168,12 @@ CONSENSUS_COLUMNS = (
     "grad_norm_sq_se",
 )
 
-#: bound algorithm name -> simulator kind, in order of preference
-_KIND_OF = {
-    "palsgd": "palsgd",
-    "local_sgd": "local_sgd",
-    "sgd": "sgd",
-    "ddp": "sgd",
-    "minibatch_sgd": "sgd",
-    "easgd": "easgd",
-    "diloco": "diloco",
-    "post_local_sgd": "post_local_sgd",
-}
-
 
 @dataclass(frozen=True)
 class Config:
-    """One configuration to simulate and test.
+    """One configuration to simulate and test: the bound's algorithm spec (``algorithm``,
+    :attr:`theory.bound.Bound.algorithm`; a table name is read as its spec) with these
+    hyperparameters (:meth:`spec`).
 
     ``alpha_role``: ``"recommended"`` (the bound's step, clipped to the largest feasible
     step), ``"fraction"`` (a fraction of the largest feasible step), ``"outside"`` (beyond
@@ -191,7 +182,7 @@ class Config:
 
     bound: str
     problem: str
-    algorithm: str
+    algorithm: AlgorithmSpec
     K: int
     T: int
     alpha: float
@@ -199,8 +190,6 @@ class Config:
     p: float = 0.0
     eta: float = 0.0
     gamma: float = 1.0
-    outer: str = "average"
-    coins: str = "independent"
     alpha_role: str = "given"
     alpha_max: float = math.nan
     seed: int = 0
@@ -208,28 +197,39 @@ class Config:
     backend: str = "numpy"
     device: str | None = None
 
-    def spec_kwargs(self) -> dict[str, Any]:
-        return dict(
-            kind=self.algorithm,
-            alpha=self.alpha,
-            H=self.H,
-            p=self.p,
-            eta=self.eta,
-            outer=self.outer,
-            gamma=self.gamma,
-            coins=self.coins,
-            seed=self.seed,
+    def __post_init__(self) -> None:
+        if isinstance(self.algorithm, str):  # a name of the table: its spec
+            object.__setattr__(self, "algorithm", AlgorithmSpec.of(self.algorithm))
+
+    @property
+    def kind(self) -> str:
+        """The algorithm's name in the table."""
+        return self.algorithm.kind
+
+    @property
+    def outer(self) -> str:
+        return self.algorithm.outer
+
+    @property
+    def coins(self) -> str:
+        return self.algorithm.coins
+
+    def spec(self) -> AlgorithmSpec:
+        """The spec simulated: the algorithm with this configuration's hyperparameters."""
+        return self.algorithm.replace(
+            alpha=self.alpha, H=self.H, p=self.p, eta=self.eta, gamma=self.gamma, seed=self.seed
         )
 
     def summary(self) -> str:
+        row = self.algorithm.definition
         parts = [f"K={self.K}"]
-        if self.algorithm != "sgd":
+        if row.rounds:
             parts.append(f"H={self.H}")
-        if self.algorithm == "palsgd":
+        if row.pulls:
             parts += [f"p={self.p:.2g}", f"eta={self.eta:.2g}"]
         if self.outer != "average":
             parts.append(f"gamma={self.gamma:.2g}")
-        if self.coins != "independent" and self.algorithm == "palsgd":
+        if row.pulls and self.algorithm.shared_coins:
             parts.append(f"coins={self.coins}")
         parts += [f"alpha={self.alpha:.3g}", f"T={self.T}"]
         return " ".join(parts)

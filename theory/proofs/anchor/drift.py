@@ -28,6 +28,7 @@ from theory.proofs.anchor.notation import (
     eta,
     mpull,
     p,
+    route,
     sigma,
     tt,
 )
@@ -213,7 +214,7 @@ def o8b_drift_horizon_cap(o7: Lemma) -> Lemma:
 def o8s_summed_drift(kind: str) -> Lemma:
     """O8s: the summed drift S <= 2 A from S <= rho_S S + A and rho_S <= 1/2 (Theorem 1 route)."""
     Ssum, Aterm = sp.symbols("S_D A_D", **_nn)
-    if kind == "local_sgd":
+    if not route(kind)[0]:  # no pulls: Local SGD
         rhoS = 4 * alpha**2 * L**2 * H * (H - 1) / 2
         cond = Hypothesis.condition("P3", 2 * alpha**2 * L**2 * H * (H - 1), sp.Rational(1, 2))
     else:

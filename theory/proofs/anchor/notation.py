@@ -9,7 +9,23 @@ import sympy as sp
 from theory import symbols as S
 from theory.proofs.lemmas import Domain
 
-KINDS = ("palsgd", "pull_aware", "local_sgd")
+#: the drift routes of Theorem 2 (``docs/anchor_theorem.md``): whether the algorithm pulls
+#: (PALSGD; Local SGD is its ``p = 0`` case) and whether the drift horizon is the pull-aware
+#: ``min(H - 1, 2/(alpha (eta - L)))`` (``eta > L``) instead of the summed drift
+ROUTES: dict[str, tuple[bool, bool]] = {
+    "palsgd": (True, False),
+    "pull_aware": (True, True),
+    "local_sgd": (False, False),
+}
+KINDS = tuple(ROUTES)
+
+
+def route(kind: str) -> tuple[bool, bool]:
+    """``(pulls, pull_aware)`` of the route ``kind`` (one of :data:`KINDS`)."""
+    if kind not in ROUTES:
+        raise ValueError(f"kind must be one of {KINDS}")
+    return ROUTES[kind]
+
 
 L, sigma, zeta, F0 = S.L, S.sigma, S.zeta, S.F0
 K, H, T, R = S.K, S.H, S.T, S.R
@@ -63,11 +79,10 @@ def round_constants(h: sp.Expr) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
 
 def pieces(kind: str) -> dict[str, sp.Expr]:
     """The constants of Theorem 2 for ``kind`` (see the docs for their meaning)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}")
+    pulls, pull_aware = route(kind)
     gp = gamma / (1 - mu)  # effective outer learning rate
     Lo = L * (1 + mu) / (1 - mu)  # outer curvature (L at mu = 0)
-    if kind == "local_sgd":
+    if not pulls:
         cp, nu, q1, hlo, hup = sp.S.Zero, sp.S.Zero, sp.S.One, H, H
         one_minus_p = sp.S.One
     else:
@@ -75,14 +90,14 @@ def pieces(kind: str) -> dict[str, sp.Expr]:
         nu = 2 * (1 - p) * eta**2 / p + 4 * p * L**2 / (1 - p)
         q1 = 1 + alpha * eta * H
         hlo = H / q1
-        hup = smooth_min(H, 1 / (alpha * eta)) if kind == "pull_aware" else H
+        hup = smooth_min(H, 1 / (alpha * eta)) if pull_aware else H
         one_minus_p = 1 - p
-    if kind == "pull_aware":
+    if pull_aware:
         m = eta - L
         M = smooth_min(H - 1, 2 / (alpha * m))
         XG = M * (alpha / m + 4 * p * alpha**2 / (1 - p))
         Xs = M * alpha**2 / (1 - p)
-    elif kind == "palsgd":
+    elif pulls:
         XG = 8 * alpha**2 * q1 * (H - 1) * (H / 3 + p / (1 - p))
         Xs = 2 * alpha**2 * q1 * (H - 1) / (1 - p)
     else:

@@ -13,7 +13,20 @@ import sympy as sp
 from theory.bound import Condition
 from theory.proofs import palsgd as theorem1
 from theory.proofs.anchor import drift, outer, rounds
-from theory.proofs.anchor.notation import GENERIC, KINDS, H, Hlo, Hup, L, R, T, alpha, eta, pieces
+from theory.proofs.anchor.notation import (
+    GENERIC,
+    KINDS,
+    H,
+    Hlo,
+    Hup,
+    L,
+    R,
+    T,
+    alpha,
+    eta,
+    pieces,
+    route,
+)
 from theory.proofs.lemmas import CheckResult, Lemma, by_key
 
 
@@ -79,7 +92,7 @@ def _conditions(kind: str, chain: list[Lemma]) -> list[Condition]:
                 rel = h.relation
                 lhs, rhs = sp.sympify(rel.lhs).xreplace(sub), sp.sympify(rel.rhs).xreplace(sub)
                 seen[h.name] = Condition(h.name, sp.Le(lhs, rhs, evaluate=False), h.description)
-    if kind != "local_sgd":
+    if route(kind)[0]:  # the pulls' weights
         seen.setdefault(
             "P1", Condition("P1", sp.Le(alpha * eta, 1), "alpha eta <= 1 (pull weights in [0, 1])")
         )

@@ -1,0 +1,250 @@
+"""The algorithm table: every algorithm the toolkit knows, with its parts, once.
+
+:data:`ALGORITHMS` is the one table of algorithm definitions (:class:`Algorithm`): name,
+aliases, local steps or not, pull steps or not, warm-up, allowed outer updates, coin models,
+exact oracle, simulator, distributed implementation. Every list of names, argparse choice
+and help text of the toolkit is derived from it (the name lists below,
+:func:`distributed_choices`, :func:`describe_choices`); :data:`PRESETS` names compositions
+of its parts. The rules it implies for one run are :mod:`theory.algorithm.spec`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from theory.sync import OUTERS
+from theory.validation import ParameterError, check_choice, check_int
+
+__all__ = [
+    "Algorithm", "Preset", "ALGORITHMS", "PRESETS", "COINS", "NAMES", "KINDS",
+    "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "DILOCO_DEFAULT_GAMMA",
+    "DILOCO_DEFAULT_MU", "LABELS", "lookup", "distributed_choices", "describe_choices",
+    "check_sync_delay", "authors_sync_offset",
+]  # fmt: skip
+
+#: the coin models of the pull steps: one coin per worker and step, or one for all workers
+COINS = ("independent", "shared")
+#: warm-up rules (:attr:`Algorithm.warmup`)
+WARMUPS = ("none", "optional", "required", "ignored")
+#: exact oracles (:attr:`Algorithm.exact`): the moment recursions of :mod:`theory.moments`,
+#: EASGD's batched recursion, or Local SGD with one worker (an all-reduce base)
+EXACT = ("moments", "elastic", "all_reduce", "")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One row of the algorithm table.
+
+    ``local``: the workers take local steps between syncs (minibatch SGD and an all-reduce
+    base average their gradients at every step). ``rounds``: a sync closes every ``H``
+    steps. ``pulls``: pull steps toward the anchor (``p > 0`` allowed). ``warmup``: the
+    DDP warm-up ``T0``: ``"none"`` (``T0 = 0``; :attr:`warmup_name` has one),
+    ``"optional"``, ``"required"`` (``T0 >= 1``) or ``"ignored"`` (every step already
+    averages). ``outers``: the outer updates allowed, the default first, with the default
+    ``gamma`` and ``mu`` of a non-averaging one; ``outer_name``: the algorithm that runs the
+    same rounds with an outer optimiser (Local SGD's is DiLoCo's rounds). ``coins``: the coin models of the pulls.
+    ``elastic``: EASGD's elastic mixing instead of a restart from the anchor. ``exact``:
+    its exact oracle (:data:`EXACT`). ``simulated``: :mod:`theory.simulate` runs it.
+    ``distributed``: its name on ``torch.distributed`` (``""``: none), shown as
+    ``distributed_label`` where that differs from ``label``. ``sync_shift``: the
+    authors' code tests the sync on ``global_step + sync_shift`` (:func:`authors_sync_offset`).
+    """
+
+    name: str
+    label: str
+    summary: str
+    source: str
+    aliases: tuple[str, ...] = ()
+    local: bool = True
+    rounds: bool = True
+    pulls: bool = False
+    warmup: str = "optional"
+    warmup_name: str = ""
+    outer_name: str = ""
+    outers: tuple[str, ...] = ("average",)
+    gamma: float = 1.0
+    mu: float = 0.0
+    coins: tuple[str, ...] = ("independent",)
+    elastic: bool = False
+    exact: str = "moments"
+    simulated: bool = True
+    distributed: str = ""
+    distributed_label: str = ""
+    sync_shift: int = 0
+
+    def __post_init__(self) -> None:
+        assert self.warmup in WARMUPS and self.exact in EXACT
+        assert set(self.outers) <= set(OUTERS) and set(self.coins) <= set(COINS)
+
+    @property
+    def warms_up(self) -> bool:
+        """Whether it runs a DDP warm-up of ``T0`` steps (optional or required)."""
+        return self.warmup in ("optional", "required")
+
+    @property
+    def overlappable(self) -> bool:
+        """Whether its sync can overlap the local steps (``sync_delay``): rounds of local
+        steps closed by an outer update (not EASGD's elastic mixing)."""
+        return self.local and self.rounds and not self.elastic
+
+
+_TABLE = (
+    Algorithm(
+        "sgd", "minibatch SGD (DDP)", "gradients averaged at every step",
+        "Ghadimi & Lan 2013; torch DistributedDataParallel",
+        aliases=("ddp", "minibatch", "minibatch_sgd", "mbsgd"), local=False, rounds=False,
+        warmup="ignored", distributed="ddp", distributed_label="DDP",
+    ),
+    Algorithm(
+        "local_sgd", "Local SGD", "H local steps, then the models are averaged",
+        "Stich, ICLR 2019; Lin et al., ICLR 2020", warmup="none",
+        warmup_name="post_local_sgd", outer_name="diloco", distributed="local_sgd",
+    ),
+    Algorithm(
+        "post_local_sgd", "Post-Local SGD", "T0 >= 1 DDP warm-up steps, then Local SGD",
+        "Lin et al., ICLR 2020", warmup="required", outer_name="diloco",
+        distributed="post_local_sgd",
+    ),
+    Algorithm(
+        "diloco", "DiLoCo", "Local SGD rounds with an outer optimiser (Nesterov 0.7/0.9)",
+        "Douillard et al. 2023, Sec. 2", outers=("nesterov", "sgd"), gamma=0.7, mu=0.9,
+        distributed="diloco",
+    ),
+    Algorithm(
+        "palsgd", "PALSGD", "with probability p a pull toward the anchor, else a gradient step",
+        "Naganuma et al., TMLR 2025, Algorithm 1", pulls=True,
+        outers=("average", "sgd", "nesterov"), coins=COINS, distributed="palsgd", sync_shift=1,
+    ),
+    Algorithm(
+        "easgd", "EASGD", "elastic mixing of the workers and a centre every H steps",
+        "Zhang, Choromanska & LeCun, NeurIPS 2015; Wang & Joshi, JMLR 2021, Sec. 4",
+        elastic=True, exact="elastic",
+    ),
+    Algorithm(
+        "slowmo_ar_sgd", "SlowMo over all-reduce SGD",
+        "gradients averaged at every step, an outer heavy-ball step every H steps",
+        "Wang, Tantia, Ballas & Rabbat, ICLR 2020, eqs. (2)-(3)", local=False, warmup="none",
+        outers=("sgd",), exact="all_reduce", simulated=False,
+    ),
+)  # fmt: skip
+
+#: the algorithm table, by name
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in _TABLE}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named composition of the table's parts: a base algorithm and the values it fixes
+    (an outer update, its rate and momentum); given values override them."""
+
+    name: str
+    base: str
+    label: str
+    summary: str
+    source: str
+    values: tuple[tuple[str, Any], ...]
+
+
+#: named compositions (a new variant of existing parts is one entry here; docs/algorithms.md)
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "slowmo", "diloco", "SlowMo over Local SGD",
+            "Local SGD rounds with an outer SGD step of slow momentum (heavy ball)",
+            "Wang, Tantia, Ballas & Rabbat, ICLR 2020, Algorithm 1 with the Local SGD base; "
+            "slow rate 1, slow momentum 0.5 (fairscale SlowMoDistributedDataParallel defaults)",
+            (("outer", "sgd"), ("gamma", 1.0), ("mu", 0.5)),
+        ),
+    )
+}  # fmt: skip
+
+#: every algorithm the toolkit runs (simulated or distributed), with the distributed names
+NAMES = tuple(
+    dict.fromkeys(
+        n for a in _TABLE if a.simulated or a.distributed for n in (a.name, a.distributed) if n
+    )
+)
+#: the algorithms of the simulator and the exact recursions (:mod:`theory.simulate`)
+KINDS = tuple(a.name for a in _TABLE if a.simulated)
+#: the algorithms on ``torch.distributed``
+DISTRIBUTED_NAMES = tuple(a.distributed for a in _TABLE if a.distributed)
+#: the algorithms with rounds of local steps closed by an outer update
+LOCAL_NAMES = tuple(a.name for a in _TABLE if a.overlappable)
+#: the algorithms that take a DDP warm-up of ``T0`` steps
+WARMUP_NAMES = tuple(a.name for a in _TABLE if a.warms_up)
+#: DiLoCo's outer Nesterov settings (Douillard et al. 2023, Sec. 2: lr 0.7, momentum 0.9)
+DILOCO_DEFAULT_GAMMA = ALGORITHMS["diloco"].gamma
+DILOCO_DEFAULT_MU = ALGORITHMS["diloco"].mu
+
+#: the display name of every name of the table, its distributed names and its presets
+LABELS: dict[str, str] = {
+    **{a.name: a.label for a in _TABLE},
+    **{a.distributed: a.distributed_label or a.label for a in _TABLE if a.distributed},
+    **{p.name: p.label for p in PRESETS.values()},
+}
+_KEYS = {k: a.name for a in _TABLE for k in (a.name, *a.aliases, a.distributed) if k}
+
+
+def lookup(name: Any, what: str = "algorithm") -> Algorithm:
+    """The table row of ``name`` (a name, an alias such as ``ddp``, a distributed name, or a
+    preset of :data:`PRESETS`: its base); an unknown one is refused naming ``what`` and the
+    known names."""
+    if isinstance(name, str) and name in PRESETS:
+        name = PRESETS[name].base
+    key = _KEYS.get(name) if isinstance(name, str) else None
+    if key is None:
+        check_choice(what, name, (*_KEYS, *PRESETS))
+    return ALGORITHMS[key]
+
+
+def distributed_choices() -> tuple[str, ...]:
+    """The names ``palsgd train --algorithm`` takes: the distributed algorithms and the
+    presets whose base has a distributed implementation."""
+    presets = (p.name for p in PRESETS.values() if ALGORITHMS[p.base].distributed)
+    return DISTRIBUTED_NAMES + tuple(presets)
+
+
+def describe_choices(names: tuple[str, ...]) -> str:
+    """One help line per name: ``name: label, summary`` (table rows and presets)."""
+    parts = []
+    for n in names:
+        row = PRESETS.get(n) or lookup(n)
+        parts.append(f"{n}: {row.label}, {row.summary}")
+    return "; ".join(parts)
+
+
+def check_sync_delay(name: str, sync_delay: Any, H: Any) -> int:
+    """The validated ``sync_delay`` of algorithm ``name`` with ``H`` local steps per round:
+    ``0``, or ``1 <= sync_delay <= H - 1`` for the methods with rounds (:data:`LOCAL_NAMES`;
+    EASGD's mixing and minibatch SGD have no outer all-reduce to overlap)."""
+    tau = check_int("sync_delay", sync_delay, 0, integral_floats=True)
+    if tau == 0:
+        return 0
+    if not lookup(name).overlappable:
+        raise ParameterError(
+            "sync_delay", tau, f"[0, 0] for {name!r}",
+            "the overlapped sync delays the outer step of the methods with rounds: "
+            + ", ".join(LOCAL_NAMES),
+        )  # fmt: skip
+    if tau > int(H) - 1:
+        raise ParameterError(
+            "sync_delay", tau, f"integer in [0, H - 1] = [0, {int(H) - 1}]",
+            "the outer step must land before the next sync starts (one all-reduce in flight)",
+        )  # fmt: skip
+    return tau
+
+
+def authors_sync_offset(name: str, T0: int, H: int) -> int:
+    """The ``sync_offset`` that reproduces the authors' absolute-counter sync test.
+
+    The authors' code tests the sync on its step counter ``global_step`` (warm-up steps
+    included) right after each local step (docs/reference-faithful.md): PALSGD syncs after
+    the step that makes ``(global_step + 1) % H == 0``, DiLoCo, Local and Post-Local SGD
+    after the step that makes ``global_step % H == 0`` (:attr:`Algorithm.sync_shift`). Step
+    ``s`` leaves ``global_step = s + 1`` and :func:`is_sync_step` syncs after ``s >= T0``
+    with ``(s - T0 + 1 + offset) % H == 0``, so the offset is ``(T0 + sync_shift) mod H``
+    (``T0`` = the warm-up steps actually run).
+    """
+    return (T0 + lookup(name).sync_shift) % H
