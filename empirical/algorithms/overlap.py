@@ -28,33 +28,20 @@ lands it at that step, so resume stays bitwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from empirical.algorithms.base import PendingReduce
-from empirical.algorithms.sync import Sync, sq_norm
+from empirical.algorithms.sync import Sync, SyncInFlight, sq_norm
 from theory.validation import UserInputError
 
-__all__ = ["OverlappedSync", "SyncInFlight"]
-
-
-@dataclass
-class SyncInFlight:
-    """An overlapped sync between its start and its landing: the reduction, the step it
-    lands after, and whether its consensus statistic is due."""
-
-    reduce: PendingReduce
-    land_after: int
-    consensus_due: bool
+__all__ = ["OverlappedSync"]
 
 
 class OverlappedSync(Sync):
     """The overlapped sync (module docstring): :meth:`run` starts it, :meth:`finish` lands
     it (after step ``land_after``, or at the end of training)."""
-
-    in_flight: SyncInFlight | None = None
 
     def lands_after(self, s: int) -> bool:
         """True when the sync in flight lands after local step ``s``."""

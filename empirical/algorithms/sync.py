@@ -18,18 +18,19 @@ waits for it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from empirical.algorithms.anchor import Anchor
-from empirical.algorithms.base import Communicator
+from empirical.algorithms.base import Communicator, PendingReduce
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat_model import FlatModel
 from empirical.timing import DeviceClock
 from theory.validation import UserInputError
 
-__all__ = ["Sync", "sq_norm"]
+__all__ = ["Sync", "SyncInFlight", "sq_norm"]
 
 _CHUNK = 1 << 16  # elements per row of the squared norms (row sums added in float64)
 
@@ -54,10 +55,23 @@ def sq_norm(v: torch.Tensor) -> torch.Tensor:
     return total
 
 
+@dataclass
+class SyncInFlight:
+    """An overlapped sync between its start and its landing: the reduction, the step it
+    lands after, and whether its consensus statistic is due."""
+
+    reduce: PendingReduce
+    land_after: int
+    consensus_due: bool
+
+
 class Sync:
     """The blocking sync of ``model`` toward ``anchor`` over ``comm`` (module docstring);
     counts syncs, outer steps and the consensus statistic in ``stats`` and times itself
     as ``time_sync_s`` on ``clock``."""
+
+    #: the sync started and not landed yet (only an overlapped sync has one)
+    in_flight: SyncInFlight | None = None
 
     def __init__(
         self,
