@@ -18,7 +18,7 @@ from torch.distributed.algorithms.model_averaging.utils import average_parameter
 from tqdm.auto import tqdm
 
 from empirical.algorithms import AlgorithmConfig, build_algorithm
-from empirical.algorithms.local import _CHUNK, sq_norm
+from empirical.algorithms.sync import _CHUNK, sq_norm
 
 
 class ResidualMLP(nn.Module):
@@ -187,7 +187,7 @@ def flat_vs_per_tensor(args: argparse.Namespace, world: int) -> dict[str, Any]:
                 dist.all_reduce(p.data)
                 p.data.div_(world)
 
-    med = _median_times({"flat": flat_algo._sync, "per_tensor": per_tensor}, args.comm_reps)
+    med = _median_times({"flat": flat_algo.sync._sync, "per_tensor": per_tensor}, args.comm_reps)
     return {
         "flat_sync_s": med["flat"],
         "per_tensor_sync_s": med["per_tensor"],
@@ -235,7 +235,7 @@ def sync_vs_torch(args: argparse.Namespace, world: int) -> dict[str, Any]:
     def torch_avg() -> None:
         average_parameters(iter(torch_model.parameters()), dist.group.WORLD)
 
-    fns = {"torch_average_parameters": torch_avg, **{k: a._sync for k, a in algos.items()}}
+    fns = {"torch_average_parameters": torch_avg, **{k: a.sync._sync for k, a in algos.items()}}
     med = _median_times(fns, args.comm_reps)
     ref = med["torch_average_parameters"]
     out: dict[str, Any] = {f"sync_{k}_s": v for k, v in med.items()}
@@ -256,7 +256,7 @@ def _sq_norm_chunked(v: torch.Tensor, chunk: int = 1 << 16) -> float:
 
 def consensus_cost(n: int, reps: int = 5) -> dict[str, Any]:
     """Seconds of the consensus statistic's squared norm over ``n`` float32 values: the
-    one-kernel form in use (``empirical.algorithms.local.sq_norm``), the former chunked host
+    one-kernel form in use (``empirical.algorithms.sync.sq_norm``), the former chunked host
     loop, and one plain ``torch.dot`` (the memory-bound floor). On the CPU every figure is
     compute included; ``host_launches`` counts the kernels each form launches."""
     v = torch.randn(n, generator=torch.Generator().manual_seed(0))

@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from empirical import cost
 from empirical.algorithms import AlgorithmConfig, build_algorithm
-from empirical.algorithms.local import sq_norm
+from empirical.algorithms.sync import sq_norm
 from empirical.cost.paper import paper_setting
 from empirical.distributed import cleanup, init_distributed
 from empirical.models import build_model
@@ -97,10 +97,10 @@ def profile_model(name: str, args: argparse.Namespace, device: torch.device) -> 
     opt.zero_grad(set_to_none=True)
     for _ in range(2 * cfg.H):  # syncs: anchor and momentum allocated
         algo.train_step(lambda: ids, lambda m, b: m(input_ids=b, labels=b).loss)
-    t_pull = timer(algo._pull, args.reps)
-    flat = algo.flat[: algo.n]
+    t_pull = timer(algo.pulls.pull, args.reps)
+    flat = algo.flat_model.flat[: algo.flat_model.n]
     t_ar = timer(lambda: dist.all_reduce(flat), args.reps)
-    t_sync = timer(algo._sync, args.reps)
+    t_sync = timer(algo.sync._sync, args.reps)
     host = []
     for _ in range(args.reps):
         start = time.perf_counter()

@@ -36,6 +36,8 @@ __all__ = [
     "spawn_workers",
     "group_rank",
     "group_size",
+    "all_agree",
+    "barrier",
     "WorkerError",
 ]
 
@@ -191,6 +193,20 @@ def group_size(group: Any = None) -> int:
     if not (dist.is_available() and dist.is_initialized()):
         return 1
     return dist.get_world_size(group)
+
+
+def all_agree(ok: bool, device: torch.device | str) -> bool:
+    """Collective over the default group: True when ``ok`` holds on every rank (one
+    all-reduce of a flag on ``device``)."""
+    flag = torch.tensor([0.0 if ok else 1.0], device=device)
+    dist.all_reduce(flag)
+    return float(flag.item()) == 0.0
+
+
+def barrier(world_size: int) -> None:
+    """Collective over the default group: wait for every rank (no call in a world of one)."""
+    if world_size > 1:
+        dist.barrier()
 
 
 def find_free_port() -> int:

@@ -3,9 +3,9 @@ it, which hyperparameters changed, and how the ranks settle on one checkpoint.
 
 A manifest records the fields of :data:`~empirical.config.MATCH_FIELDS` (model, data,
 algorithm, sync schedule and coins: a different value is a different run) and, since this
-format, the whole configuration. Every other field that is not in
-:data:`~empirical.config.RUN_ONLY_FIELDS` is a hyperparameter: a resume that changes one
-is refused with its name unless the run names it in ``allow_changed``
+format, the whole configuration. The fields of :data:`~empirical.config.CHANGE_FIELDS`
+are hyperparameters: a resume that changes one is refused with its name unless the run
+names it in ``allow_changed``
 (:func:`check_resume`); the trainer then applies the new value and records the change.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 from empirical.checkpoint import check_compatible, check_rank_files
 from empirical.checkpoint.verify import _norm
 from empirical.config import (
+    CHANGE_FIELDS,
     MATCH_DEFAULTS,
     MATCH_FIELDS,
-    RUN_ONLY_FIELDS,
     TrainConfig,
     allowed_changes,
 )
@@ -39,15 +39,14 @@ def changed_hyperparameters(
     cfg: TrainConfig, manifest: dict[str, Any]
 ) -> dict[str, tuple[Any, Any]]:
     """``{field: (checkpoint's value, this run's value)}`` for every hyperparameter (a field
-    in neither :data:`~empirical.config.MATCH_FIELDS` nor
-    :data:`~empirical.config.RUN_ONLY_FIELDS`) that differs from the configuration
+    of :data:`~empirical.config.CHANGE_FIELDS`) that differs from the configuration
     recorded in the checkpoint's manifest (a field it lacks counts as its default)."""
     saved = manifest.get("config")
     if not isinstance(saved, dict):
         return {}
     out: dict[str, tuple[Any, Any]] = {}
     for f in fields(TrainConfig):
-        if f.name in MATCH_FIELDS or f.name in RUN_ONLY_FIELDS:
+        if f.name not in CHANGE_FIELDS:
             continue
         old, new = saved.get(f.name, f.default), getattr(cfg, f.name)
         if _norm(old) != _norm(new):

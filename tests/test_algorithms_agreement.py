@@ -139,7 +139,7 @@ def worker(rank: int, world: int, A: np.ndarray, b: np.ndarray) -> dict:
             actions.append(action)
             algo.step()
             _record(model, algo, world, xs, zs)
-            flying.append(algo.in_flight is not None)
+            flying.append(algo.sync.in_flight is not None)
         algo.finish()  # a run of T steps ends with the update in flight landed
         _record(model, algo, world, xs, zs)
         out[key] = {"x": np.stack(xs), "z": zs, "actions": actions, "in_flight": flying}

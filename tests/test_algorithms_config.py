@@ -293,14 +293,14 @@ def test_outer_steps_per_sync_matches_repeated_nesterov_formula(A):
     cfg = AlgorithmConfig(name="diloco", H=3, gamma=gamma, mu=mu, outer_steps_per_sync=A)
     algo = build_algorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=0.1))
     seen = []
-    orig = algo._sync
+    orig = algo.sync.run
 
-    def spy():
+    def spy(s):
         seen.append((algo.z.clone(), flat(model)))
-        orig()
+        orig(s)
         seen[-1] += (algo.z.clone(), flat(model))
 
-    algo._sync = spy
+    algo.sync.run = spy
     run(algo, model, 9)
     assert len(seen) == 3
     m = torch.zeros_like(seen[0][0])

@@ -185,7 +185,7 @@ def test_bf16_autocast_keeps_fp32_master_weights_and_anchor():
     assert algo.z.dtype == torch.float32
     # a small pull changes every entry of fp32 weights (bf16 weights would round most away)
     z = algo.z.clone()
-    x = algo.flat[: algo.n].clone()
+    x = algo.flat_model.flat[: algo.flat_model.n].clone()
     c = 0.005
     moved = x + c * (z - x)
     assert int((moved != x).sum()) == int(((z - x) != 0).sum())
@@ -225,7 +225,7 @@ def test_outer_state_offload_mechanics_on_the_cpu(monkeypatch):
     b, algo_b = run(False)
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
     mem = algo_a.memory_bytes()
-    assert mem["outer_state"] == 0 and mem["outer_state_offloaded"] == algo_a.n * 4
+    assert mem["outer_state"] == 0 and mem["outer_state_offloaded"] == algo_a.flat_model.n * 4
     assert algo_a.outer.optimizer.state[algo_a.z]["momentum_buffer"] is None
     torch.testing.assert_close(algo_a.outer.momentum_buffer, algo_b.outer.momentum_buffer)
     # a checkpoint of the offloaded state resumes like the plain one

@@ -95,7 +95,7 @@ def _run(device: str, steps: int = 24, **cfg_kw):
 def test_gpu_and_cpu_runs_agree_in_float64():
     gpu, algo = _run("cuda")
     cpu, _ = _run("cpu")
-    assert algo.flat.is_cuda and algo.z.is_cuda
+    assert algo.flat_model.flat.is_cuda and algo.z.is_cuda
     for a, b in zip(gpu.parameters(), cpu.parameters(), strict=True):
         torch.testing.assert_close(a.cpu(), b, rtol=1e-9, atol=1e-11)
 
@@ -125,7 +125,7 @@ def _placement(rank: int, world: int) -> dict:
     return {
         "device": str(dev),
         "current": torch.cuda.current_device(),
-        "flat": str(algo.flat.device),
+        "flat": str(algo.flat_model.flat.device),
         "syncs": algo.stats["syncs"],
         "comm_s": algo.stats["time_comm_s"],
     }

@@ -135,7 +135,7 @@ def test_one_process_run_and_finish():
         infos.append(algo.step())
     assert [i.synced for i in infos] == [False, False, True, False, False, True, False]
     assert [i.landed for i in infos] == [False, False, False, False, True, False, False]
-    assert algo.in_flight is not None and algo.finish() and algo.in_flight is None
+    assert algo.sync.in_flight is not None and algo.finish() and algo.sync.in_flight is None
     assert not algo.finish()
     assert algo.stats["syncs"] == 2 and algo.stats["outer_steps"] == 2
 

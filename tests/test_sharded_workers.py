@@ -101,7 +101,7 @@ def _algorithm_level(rank: int, world: int, cfg_kw: dict, T: int) -> dict:
     algo = train(sharded, wm.replicate_group, lambda t: t[2 * shard : 2 * shard + 2])
     out["sharded"] = [p.full_tensor().detach().clone() for p in sharded.parameters()]
     out["pulls"] = algo.stats["pull_steps"]
-    out["n_local"], out["n_full"] = algo.n, sum(p.numel() for p in sharded.parameters())
+    out["n_local"], out["n_full"] = algo.flat_model.n, sum(p.numel() for p in sharded.parameters())
     return out
 
 
@@ -153,7 +153,7 @@ def test_the_sharded_paths_on_a_one_rank_mesh(tmp_path):
         assert sa.sharded and sa.flat is None and not pa.sharded and pa.flat is not None
         _train_steps(plain, pa, data[:4])
         _train_steps(sharded, sa, data[:4])
-        assert sa.in_flight is not None  # synced after step 3, lands after step 4
+        assert sa.sync.in_flight is not None  # synced after step 3, lands after step 4
         for a, b in zip(sharded.parameters(), plain.parameters(), strict=True):
             torch.testing.assert_close(a.full_tensor(), b, rtol=1e-6, atol=1e-7)
         anchor = sa.anchor_state_dict()

@@ -12,15 +12,19 @@ explicit decision point for PALSGD's pull steps::
         res = algo.train_step(next_batch, loss_fn, micro_batches=A)  # StepResult
         # or by hand: if algo.next_action() == "grad": loss.backward(); algo.step()
 
-Files: ``config.py`` (the configuration: the algorithm's
-:class:`~theory.algorithm.AlgorithmSpec` from the algorithm table plus the implementation's
-own switches, and the pull's stability verdict, the spec's), ``base.py (the interface,
-statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (what the local algorithms
-share), ``local_variants.py`` (Local SGD, Post-Local SGD, DiLoCo, PALSGD, one step each),
-``local_comm.py`` (their collectives: warm-up all-reduce, sync), ``outer.py`` (the outer
-optimizer), ``flat.py`` (flat buffers), ``coins.py`` (pull coins), ``overlap.py`` (the
-overlapped sync, ``sync_delay``), ``fsdp.py`` (workers sharded with FSDP2 on a 2-D mesh),
-``slowlink.py`` (an emulated slow link).
+Construction goes through one table, :data:`IMPLEMENTATIONS` (the class that runs each
+implementation: torch's DDP, or the local algorithms), from which :func:`build_algorithm`
+picks the class of ``config.name``.
+
+Files: ``config.py`` (the configuration and stability check), ``base.py`` (the interface,
+statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (Local SGD, Post-Local SGD,
+DiLoCo, PALSGD: one class, :class:`LocalAlgorithm`, composed of the parts below),
+``flat_model.py`` (the parameters as one flat buffer), ``anchor.py`` (the anchor, the outer
+optimizer's place, the buffer policy), ``sync.py`` (the blocking sync), ``overlap.py``
+(the overlapped sync, ``sync_delay``), ``pulls.py`` (PALSGD's coins and pull),
+``collectives.py`` (the initial broadcast, the warm-up's gradient all-reduce), ``outer.py``
+(the outer optimizer), ``flat.py`` (flat layouts), ``coins.py`` (coin sources), ``fsdp.py``
+(workers sharded with FSDP2 on a 2-D mesh), ``slowlink.py`` (an emulated slow link).
 
 See :mod:`empirical.algorithms.local` for the exact per-step semantics and
 ``docs/reference-implementation.md`` for the authors' code's quirks (available as named
@@ -50,8 +54,8 @@ from empirical.algorithms.config import (
 from empirical.algorithms.ddp import DDPAlgorithm
 from empirical.algorithms.flat import FlatLayout
 from empirical.algorithms.local import LocalAlgorithm
-from empirical.algorithms.local_variants import PALSGD, DiLoCo, LocalSGD, PostLocalSGD
 from empirical.algorithms.outer import OuterOptimizer
+from theory.algorithm import LOCAL_NAMES
 from theory.validation import UserInputError, check_type
 
 __all__ = [
@@ -62,10 +66,8 @@ __all__ = [
     "DistributedAlgorithm",
     "DDPAlgorithm",
     "LocalAlgorithm",
-    "LocalSGD",
-    "PostLocalSGD",
-    "DiLoCo",
-    "PALSGD",
+    "IMPLEMENTATIONS",
+    "implementation_of",
     "StepInfo",
     "StepResult",
     "CoinSource",
@@ -80,6 +82,19 @@ __all__ = [
     "COINS",
     "BUFFERS",
 ]
+
+
+#: the class of each implementation of a distributed algorithm: torch's DDP, or rounds of
+#: local steps and a sync (every name of :data:`theory.algorithm.LOCAL_NAMES`)
+IMPLEMENTATIONS: dict[str, type[DistributedAlgorithm]] = {
+    "ddp": DDPAlgorithm,
+    "local": LocalAlgorithm,
+}
+
+
+def implementation_of(name: str) -> str:
+    """The key of :data:`IMPLEMENTATIONS` that runs the algorithm ``name``."""
+    return "local" if name in LOCAL_NAMES else "ddp"
 
 
 def build_algorithm(
@@ -102,10 +117,10 @@ def build_algorithm(
     check_type("config", config, AlgorithmConfig, "an AlgorithmConfig")
     check_type("model", model, nn.Module, "a torch.nn.Module")
     check_type("inner_optimizer", inner_optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
-    if not config.spec.local:
-        if coin_source is not None:
-            raise UserInputError(f"'coin_source' drives pull steps; {config.name!r} has none")
-        return DDPAlgorithm(config, model, inner_optimizer, process_group=process_group)
-    return LocalAlgorithm(
-        config, model, inner_optimizer, process_group=process_group, coin_source=coin_source
-    )
+    cls = IMPLEMENTATIONS[implementation_of(config.name)]
+    kw: dict[str, Any] = {"process_group": process_group}
+    if coin_source is not None:
+        if cls is not LocalAlgorithm:
+            raise UserInputError(f"'coin_source' is used by 'palsgd' only, not {config.name!r}")
+        kw["coin_source"] = coin_source
+    return cls(config, model, inner_optimizer, **kw)

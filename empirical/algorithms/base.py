@@ -14,6 +14,7 @@ import torch.distributed as dist
 from torch import nn
 
 from empirical.algorithms.config import AlgorithmConfig
+from empirical.algorithms.outer import OuterOptimizer
 from empirical.timing import DeviceClock
 from theory.validation import UserInputError
 
@@ -232,6 +233,17 @@ class DistributedAlgorithm:
     def next_action(self) -> str:
         """``"grad"`` or ``"pull"`` for step ``t`` (a pure function of ``t``)."""
         raise NotImplementedError
+
+    @property
+    def outer(self) -> OuterOptimizer | None:
+        """The outer optimizer acting on the anchor (``None`` without one)."""
+        return None
+
+    def anchorless(self) -> bool:
+        """True when no rank stores the global model, so that it must be formed as the
+        workers' average (Local SGD with blocking averaging between syncs); False when
+        :meth:`anchor_state_dict` is the global model."""
+        return False
 
     def no_sync(self) -> contextlib.AbstractContextManager[Any]:
         """Context for micro-batches ``1..A-1`` of gradient accumulation (no-op by default)."""

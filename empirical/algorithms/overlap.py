@@ -28,78 +28,66 @@ lands it at that step, so resume stays bitwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from empirical.algorithms.base import PendingReduce
-from empirical.algorithms.local_comm import sq_norm
+from empirical.algorithms.sync import Sync, SyncInFlight, sq_norm
+from theory.validation import UserInputError
 
-__all__ = ["OverlappedSync", "SyncInFlight"]
-
-
-@dataclass
-class SyncInFlight:
-    """An overlapped sync between its start and its landing: the reduction, the step it
-    lands after, and whether its consensus statistic is due."""
-
-    reduce: PendingReduce
-    land_after: int
-    consensus_due: bool
+__all__ = ["OverlappedSync"]
 
 
-class OverlappedSync:
-    """Start and landing of the overlapped sync (mixed into
-    :class:`~empirical.algorithms.local.LocalAlgorithm`)."""
+class OverlappedSync(Sync):
+    """The overlapped sync (module docstring): :meth:`run` starts it, :meth:`finish` lands
+    it (after step ``land_after``, or at the end of training)."""
 
-    in_flight: SyncInFlight | None = None
+    def lands_after(self, s: int) -> bool:
+        """True when the sync in flight lands after local step ``s``."""
+        return self.in_flight is not None and s == self.in_flight.land_after
+
+    def run(self, s: int) -> None:
+        """The sync after step ``s``: start the all-reduce of ``Delta_k``, ``x_k <- z``."""
+        with self.clock.region("time_sync_s"):
+            self._start(s)
 
     @torch.no_grad()
-    def _start_sync(self, s: int) -> None:
-        """The sync after step ``s``: start the all-reduce of ``Delta_k``, ``x_k <- z``."""
-        due = self._consensus_due()
-        buf = self._fill_sync_buffer(True, due)
+    def _start(self, s: int) -> None:
+        due = self.consensus_due()
+        buf = self.fill_buffer(True, due)
         reduce = self.comm.all_reduce_sum_async(buf)
         self.in_flight = SyncInFlight(reduce, s + self.config.sync_delay, due)
-        self._params_to_anchor()
+        self.anchor.reset_workers()
         self.stats["syncs"] += 1
-
-    def _shift_params(self, sign: float) -> None:
-        """``x <- x + sign * z`` on every parameter."""
-        assert self.z is not None
-        if self.flat is not None:
-            self.flat[: self.n].add_(self.z, alpha=sign)
-            return
-        for p, zv in zip(self.local_params, self.z_views, strict=True):
-            p.add_(zv.to(p.dtype), alpha=sign)
 
     @torch.no_grad()
     def _land(self) -> None:
         """The outer step of the sync in flight (module docstring)."""
         flight, self.in_flight = self.in_flight, None
-        assert flight is not None and self.z is not None
+        fm, anchor = self.model, self.anchor
+        assert flight is not None and anchor.z is not None
         flight.reduce.wait()
-        buf = self._work_buffer()[: self.n_sync]
-        if self.world_size > 1:
-            buf.div_(self.world_size)
-        delta, mean_sq = buf[: self.n], buf[self.n_sync - 1]
+        buf = fm.work()[: fm.n_sync]
+        if self.comm.size > 1:
+            buf.div_(self.comm.size)
+        delta, mean_sq = buf[: fm.n], buf[fm.n_sync - 1]
         if flight.consensus_due:
             consensus = float(mean_sq - sq_norm(delta))
             self.stats["last_consensus"] = max(consensus, 0.0)
         elif not self.comm.active:
             self.stats["last_consensus"] = 0.0
-        self._shift_params(-1.0)
-        if self.outer is None:  # averaging: z <- z - Delta = mean_k x_k
-            self.z.sub_(delta)
+        fm.shift(anchor.z, anchor.z_views, -1.0)
+        if anchor.outer is None:  # averaging: z <- z - Delta = mean_k x_k
+            anchor.z.sub_(delta)
             self.stats["outer_steps"] += 1
         else:
-            self.stats["outer_steps"] += self.outer.step(delta)
-        self._shift_params(1.0)
-        self._apply_buffer_policy(buf)
+            self.stats["outer_steps"] += anchor.outer.step(delta)
+        fm.shift(anchor.z, anchor.z_views, 1.0)
+        anchor.apply_buffer_policy(buf)
 
     def finish(self) -> bool:
-        """Land the update in flight now (after the last step); ``True`` if one landed."""
+        """Land the update in flight now; ``True`` if one landed."""
         if self.in_flight is None:
             return False
         with self.clock.region("time_sync_s"):
@@ -107,7 +95,7 @@ class OverlappedSync:
         return True
 
     # ------------------------------------------------------------------ state
-    def _in_flight_state(self) -> dict[str, Any] | None:
+    def state_dict(self) -> dict[str, Any] | None:
         """The sync in flight for a checkpoint: its reduced sum (waited for here), the step
         it lands after, whether its consensus is due."""
         flight = self.in_flight
@@ -117,15 +105,21 @@ class OverlappedSync:
         return {
             "land_after": flight.land_after,
             "consensus_due": flight.consensus_due,
-            "sum": self._work_buffer()[: self.n_sync].detach().clone(),
+            "sum": self.model.work()[: self.model.n_sync].detach().clone(),
         }
 
     @torch.no_grad()
-    def _load_in_flight(self, state: dict[str, Any] | None) -> None:
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        self.consensus_pending = None
         self.in_flight = None
         if state is None:
             return
-        total = state["sum"]
-        self._work_buffer()[: self.n_sync].copy_(total.to(self.device))
+        fm = self.model
+        if state["sum"].numel() != fm.n_sync:
+            raise UserInputError(
+                f"checkpoint's sync in flight holds {state['sum'].numel()} values, this "
+                f"model's sync buffer {fm.n_sync}"
+            )
+        fm.work()[: fm.n_sync].copy_(state["sum"].to(fm.device))
         done = PendingReduce(None, 0.0, self.comm)
         self.in_flight = SyncInFlight(done, int(state["land_after"]), bool(state["consensus_due"]))

@@ -1,9 +1,13 @@
 """Configuration of ``palsgd train``: one dataclass, presets, config files, CLI overrides.
 
-Files: ``fields.py`` (:class:`TrainConfig` and its field groups), ``presets.py``
-(:data:`PRESETS`, :data:`README_8M_RUN`), ``checks.py`` (:func:`validate_config`,
-:data:`TRAINER_PARAMS`), ``resolve.py`` (:func:`resolve_config`, config files, the dict
-form, :func:`allowed_changes`).
+Files: ``flags.py`` (how an option is declared: :class:`~empirical.config.flags.Flag`, its
+help, range, choices and rule on resume), ``fields.py`` (:class:`TrainConfig`: every field
+declared once, with its flag), ``tables.py`` (the tables derived from the declarations:
+:data:`FLAGS`, :data:`CHOICES`, :data:`MATCH_FIELDS`, :data:`RUN_ONLY_FIELDS`,
+:data:`CHANGE_FIELDS`, ...), ``presets.py`` (:data:`PRESETS`, :data:`README_8M_RUN`),
+``checks.py`` (:func:`validate_config`, :data:`TRAINER_PARAMS`, derived from the
+declarations too), ``resolve.py`` (:func:`resolve_config`, config files, the dict form,
+:func:`allowed_changes`).
 
 Precedence (later wins): the preset (``tiny`` unless ``--preset`` names another), then
 the ``--config`` file (YAML or JSON, a flat mapping), then command-line flags.
@@ -24,17 +28,9 @@ defaults (or those of ``AlgorithmConfig.reference_faithful`` with
 
 from __future__ import annotations
 
-from empirical.config.checks import PRECISIONS, TRAINER_PARAMS, allowed_changes, validate_config
-from empirical.config.fields import (
-    ALGORITHM_FIELDS,
-    FIELD_ALIASES,
-    MATCH_DEFAULTS,
-    MATCH_FIELDS,
-    OPTIMIZERS,
-    RUN_ONLY_FIELDS,
-    THEORY_FIELDS,
-    TrainConfig,
-)
+from empirical.config.checks import TRAINER_PARAMS, allowed_changes, validate_config
+from empirical.config.fields import BACKENDS, OPTIMIZERS, PRECISIONS, TrainConfig
+from empirical.config.flags import Flag
 from empirical.config.presets import PRESETS, README_8M_RUN
 from empirical.config.resolve import (
     config_from_dict,
@@ -42,12 +38,28 @@ from empirical.config.resolve import (
     load_config_file,
     resolve_config,
 )
+from empirical.config.tables import (
+    ALGORITHM_FIELDS,
+    CHANGE_FIELDS,
+    CHOICES,
+    FIELD_ALIASES,
+    FLAGS,
+    MATCH_DEFAULTS,
+    MATCH_FIELDS,
+    RUN_ONLY_FIELDS,
+    THEORY_FIELDS,
+)
 
 __all__ = [
     "TrainConfig",
     "PRESETS",
     "README_8M_RUN",
     "PRECISIONS",
+    "BACKENDS",
+    "Flag",
+    "FLAGS",
+    "CHOICES",
+    "CHANGE_FIELDS",
     "TRAINER_PARAMS",
     "THEORY_FIELDS",
     "ALGORITHM_FIELDS",

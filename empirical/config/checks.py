@@ -10,17 +10,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from empirical.config.fields import (
+from empirical.config.fields import OPTIMIZERS, PRECISIONS, TrainConfig
+from empirical.config.tables import (
     _FIELDS,
+    CHOICES,
+    FLAGS,
     MATCH_FIELDS,
-    OPTIMIZERS,
     RUN_ONLY_FIELDS,
     THEORY_FIELDS,
-    TrainConfig,
     _canonical_key,
 )
-from empirical.schedules import SCHEDULES
-from empirical.token_cache import TOKEN_DTYPES
 from theory.algorithm import distributed_choices, lookup
 from theory.limits import check_processes, check_steps
 from theory.validation import (
@@ -34,80 +33,21 @@ from theory.validation import (
 
 __all__ = ["TRAINER_PARAMS", "PRECISIONS", "validate_config", "allowed_changes"]
 
-#: ranges of the trainer's own numeric parameters, reported like theory.validation's
+#: ranges of the trainer's own numeric parameters (declared with their fields), reported
+#: like theory.validation's
 TRAINER_PARAMS: dict[str, ParamSpec] = {
-    s.name: s
-    for s in [
-        ParamSpec("batch_size", "micro-batch size B per rank", 1, math.inf, integer=True),
-        ParamSpec("seq_len", "tokens per sequence", 2, math.inf, integer=True),
-        ParamSpec("weight_decay", "inner weight decay", 0, math.inf),
-        ParamSpec("momentum", "inner SGD momentum", 0, 1, high_open=True),
-        ParamSpec("beta1", "AdamW beta1", 0, 1, high_open=True),
-        ParamSpec("beta2", "AdamW beta2", 0, 1, high_open=True),
-        ParamSpec("clip_grad_norm", "global gradient-norm clip (0: off)", 0, math.inf),
-        ParamSpec(
-            "outer_steps_per_sync", "outer-optimizer steps per sync", 1, math.inf, integer=True
-        ),
-        ParamSpec(
-            "sync_offset", "step offset of the sync inside a round", 0, math.inf, integer=True
-        ),
-        ParamSpec(
-            "comm_delay_s", "emulated latency added to every all-reduce", 0, math.inf, unit="s"
-        ),
-        ParamSpec(
-            "comm_delay_per_byte_s",
-            "emulated inverse bandwidth of every all-reduce",
-            0,
-            math.inf,
-            unit="s/byte",
-        ),
-        ParamSpec(
-            "sync_delay",
-            "local steps between an overlapped sync and its outer step (0: blocking)",
-            0,
-            math.inf,
-            integer=True,
-        ),  # fmt: skip
-        ParamSpec(
-            "eval_interval", "steps between evaluations (0: none)", 0, math.inf, integer=True
-        ),
-        ParamSpec("eval_batches", "batches per evaluation", 1, math.inf, integer=True),
-        ParamSpec(
-            "checkpoint_interval", "steps between checkpoints (0: none)", 0, math.inf, integer=True
-        ),
-        ParamSpec("keep_checkpoints", "checkpoints kept on disk", 1, math.inf, integer=True),
-        ParamSpec(
-            "max_steps_this_run",
-            "steps this invocation runs before stopping",
-            1,
-            math.inf,
-            integer=True,
-        ),
-        ParamSpec(
-            "crash_at_step", "fault injection: fail after this step", 1, math.inf, integer=True
-        ),
-        ParamSpec("seed", "random seed", 0, 2**63 - 1, integer=True),
-        ParamSpec(
-            "consensus_interval",
-            "syncs between consensus statistics (0: never)",
-            0,
-            math.inf,
-            integer=True,
-        ),
-        ParamSpec("lr_warmup", "steps of linear learning-rate warm-up", 0, math.inf, integer=True),
-        ParamSpec("lr_min_ratio", "final / peak inner learning rate (cosine)", 0, 1),
-        ParamSpec(
-            "outer_lr_warmup", "local steps of linear outer-lr warm-up", 0, math.inf, integer=True
-        ),
-        ParamSpec("outer_lr_min_ratio", "final / peak outer learning rate (cosine)", 0, 1),
-        ParamSpec("num_workers", "DataLoader worker processes", 0, math.inf, integer=True),
-        ParamSpec("log_interval", "steps between metrics records", 1, math.inf, integer=True),
-        ParamSpec(
-            "nproc", "processes (workers K) to launch on this node", 1, math.inf, integer=True
-        ),
-        ParamSpec("shards", "ranks per worker (FSDP2 within a worker)", 1, math.inf, integer=True),
-        ParamSpec("max_restarts", "torchrun restarts after a failure", 0, math.inf, integer=True),
-    ]
+    name: ParamSpec(
+        name,
+        d.help,
+        d.range.low,
+        d.range.high,
+        low_open=d.range.low_open,
+        high_open=d.range.high_open,
+        integer=d.range.integer,
+        unit=d.range.unit,
+    )
+    for name, d in FLAGS.items()
+    if d.range is not None
 }
 
 #: a run name: no path separators, not "." or ".." (it names files and W&B runs)
@@ -123,8 +63,6 @@ def _cuda_visible() -> bool:
 
 
 _DEVICES = ("auto", "cpu", "cuda")
-_BACKENDS = ("auto", "nccl", "gloo")
-PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def _check_trainer_param(name: str, value: Any) -> None:
@@ -163,14 +101,7 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
             f"device '{dev}' names one GPU but --nproc {cfg.nproc} processes would share it: "
             "use --device cuda (each rank takes cuda:LOCAL_RANK)"
         )
-    choices = {
-        "algorithm": distributed_choices(),
-        "backend": _BACKENDS,
-        "precision": PRECISIONS,
-        "lr_schedule": SCHEDULES,
-        "outer_lr_schedule": SCHEDULES,
-        "token_dtype": ("auto", *TOKEN_DTYPES),
-    }
+    choices = {"algorithm": distributed_choices(), **CHOICES}
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
             raise UserInputError(

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Any, get_type_hints
 
 from empirical.config.checks import validate_config
-from empirical.config.fields import _FIELDS, TrainConfig, _canonical_key
+from empirical.config.fields import TrainConfig
 from empirical.config.presets import PRESETS
+from empirical.config.tables import _FIELDS, _canonical_key
 from theory.validation import (
     ParameterError,
     UserInputError,

@@ -90,7 +90,7 @@ def _timed_run(
         info["grad_bytes"] = sum(prm.numel() * prm.element_size() for prm in model.parameters())
     else:
         # the flat buffer of a sync (parameters, floating-point buffers, one scalar)
-        info["sync_bytes"] = algo.n_sync * algo.work.element_size()
+        info["sync_bytes"] = algo.flat_model.n_sync * algo.flat_model.work().element_size()
     return info
 
 

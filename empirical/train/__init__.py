@@ -11,9 +11,14 @@ Files:
   the agent and the ranks ending with their parent (parent-death signals);
 * ``prepare.py``: every check bad input can fail, per rank, before a process group exists;
 * ``session.py``: one rank's session (:func:`train`: group, trainer, a peer's death);
-* ``trainer.py``: the loop of one rank (:class:`~empirical.train.trainer.Trainer`), with
-  its parts ``checkpoints.py`` (resume and checkpoints), ``monitor.py`` (finiteness,
-  evaluation, times, train records) and ``records.py`` (events, summary, export);
+* ``trainer.py``: the loop of one rank (:class:`~empirical.train.trainer.Trainer`: it
+  builds what the rank trains and runs the steps), which owns three parts, each a class
+  given the run's :class:`~empirical.train.state.RunState` (``state.py``: who runs, what it
+  trains, the counters a checkpoint carries, where it resumed):
+  :class:`~empirical.train.checkpoints.Checkpoints` (``checkpoints.py``: resume and
+  checkpoints), :class:`~empirical.train.monitor.Monitor` (``monitor.py``: finiteness,
+  evaluation, times, train records) and :class:`~empirical.train.records.Records`
+  (``records.py``: config, events, metrics writer, summary, export);
 * ``outcomes.py``: exit codes and the exceptions a run stops with.
 
 Launch:

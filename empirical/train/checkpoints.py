@@ -1,6 +1,7 @@
-"""The trainer's collectives around checkpoints: the ranks agree on the checkpoint to
-resume from, load it, clear what an earlier run left, and write a checkpoint together
-(a rank file each, then rank 0's manifest; a failure on any rank abandons it on all)."""
+"""The trainer's checkpointing part (:class:`Checkpoints`): the ranks agree on the
+checkpoint to resume from, load it, clear what an earlier run left, and write a checkpoint
+together (a rank file each, then rank 0's manifest; a failure on any rank abandons it on
+all)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any
+
+import torch.distributed as dist
 
 from empirical.algorithms.fsdp import load_local_optimizer_state, load_local_state, local_state
 from empirical.checkpoint import (
@@ -22,30 +25,35 @@ from empirical.checkpoint import (
     write_manifest,
 )
 from empirical.config import config_to_dict
+from empirical.distributed import all_agree, barrier
 from empirical.resume import check_resume, checkpoint_meta, common_resume_step
 from empirical.train.options import PROG
 from empirical.train.outcomes import CheckpointFailed
+from empirical.train.records import Records
+from empirical.train.state import RunState
 from theory.validation import UserInputError
 
-__all__ = ["CheckpointSteps"]
+__all__ = ["Checkpoints"]
 
-#: format of the rank files written by :meth:`CheckpointSteps._save`
+#: format of the rank files written by :meth:`Checkpoints.save`
 _RANK_FORMAT = 1
 
 
-class CheckpointSteps:
-    """Checkpoint and resume steps of :class:`~empirical.train.trainer.Trainer` (which
-    provides the model, optimizer, algorithm, stream, scaler, totals and counters)."""
+class Checkpoints:
+    """Resume and checkpoints of the run in ``state``; the metrics files' position comes
+    from ``records``. Every method but :meth:`__init__` is a collective."""
 
-    # ------------------------------------------------------------------ collectives
-    def _agree(self, ok: bool) -> bool:
-        flag = self.torch.tensor([0.0 if ok else 1.0], device=self.device)
-        self.dist.all_reduce(flag)
-        return float(flag.item()) == 0.0
+    def __init__(self, state: RunState, records: Records) -> None:
+        self.state, self.records = state, records
 
-    def _barrier(self) -> None:
-        if self.world > 1:
-            self.dist.barrier()
+    def resume(self) -> None:
+        """Agree on the checkpoint to resume from and load it, or, in a fresh run, clear
+        what an earlier run left in the checkpoint directory."""
+        directory, manifest = self._agree_on_resume()
+        if directory is not None:
+            self._load(directory, manifest)
+        else:
+            self._clear()
 
     # ------------------------------------------------------------------ resume
     def _agree_on_resume(self) -> tuple[Path | None, dict[str, Any] | None]:
@@ -56,15 +64,16 @@ class CheckpointSteps:
         older one than some rank's newest when a file is corrupt or missing there); with an
         explicit checkpoint every rank must see the same step.
         """
-        prep = self.prep
+        st = self.state
+        prep = st.prep
         mine = {
-            "rank": self.rank,
+            "rank": st.rank,
             "step": None if prep.manifest is None else int(prep.manifest["step"]),
             "candidates": prep.resume_candidates,
             "error": prep.resume_error,
         }
-        notes: list[Any] = [None] * self.world
-        self.dist.all_gather_object(notes, mine)
+        notes: list[Any] = [None] * st.world
+        dist.all_gather_object(notes, mine)
         errors = [n for n in notes if n["error"]]
         if errors:
             first = errors[0]
@@ -86,144 +95,132 @@ class CheckpointSteps:
         self, notes: list[dict[str, Any]], mine: int | None
     ) -> tuple[Path | None, dict[str, Any] | None]:
         """``--resume auto``: the newest step intact on every rank (``notes``)."""
+        st = self.state
         step = common_resume_step(notes)
         if step is None:
             return None, None
         if mine == step:
-            return self.prep.resume_dir, self.prep.manifest
-        directory = step_dir(self.cfg.checkpoint_path(), step)
-        if self.main:
+            return st.prep.resume_dir, st.prep.manifest
+        directory = step_dir(st.cfg.checkpoint_path(), step)
+        if st.main:
             print(
                 f"{PROG}: warning: resuming from step {step}, the newest checkpoint "
                 "intact on every rank",
                 file=sys.stderr,
             )
         manifest = read_manifest(directory)
-        self.changed = check_resume(self.cfg, directory, manifest, self.world)
+        st.changed = check_resume(st.cfg, directory, manifest, st.world)
         return directory, manifest
 
     def _load(self, directory: Path, manifest: dict[str, Any]) -> None:
-        """Collective: load every rank's file of the checkpoint in ``directory``."""
+        """Load every rank's file of the checkpoint in ``directory``."""
+        st = self.state
         error: UserInputError | None = None
         state: dict[str, Any] = {}
         try:
-            state = load_rank_state(directory, manifest, self.rank, map_location=self.device)
+            state = load_rank_state(directory, manifest, st.rank, map_location=st.device)
         except UserInputError as exc:
             error = exc
-        if not self._agree(error is None):
+        if not all_agree(error is None, st.device):
             raise error or UserInputError(
                 f"checkpoint '{directory}': another rank could not load its file"
             )
-        if self.wm is None:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
+        if st.mesh is None:
+            st.model.load_state_dict(state["model"])
+            st.optimizer.load_state_dict(state["optimizer"])
         else:  # this rank's chunks of a sharded worker (empirical.algorithms.fsdp)
-            load_local_state(self.model, state["model"])
-            load_local_optimizer_state(self.optimizer, state["optimizer"])
-        self.algo.load_state_dict(state["algorithm"])
-        if self.scaler is not None and state.get("scaler"):
-            self.scaler.load_state_dict(state["scaler"])
-        self.stream.load_state_dict(state["data"])
-        self._load_counters(state["trainer"])
+            load_local_state(st.model, state["model"])
+            load_local_optimizer_state(st.optimizer, state["optimizer"])
+        st.algo.load_state_dict(state["algorithm"])
+        if st.scaler is not None and state.get("scaler"):
+            st.scaler.load_state_dict(state["scaler"])
+        st.stream.load_state_dict(state["data"])
+        st.counters.load_state_dict(state["trainer"], st.device)
+        st.metrics_position = state["trainer"].get("metrics_position")
         restore_rng(state["rng"])
-        self.start_step = int(manifest["step"])
-        if int(self.algo.t) != self.start_step:
+        st.start_step = int(manifest["step"])
+        if int(st.algo.t) != st.start_step:
             raise UserInputError(
-                f"checkpoint '{directory}' is inconsistent: manifest step {self.start_step}, "
-                f"algorithm counter {self.algo.t}"
+                f"checkpoint '{directory}' is inconsistent: manifest step {st.start_step}, "
+                f"algorithm counter {st.algo.t}"
             )
-        self.resumed_from = str(directory)
-        if self.main:
-            for path in remove_after(self.cfg.checkpoint_path(), self.start_step):
+        st.resumed_from = str(directory)
+        if st.main:
+            for path in remove_after(st.cfg.checkpoint_path(), st.start_step):
                 print(
                     f"{PROG}: removed checkpoint '{path}' (after the resumed step)", file=sys.stderr
                 )
-        self._barrier()
+        barrier(st.world)
 
-    def _load_counters(self, tr: dict[str, Any]) -> None:
-        self.totals.load_state_dict(tr["totals"])
-        self.loss_sum = tr["loss_sum"].to(self.device)
-        self.loss_count = int(tr["loss_count"])
-        self.tokens = int(tr["tokens"])
-        self.last_loss = tr.get("last_loss")
-        self.last_eval = tr.get("last_eval")
-        self.metrics_position = tr.get("metrics_position")
-
-    def _clear_checkpoints(self) -> None:
+    def _clear(self) -> None:
         """A fresh run owns its checkpoint directory: delete what an earlier run left there
         (only partial checkpoints, unless ``overwrite`` allowed complete ones; see
         :func:`~empirical.train.prepare.prepare`)."""
-        if self.main:
-            for path in remove_after(self.cfg.checkpoint_path(), -1):
+        if self.state.main:
+            for path in remove_after(self.state.cfg.checkpoint_path(), -1):
                 print(f"{PROG}: removed old checkpoint '{path}'", file=sys.stderr)
-        self._barrier()
+        barrier(self.state.world)
 
     # ------------------------------------------------------------------ save
     def _local(self, state: dict[str, Any]) -> dict[str, Any]:
         """``state`` as this rank saves it: a sharded worker's chunks, else unchanged."""
-        return state if self.wm is None else local_state(state)
+        return state if self.state.mesh is None else local_state(state)
 
     def _rank_state(self, step: int) -> dict[str, Any]:
         """What this rank's checkpoint file holds at ``step``."""
+        st = self.state
         return {
             "format": _RANK_FORMAT,
-            "rank": self.rank,
+            "rank": st.rank,
             "step": step,
-            "model": self._local(self.model.state_dict()),
-            "optimizer": self._local(self.optimizer.state_dict()),
-            "algorithm": self.algo.state_dict(),
-            "data": self.stream.state_dict(),
+            "model": self._local(st.model.state_dict()),
+            "optimizer": self._local(st.optimizer.state_dict()),
+            "algorithm": st.algo.state_dict(),
+            "data": st.stream.state_dict(),
             "rng": capture_rng(),
-            "scaler": None if self.scaler is None else self.scaler.state_dict(),
-            "trainer": {
-                "totals": self.totals.state_dict(),
-                "loss_sum": self.loss_sum.detach().cpu(),
-                "loss_count": self.loss_count,
-                "tokens": self.tokens,
-                "last_loss": self.last_loss,
-                "last_eval": self.last_eval,
-                "metrics_position": self.writer.position() if self.main else None,
-            },
+            "scaler": None if st.scaler is None else st.scaler.state_dict(),
+            "trainer": st.counters.state_dict(self.records.position() if st.main else None),
         }
 
     def _write_files(self, root: Path, step: int) -> list[dict[str, Any]]:
-        """Collective: every rank writes its file, rank 0 the manifest; the failures."""
+        """Every rank writes its file, rank 0 the manifest; the failures."""
+        st = self.state
         try:
-            info = save_rank_state(root, step, self.rank, self._rank_state(step))
+            info = save_rank_state(root, step, st.rank, self._rank_state(step))
         except OSError as exc:
-            info = {"rank": self.rank, "error": f"{exc.strerror or exc} (rank {self.rank})"}
+            info = {"rank": st.rank, "error": f"{exc.strerror or exc} (rank {st.rank})"}
             info["errno"] = exc.errno
-        infos: list[Any] = [None] * self.world
-        self.dist.all_gather_object(infos, info)
+        infos: list[Any] = [None] * st.world
+        dist.all_gather_object(infos, info)
         failed = [i for i in infos if "error" in i]
-        if not failed and self.main:
+        if not failed and st.main:
             try:
-                meta = checkpoint_meta(self.cfg, self.world)
-                meta["T"] = self.cfg.T
-                meta["config"] = config_to_dict(self.cfg)
+                meta = checkpoint_meta(st.cfg, st.world)
+                meta["T"] = st.cfg.T
+                meta["config"] = config_to_dict(st.cfg)
                 write_manifest(root, step, meta, infos)
             except OSError as exc:
                 failed = [{"rank": 0, "error": str(exc.strerror or exc), "errno": exc.errno}]
         return failed
 
-    def _save(self, step: int) -> Path:
-        """Collective: the checkpoint of ``step``; on a failure anywhere its partial files
-        are removed and :class:`~empirical.train.outcomes.CheckpointFailed` is raised on
-        every rank."""
-        self._resolve_times()
-        root = self.cfg.checkpoint_path()
+    def save(self, step: int) -> Path:
+        """The checkpoint of ``step`` (the time totals folded first, by the caller); on a
+        failure anywhere its partial files are removed and
+        :class:`~empirical.train.outcomes.CheckpointFailed` is raised on every rank."""
+        st = self.state
+        root = st.cfg.checkpoint_path()
         directory = step_dir(root, step)
         failed = self._write_files(root, step)
-        if not self._agree(not failed):
+        if not all_agree(not failed, st.device):
             # no rank's partial files may stay: they would keep the disk full
-            self._barrier()
-            if self.main:
+            barrier(st.world)
+            if st.main:
                 shutil.rmtree(directory, ignore_errors=True)
-            self._barrier()
+            barrier(st.world)
             why = failed[0]["error"] if failed else "another rank failed to write its file"
-            raise CheckpointFailed(step, why, self.last_checkpoint)
-        if self.main:
-            prune(root, self.cfg.keep_checkpoints)
-        self._barrier()
-        self.last_checkpoint = directory
+            raise CheckpointFailed(step, why, st.last_checkpoint)
+        if st.main:
+            prune(root, st.cfg.keep_checkpoints)
+        barrier(st.world)
+        st.last_checkpoint = directory
         return directory

@@ -1,5 +1,5 @@
-"""What the trainer measures while it runs: the finiteness check before records and
-checkpoints, the evaluation of the global model (the anchor), the step times and the
+"""The trainer's monitoring part (:class:`Monitor`): the finiteness check before records
+and checkpoints, the evaluation of the global model (the anchor), the step times and the
 train records."""
 
 from __future__ import annotations
@@ -8,45 +8,75 @@ import math
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch import nn
 
 from empirical import models
+from empirical.distributed import barrier
+from empirical.timing import DeviceClock
 from empirical.train.outcomes import Diverged
+from empirical.train.records import Records
+from empirical.train.state import RunState
 
-__all__ = ["Monitoring"]
+__all__ = ["Monitor"]
 
 #: evaluation results that are not reported as ``eval_*`` fields
 _EVAL_INTERNAL = ("loss_sum", "count", "batches")
 
 
-class Monitoring:
-    """Monitoring steps of :class:`~empirical.train.trainer.Trainer`."""
+class Monitor:
+    """What the run in ``state`` measures, written through ``records``.
 
-    def _check_finite(self, step: int, params: bool) -> None:
+    ``clock`` times the steps (``wall_s``); ``eval_model`` and ``eval_loader`` (rank 0,
+    with an evaluation split; else ``None``) evaluate the global model. Build it after a
+    resume: the algorithm's communication and pull times counted so far are the baseline
+    of the next time totals.
+    """
+
+    def __init__(
+        self,
+        state: RunState,
+        records: Records,
+        clock: DeviceClock,
+        eval_model: nn.Module | None,
+        eval_loader: Any,
+    ) -> None:
+        self.state, self.records, self.clock = state, records, clock
+        self.eval_model, self.eval_loader = eval_model, eval_loader
+        device = state.device
+        self._bad_pending = torch.full((), math.inf, dtype=torch.float64, device=device)
+        stats = state.algo.stats
+        self._seen = {k: float(stats[k]) for k in ("time_comm_s", "time_pull_s")}
+        self.samples_per_seq = state.cfg.seq_len if state.prep.task == "lm" else 1
+
+    def check_finite(self, step: int, params: bool) -> None:
         """Collective: raise Diverged (on every rank) if any rank saw a non-finite loss
         or, with ``params``, holds non-finite parameters. Runs before every train record and
         every checkpoint, so no checkpoint ever holds a diverged state."""
-        inf = torch.tensor(math.inf, dtype=torch.float64, device=self.device)
+        inf = torch.tensor(math.inf, dtype=torch.float64, device=self.state.device)
         bad = torch.stack([self._bad_pending.clone(), inf])
-        if params and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+        model = self.state.model
+        if params and not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
             bad[1] = float(step)
-        self.dist.all_reduce(bad, op=self.dist.ReduceOp.MIN)
+        dist.all_reduce(bad, op=dist.ReduceOp.MIN)
         loss_step, param_step = float(bad[0].item()), float(bad[1].item())
         if math.isfinite(loss_step):
             raise Diverged(int(loss_step), "loss")
         if math.isfinite(param_step):
             raise Diverged(int(param_step), "parameters")
 
-    def _note_loss(self, loss: torch.Tensor, step: int) -> None:
+    def note_loss(self, loss: torch.Tensor, step: int) -> None:
         """Add a step's loss to the window; remember the first non-finite step. Device
         kernels only: the step number enters as a kernel argument, nothing is copied to or
         read from the device (no host synchronisation)."""
-        self.loss_sum += loss
-        self.loss_count += 1
+        counters = self.state.counters
+        counters.loss_sum += loss
+        counters.loss_count += 1
         first_bad = ~torch.isfinite(loss) & ~torch.isfinite(self._bad_pending)
         self._bad_pending.masked_fill_(first_bad, float(step))
 
     # ------------------------------------------------------------------ evaluation
-    def _global_state(self, device: torch.device | str | None = None) -> tuple[dict[str, Any], str]:
+    def global_state(self, device: torch.device | str | None = None) -> tuple[dict[str, Any], str]:
         """Collective: the state of the global model (on ``device`` if given, else on the
         model's), and what it is.
 
@@ -56,75 +86,77 @@ class Monitoring:
         floating-point tensor (with ``device`` elsewhere, through a copy of that tensor
         alone on the model's device) that is not counted in the training statistics.
         """
-        algo = self.algo
-        state = algo.anchor_state_dict(device=device)
-        anchorless = (
-            hasattr(algo, "z") and algo.z is None and bool(getattr(algo, "local_started", False))
-        )
-        if not anchorless or self.world == 1:
+        st = self.state
+        state = st.algo.anchor_state_dict(device=device)
+        if not st.algo.anchorless() or st.world == 1:
             return state, "anchor"
         for val in state.values():
             if val.is_floating_point():
-                work = val.to(self.device)  # the tensor itself when it is on the device
-                self.dist.all_reduce(work)
-                work.div_(self.world)
+                work = val.to(st.device)  # the tensor itself when it is on the device
+                dist.all_reduce(work)
+                work.div_(st.world)
                 if work is not val:
                     val.copy_(work)
         return state, "average"
 
-    def _evaluate(self, step: int) -> None:
+    def evaluate(self, step: int) -> None:
         """Collective: evaluate the global model on rank 0 and write an eval record."""
-        state, evaluated = self._global_state()
+        st = self.state
+        state, evaluated = self.global_state()
         if self.eval_model is not None:
             self.eval_model.load_state_dict(state)
             with torch.random.fork_rng(devices=[]):
                 res = models.evaluate(
                     self.eval_model,
                     self.eval_loader,
-                    self.prep.task,
-                    max_batches=self.cfg.eval_batches,
+                    st.prep.task,
+                    max_batches=st.cfg.eval_batches,
                 )
             rec: dict[str, Any] = {"step": step}
             rec.update({f"eval_{k}": v for k, v in res.items() if k not in _EVAL_INTERNAL})
             rec["evaluated"] = evaluated
             rec["eval_samples"] = res.get("count")
-            rec["wall_s"] = self.totals.wall_s
-            self.last_eval = self.writer.write("eval", rec)
-        self._barrier()
+            rec["wall_s"] = st.counters.totals.wall_s
+            st.counters.last_eval = self.records.write("eval", rec)
+        barrier(st.world)
 
     # ------------------------------------------------------------------ times and records
-    def _resolve_times(self) -> None:
-        """Fold the step times recorded since the last call into ``totals`` (one wait for
-        the GPU's CUDA events; nothing to wait for on the CPU)."""
-        self.algo.resolve_timings()
+    def resolve_times(self) -> None:
+        """Fold the step times recorded since the last call into the time totals (one wait
+        for the GPU's CUDA events; nothing to wait for on the CPU)."""
+        algo, totals = self.state.algo, self.state.counters.totals
+        algo.resolve_timings()
         self.clock.resolve()
         wall = float(self.clock.stats.pop("wall_s", 0.0))
-        comm = float(self.algo.stats["time_comm_s"]) - self._seen["time_comm_s"]
-        pull = float(self.algo.stats["time_pull_s"]) - self._seen["time_pull_s"]
-        self._seen = {k: float(self.algo.stats[k]) for k in ("time_comm_s", "time_pull_s")}
-        self.totals.wall_s += wall
-        self.totals.comm_s += comm
-        self.totals.pull_s += pull
-        self.totals.compute_s += max(wall - comm - pull, 0.0)
+        comm = float(algo.stats["time_comm_s"]) - self._seen["time_comm_s"]
+        pull = float(algo.stats["time_pull_s"]) - self._seen["time_pull_s"]
+        self._seen = {k: float(algo.stats[k]) for k in ("time_comm_s", "time_pull_s")}
+        totals.wall_s += wall
+        totals.comm_s += comm
+        totals.pull_s += pull
+        totals.compute_s += max(wall - comm - pull, 0.0)
 
-    def _window_loss(self) -> float | None:
+    def window_loss(self) -> float | None:
         """Collective: the mean loss over every rank's steps since the last record."""
-        count = torch.tensor(float(self.loss_count), dtype=torch.float64, device=self.device)
-        window = torch.stack([self.loss_sum.to(torch.float64), count])
-        self.dist.all_reduce(window)
+        st, counters = self.state, self.state.counters
+        count = torch.tensor(float(counters.loss_count), dtype=torch.float64, device=st.device)
+        window = torch.stack([counters.loss_sum.to(torch.float64), count])
+        dist.all_reduce(window)
         total, steps = float(window[0].item()), int(window[1].item())
-        self.loss_sum.zero_()
-        self.loss_count = 0
-        self.tokens += steps * self.cfg.A * self.cfg.batch_size * self.samples_per_seq
+        counters.loss_sum.zero_()
+        counters.loss_count = 0
+        counters.tokens += steps * st.cfg.A * st.cfg.batch_size * self.samples_per_seq
         return total / steps if steps else None
 
-    def _log(self, step: int) -> None:
+    def log(self, step: int) -> None:
         """Collective: write the train record of ``step``."""
-        self._resolve_times()
-        loss = self._window_loss()
+        st, counters = self.state, self.state.counters
+        self.resolve_times()
+        loss = self.window_loss()
         if loss is not None:
-            self.last_loss = loss
-        s = dict(self.algo.stats)
+            counters.last_loss = loss
+        s = dict(st.algo.stats)
+        totals = counters.totals
         rec = {
             "step": step,
             "loss": loss,
@@ -133,14 +165,14 @@ class Monitoring:
             "syncs": s.get("syncs"),
             "allreduce_calls": s.get("allreduce_calls"),
             "bytes_communicated": s.get("bytes_communicated"),
-            "time_compute_s": self.totals.compute_s,
-            "time_comm_s": self.totals.comm_s,
-            "time_pull_s": self.totals.pull_s,
-            "wall_s": self.totals.wall_s,
+            "time_compute_s": totals.compute_s,
+            "time_comm_s": totals.comm_s,
+            "time_pull_s": totals.pull_s,
+            "wall_s": totals.wall_s,
             "consensus": s.get("last_consensus"),
-            "lr": self.lr,
-            "tokens": self.tokens,
+            "lr": st.lr,
+            "tokens": counters.tokens,
         }
-        self.writer.write("train", rec)
-        if self.bar is not None and loss is not None:
-            self.bar.set_postfix(loss=f"{loss:.4f}", syncs=s.get("syncs"))
+        self.records.write("train", rec)
+        if loss is not None:
+            self.records.show(loss=f"{loss:.4f}", syncs=s.get("syncs"))

@@ -1,6 +1,7 @@
 """The options of ``palsgd train``: one flag per :class:`~empirical.config.TrainConfig`
-field, the authors' flag names as aliases, and their resolution (preset < ``--config`` file
-< flags) into a validated configuration."""
+field (its help, range, default and choices from the field's declaration,
+:data:`empirical.config.FLAGS`), the authors' flag names as aliases, and their resolution
+(preset < ``--config`` file < flags) into a validated configuration."""
 
 from __future__ import annotations
 
@@ -12,26 +13,18 @@ from typing import Any
 
 from empirical.algorithms.config import BUFFERS, SYNC_SCHEDULES
 from empirical.config import (
+    CHOICES,
     FIELD_ALIASES,
-    OPTIMIZERS,
+    FLAGS,
     PRESETS,
+    TRAINER_PARAMS,
     TrainConfig,
     load_config_file,
     resolve_config,
 )
-from empirical.config.checks import PRECISIONS, TRAINER_PARAMS
 from empirical.data import DATASET_NAMES
 from empirical.models import MODEL_NAMES
-from empirical.schedules import SCHEDULES
-from empirical.token_cache import TOKEN_DTYPES
-from theory.algorithm import (
-    COINS,
-    OUTERS,
-    describe_choices,
-    distributed_choices,
-    fields_fixed,
-    lookup,
-)
+from theory.algorithm import COINS, OUTERS, fields_fixed, lookup
 from theory.limits import MAX_STEPS, process_cap
 from theory.presets import preset_names
 from theory.validation import ALIASES, PARAMS, ParameterError, UserInputError, canonicalize
@@ -49,153 +42,19 @@ _CLI_ALIASES: dict[str, str] = {
     **{k: FIELD_ALIASES[k] for k in ("bs_per_gpu", "clip_gradnorm", "wd", "max_length")},
 }
 
-_HELP: dict[str, str] = {
-    "model": "model name",
-    "dataset": "dataset name",
-    "data_path": "file or directory of the dataset (needed by file-based datasets; "
-    "'tokens': a flat binary file of token ids, or a directory with train.bin and val.bin)",
-    "tokenizer": "language models: 'byte' (default) or a local Hugging Face tokenizer "
-    "directory (nothing is downloaded)",
-    "token_dtype": "dataset 'tokens': integer type of the ids in --data-path (auto: a dtype "
-    "named in the file name, else uint16 up to 65,536 ids of the vocabulary, uint32 above)",
-    "iid": "ranks read disjoint shards of one shuffled data set (--no-iid: each rank owns "
-    "a fixed block of the data, heterogeneous workers)",
-    "seq_len": "tokens per sequence (language models)",
-    "batch_size": "micro-batch size B per rank",
-    "A": "micro-batches per optimizer step (gradient accumulation)",
-    "T": "total optimizer steps (pull steps count)",
-    "optimizer": "inner optimizer: "
-    + "; ".join(f"{name}: {text}" for name, text in OPTIMIZERS.items()),
-    "alpha": "inner learning rate alpha",
-    "weight_decay": "inner weight decay",
-    "momentum": "momentum of sgd_momentum",
-    "beta1": "AdamW beta1",
-    "beta2": "AdamW beta2",
-    "algorithm": "the distributed algorithm: " + describe_choices(distributed_choices()),
-    "reference_faithful": "switch on every quirk of the authors' code (AlgorithmConfig."
-    "reference_faithful); individual switches below override",
-    "H": "local steps between syncs (pull steps count)",
-    "p": "probability of a pull step",
-    "eta": "pull (mixing) rate; pull coefficient alpha*eta/p",
-    "T0": "DDP warm-up steps before local steps start",
-    "outer": "outer optimizer",
-    "gamma": "outer learning rate",
-    "mu": "outer momentum",
-    "coins": "pull coins: independent (one per worker) or shared (the authors' code)",
-    "clip_grad_norm": "global gradient-norm clip before the inner step ('none': off)",
-    "buffers": "buffer policy at syncs (BatchNorm statistics)",
-    "pull_first_tensor_only": "pull only the first parameter tensor (authors' code)",
-    "discard_batch_on_pull": "draw and drop A micro-batches on a pull step (authors' code)",
-    "outer_steps_per_sync": "outer-optimizer steps per sync (authors' README: A)",
-    "sync_offset": "sync when (t - T0 + 1 + offset) %% H == 0 (derived with "
-    "--sync-schedule global_step)",
-    "sync_schedule": "rounds (every round H steps) or global_step (the authors' absolute "
-    "step counter; the offset follows from T0 and H)",
-    "interleave_outer_steps": "take the outer_steps_per_sync - 1 zero-gradient outer steps "
-    "one per micro-batch of the next step (authors' code)",
-    "consensus_interval": "syncs between consensus statistics (0: never)",
-    "offload_outer_state": "keep the outer momentum in pinned CPU memory between syncs",
-    "coins_file": ".npy file of recorded pull coins, shape (T,) or (T, K), replayed "
-    "instead of the counter-based coins",
-    "lr_schedule": "inner learning-rate schedule: constant, or cosine (linear warm-up, cosine "
-    "decay)",
-    "lr_warmup": "steps of linear inner learning-rate warm-up",
-    "lr_min_ratio": "final inner learning rate / alpha of the cosine schedule",
-    "outer_lr_schedule": "outer learning-rate schedule (over the steps after T0)",
-    "outer_lr_warmup": "local steps of linear outer learning-rate warm-up",
-    "outer_lr_min_ratio": "final outer learning rate / gamma of the cosine schedule",
-    "precision": "autocast with fp32 master weights (fp16 with a GradScaler)",
-    "num_workers": "DataLoader worker processes per rank",
-    "pin_memory": "page-locked host batches (faster host-to-GPU copies)",
-    "pretokenize": "tinystories: tokenise once into a memory-mapped cache next to the data",
-    "allow_changed": "comma-separated hyperparameters that may differ from the resumed "
-    "checkpoint's (applied and recorded); any other change is refused",
-    "backend": "process-group backend (auto: nccl on CUDA, gloo on CPU)",
-    "run_name": "name of the run in W&B/TensorBoard and summary.json: letters, digits and "
-    ". _ - = + , (not a path)",
-    "export_dir": "at the end, save the anchor (global model) there: save_pretrained for "
-    "Hugging Face models, anchor.pt otherwise",
-    "wandb_project": "also log to this Weights & Biases project (skipped with a warning "
-    "when wandb is not installed)",
-    "comm_delay_s": "emulated slow link: seconds added to every all-reduce",
-    "comm_delay_per_byte_s": "emulated slow link: seconds per payload byte added to every "
-    "all-reduce",
-    "sync_delay": "overlapped sync: the outer all-reduce runs while the workers compute "
-    "and its outer step lands SYNC_DELAY local steps later (1..H-1; 0 or unset: blocking "
-    "sync; docs/trainer.md)",
-    "eval_interval": "steps between evaluations of the anchor (0: none)",
-    "eval_batches": "batches per evaluation",
-    "checkpoint_dir": "checkpoint directory",
-    "checkpoint_interval": "steps between checkpoints (0: none)",
-    "keep_checkpoints": "checkpoints kept on disk (oldest deleted first)",
-    "resume": "'auto' (latest complete checkpoint, if any) or a checkpoint path",
-    "overwrite": "start afresh even if the output directory holds a run's records or the "
-    "checkpoint directory holds checkpoints (they are replaced / deleted); without it such "
-    "a directory is refused unless --resume is given",
-    "max_steps_this_run": "stop after this many steps of this invocation, without a final "
-    "checkpoint (as a crash would); resume with --resume auto",
-    "crash_at_step": "fault injection for testing restarts: fail after this step unless "
-    "the run was resumed or restarted by torchrun",
-    "seed": "seed of initialisation, data order and coins",
-    "device": "auto, cpu, cuda or cuda:N (auto: cuda:LOCAL_RANK if available)",
-    "output_dir": "directory of metrics, config.json and summary.json",
-    "log_interval": "steps between train records",
-    "tensorboard": "also write TensorBoard scalars (needs the tensorboard package)",
-    "progress": "progress bar on rank 0",
-    "nproc": "processes on this node (default 2: torchrun launches 2 ranks, gloo on the "
-    "CPU; workers K = nproc / shards); 1 trains in this process (palsgd train only)",
-    "shards": "ranks per worker: each of the nproc/shards workers shards its model over "
-    "SHARDS ranks with FSDP2 (fully_shard on a 2-D mesh; the sync runs across workers); "
-    "batch-size stays per rank (docs/trainer.md)",
-    "max_restarts": "torchrun restarts after a failure (each resumes from the latest checkpoint)",
-}
-
-
-#: the fields with a fixed set of values (argparse choices)
+#: the fields with a fixed set of values (argparse choices): those the configuration owns
+#: (declared with their fields) and those owned by a registry
 _CHOICES: dict[str, tuple[str, ...]] = {
     "model": tuple(MODEL_NAMES),
     "dataset": tuple(DATASET_NAMES),
-    "optimizer": tuple(OPTIMIZERS),
-    "algorithm": distributed_choices(),
+    **CHOICES,
     "outer": OUTERS,
     "coins": COINS,
     "buffers": BUFFERS,
     "sync_schedule": SYNC_SCHEDULES,
-    "lr_schedule": SCHEDULES,
-    "outer_lr_schedule": SCHEDULES,
-    "precision": PRECISIONS,
-    "backend": ("auto", "nccl", "gloo"),
-    "token_dtype": ("auto", *TOKEN_DTYPES),
 }
 #: the field defaults of the ``tiny`` preset (the dataclass's)
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainConfig)}
-#: what an unset (None) field means
-_NONE_MEANS: dict[str, str] = {
-    "data_path": "none (the embedded datasets need none)",
-    "tokenizer": "byte",
-    "coins": "independent",
-    "clip_grad_norm": "off",
-    "buffers": "average",
-    "pull_first_tensor_only": "off (on with --reference-faithful)",
-    "discard_batch_on_pull": "off (on with --reference-faithful)",
-    "outer_steps_per_sync": "1 (A with --reference-faithful)",
-    "sync_offset": "0 (derived with --sync-schedule global_step)",
-    "sync_schedule": "rounds",
-    "interleave_outer_steps": "off",
-    "consensus_interval": "1",
-    "offload_outer_state": "off",
-    "coins_file": "none (counter-based coins)",
-    "comm_delay_s": "0",
-    "comm_delay_per_byte_s": "0",
-    "checkpoint_dir": "OUTPUT_DIR/checkpoints",
-    "resume": "none (start afresh)",
-    "allow_changed": "none",
-    "max_steps_this_run": "none (run to T)",
-    "crash_at_step": "none",
-    "run_name": "from the algorithm and its hyperparameters",
-    "export_dir": "none",
-    "wandb_project": "none",
-}
 
 
 def _optional(base: type):
@@ -296,15 +155,16 @@ def _range_and_default(name: str, default: Any) -> str:
         allowed = f"allowed integer in [1, {process_cap()}] on the CPU of this machine; "
     elif spec is not None:
         allowed = f"allowed {spec.allowed}; "
-    shown = _NONE_MEANS.get(name, "none") if default is None else default
+    shown = FLAGS[name].none_means if default is None else default
     if isinstance(default, bool):
         shown = "on" if default else "off"
     return f"{allowed}default: {shown}".replace("%", "%%")
 
 
 def _help_text(name: str, default: Any) -> str:
-    """The help of the flag of field ``name``: what it sets, its range and its default."""
-    return f"{_HELP.get(name, name)} ({_range_and_default(name, default)})"
+    """The help of the flag of field ``name``: what it sets (its declaration's help), its
+    range and its default."""
+    return f"{FLAGS[name].help.replace('%', '%%')} ({_range_and_default(name, default)})"
 
 
 def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:

@@ -1,16 +1,19 @@
-"""The training loop of one rank: :class:`Trainer` builds the model, the inner optimizer,
-the algorithm and the batch stream, and :meth:`Trainer.fit` runs the steps. Checkpoints,
-monitoring and records are its parts in :mod:`~empirical.train.checkpoints`,
-:mod:`~empirical.train.monitor` and :mod:`~empirical.train.records`."""
+"""The training loop of one rank: :class:`Trainer` builds what the rank trains
+(:func:`build_state`: model, inner optimizer, algorithm, batch stream, precision), owns its
+three parts, each given the run's :class:`~empirical.train.state.RunState`:
+
+* :class:`~empirical.train.checkpoints.Checkpoints`: resume and checkpoints;
+* :class:`~empirical.train.monitor.Monitor`: finiteness, evaluation, times, train records;
+* :class:`~empirical.train.records.Records`: config, events, metrics writer, summary, export;
+
+and runs the steps (:meth:`Trainer.fit`)."""
 
 from __future__ import annotations
 
 import copy
-import math
 import os
 import time
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -21,14 +24,15 @@ from empirical.algorithms import build_algorithm
 from empirical.algorithms.fsdp import SliceStream, shard_model, worker_mesh
 from empirical.data import seed_of
 from empirical.schedules import rate_at
-from empirical.timing import DeviceClock, Totals
-from empirical.train.checkpoints import CheckpointSteps
-from empirical.train.monitor import Monitoring
+from empirical.timing import DeviceClock
+from empirical.train.checkpoints import Checkpoints
+from empirical.train.monitor import Monitor
 from empirical.train.outcomes import EXIT_OK, CheckpointFailed, Diverged, InjectedFailure
 from empirical.train.prepare import Prepared, build_inner_optimizer
-from empirical.train.records import RunRecords
+from empirical.train.records import Records
+from empirical.train.state import Counters, RunState
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "Built", "build_state"]
 
 
 def _per_rank_seed(seed: int, rank: int) -> int:
@@ -36,111 +40,119 @@ def _per_rank_seed(seed: int, rank: int) -> int:
     return seed_of(seed, rank, 0x7A1)
 
 
-class Trainer(CheckpointSteps, Monitoring, RunRecords):
-    """The loop of one rank (construct through :func:`empirical.train.train`)."""
+class Built(NamedTuple):
+    """What :func:`build_state` builds: the run's state at step 0, rank 0's evaluation copy
+    of the model and its loader (``None`` elsewhere or without an evaluation split), and
+    the export's template when the model is sharded (``None`` otherwise)."""
+
+    state: RunState
+    eval_model: torch.nn.Module | None
+    eval_loader: Any
+    plain_model: torch.nn.Module | None
+
+
+def build_state(prep: Prepared) -> Built:
+    """What this rank trains, at step 0: the model (sharded over its worker with
+    ``--shards``), the inner optimizer, the algorithm, the batch stream and the fp16
+    GradScaler, with the evaluation's and the export's copies of the model."""
+    cfg = prep.cfg
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device(prep.device)
+    model = models.build_model(
+        cfg.model,
+        vocab_size=prep.vocab_size,
+        num_classes=prep.num_classes,
+        seed=cfg.seed,
+        **prep.model_overrides,
+    ).to(device)
+    eval_model, eval_loader = None, None
+    if rank == 0 and prep.eval_set is not None:
+        eval_model = copy.deepcopy(model).eval()
+        # the same batches at every evaluation: a fixed seeded sample of the split
+        eval_loader = data_mod.make_loader(
+            prep.eval_set,
+            batch_size=cfg.batch_size,
+            rank=0,
+            world_size=1,
+            seed=cfg.seed,
+            shuffle=True,
+            drop_last=False,
+        )
+    # sharded workers (--shards S): FSDP2 within each worker, the sync across workers
+    mesh, plain_model = None, None
+    if cfg.shards > 1:
+        mesh = worker_mesh(cfg.shards, device.type)
+        if rank == 0 and cfg.export_dir:
+            plain_model = copy.deepcopy(model)  # the export's template
+        shard_model(model, mesh)
+    optimizer = build_inner_optimizer(cfg, model.parameters())
+    algo = build_algorithm(
+        prep.algorithm,
+        model,
+        optimizer,
+        coin_source=prep.coin_trace,
+        process_group=None if mesh is None else mesh.replicate_group,
+    )
+    stream: Any = data_mod.BatchStream(
+        prep.train_set,
+        cfg.batch_size * (1 if mesh is None else mesh.S),
+        rank=rank if mesh is None else mesh.worker,
+        world_size=world if mesh is None else mesh.K,
+        seed=cfg.seed,
+        iid=cfg.iid,
+        num_workers=cfg.num_workers,
+        pin_memory=cfg.pin_memory and device.type == "cuda",
+    )
+    if mesh is not None:  # this rank's slice of its worker's batch
+        stream = SliceStream(stream, mesh.shard, mesh.S)
+    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+    state = RunState(
+        prep=prep,
+        rank=rank,
+        world=world,
+        device=device,
+        model=model,
+        optimizer=optimizer,
+        algo=algo,
+        stream=stream,
+        scaler=scaler,
+        mesh=mesh,
+        counters=Counters.fresh(device),
+        last_checkpoint=prep.resume_dir,
+        changed=dict(prep.changed),
+    )
+    return Built(state, eval_model, eval_loader, plain_model)
+
+
+class Trainer:
+    """The loop of one rank (construct through :func:`empirical.train.train`; ``ctx``: the
+    process group's :class:`~empirical.distributed.DistContext`)."""
 
     def __init__(self, prep: Prepared, ctx: Any):
-        self.prep, self.cfg, self.ctx = prep, prep.cfg, ctx
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.main = self.rank == 0
-        self.device = torch.device(prep.device)
-        self.dist, self.torch = dist, torch
+        self.ctx, self.cfg = ctx, prep.cfg
         # library code (dropout) draws from torch's default generator: seed it per rank
-        torch.manual_seed(_per_rank_seed(self.cfg.seed, self.rank))
-        self._build()
-        self._reset_counters()
-        resume_dir, manifest = self._agree_on_resume()
-        if resume_dir is not None:
-            self._load(resume_dir, manifest)
-        else:
-            self._clear_checkpoints()
+        torch.manual_seed(_per_rank_seed(self.cfg.seed, dist.get_rank()))
+        built = build_state(prep)
+        st = self.state = built.state
+        self.algo, self.device = st.algo, st.device
+        self.clock = DeviceClock(st.device)
+        self.autocast = self._autocast()
+        self.records = Records(st, built.plain_model)
+        self.checkpoints = Checkpoints(st, self.records)
+        self.checkpoints.resume()
+        self.monitor = Monitor(st, self.records, self.clock, built.eval_model, built.eval_loader)
         self._apply_hyperparameters(int(self.algo.t))
-        self._seen = {k: float(self.algo.stats[k]) for k in ("time_comm_s", "time_pull_s")}
-        self.samples_per_seq = self.cfg.seq_len if prep.task == "lm" else 1
 
-    # ------------------------------------------------------------------ construction
-    def _build(self) -> None:
-        """Model, evaluation copy (rank 0), inner optimizer, algorithm, batches, precision."""
-        cfg, prep = self.cfg, self.prep
-        model = models.build_model(
-            cfg.model,
-            vocab_size=prep.vocab_size,
-            num_classes=prep.num_classes,
-            seed=cfg.seed,
-            **prep.model_overrides,
-        )
-        self.model = model.to(self.device)
-        self.eval_model, self.eval_loader = None, None
-        if self.main and prep.eval_set is not None:
-            self.eval_model = copy.deepcopy(self.model).eval()
-            # the same batches at every evaluation: a fixed seeded sample of the split
-            self.eval_loader = data_mod.make_loader(
-                prep.eval_set,
-                batch_size=cfg.batch_size,
-                rank=0,
-                world_size=1,
-                seed=cfg.seed,
-                shuffle=True,
-                drop_last=False,
-            )
-        # sharded workers (--shards S): FSDP2 within each worker, the sync across workers
-        self.wm, self.plain_model = None, None
-        if cfg.shards > 1:
-            self.wm = worker_mesh(cfg.shards, self.device.type)
-            if self.main and cfg.export_dir:
-                self.plain_model = copy.deepcopy(self.model)  # the export's template
-            shard_model(self.model, self.wm)
-        self.optimizer = build_inner_optimizer(cfg, self.model.parameters())
-        self.algo = build_algorithm(
-            prep.algorithm,
-            self.model,
-            self.optimizer,
-            coin_source=prep.coin_trace,
-            process_group=None if self.wm is None else self.wm.replicate_group,
-        )
-        wm = self.wm
-        self.stream = data_mod.BatchStream(
-            prep.train_set,
-            cfg.batch_size * (1 if wm is None else wm.S),
-            rank=self.rank if wm is None else wm.worker,
-            world_size=self.world if wm is None else wm.K,
-            seed=cfg.seed,
-            iid=cfg.iid,
-            num_workers=cfg.num_workers,
-            pin_memory=cfg.pin_memory and self.device.type == "cuda",
-        )
-        if wm is not None:  # this rank's slice of its worker's batch
-            self.stream = SliceStream(self.stream, wm.shard, wm.S)
-        self.clock = DeviceClock(self.device)
-        self.totals = Totals()
-        self._build_precision()
-
-    def _build_precision(self) -> None:
-        """``autocast`` (bf16/fp16, fp32 master weights) and fp16's GradScaler."""
-        self.scaler, self.autocast = None, None
+    def _autocast(self) -> Any:
+        """``autocast`` of the forward pass (bf16/fp16, fp32 master weights), or ``None``."""
         if self.cfg.precision == "fp32":
-            return
+            return None
         dtype = torch.bfloat16 if self.cfg.precision == "bf16" else torch.float16
         dev_type = self.device.type
-        self.autocast = lambda: torch.autocast(device_type=dev_type, dtype=dtype)
-        if self.cfg.precision == "fp16":
-            self.scaler = torch.amp.GradScaler(dev_type)
-
-    def _reset_counters(self) -> None:
-        self.changed = dict(self.prep.changed)
-        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.loss_count = 0
-        self._bad_pending = torch.full((), math.inf, dtype=torch.float64, device=self.device)
-        self.tokens = 0
-        self.last_loss: float | None = None
-        self.last_eval: dict[str, Any] | None = None
-        self.last_checkpoint: Path | None = self.prep.resume_dir
-        self.metrics_position: dict[str, int] | None = None
-        self.start_step = 0
-        self.resumed_from: str | None = None
+        return lambda: torch.autocast(device_type=dev_type, dtype=dtype)
 
     def _loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        return models.compute_loss(model, batch, self.prep.task)
+        return models.compute_loss(model, batch, self.state.prep.task)
 
     # ------------------------------------------------------------------ hyperparameters
     def _apply_hyperparameters(self, t: int) -> None:
@@ -148,29 +160,28 @@ class Trainer(CheckpointSteps, Monitoring, RunRecords):
         (and the schedules at step ``t``): after a resume the loaded optimizer states would
         otherwise keep the checkpoint's values."""
         cfg = self.cfg
-        for g in self.optimizer.param_groups:
+        for g in self.state.optimizer.param_groups:
             g["weight_decay"] = cfg.weight_decay
             if cfg.optimizer == "sgd_momentum":
                 g["momentum"] = cfg.momentum
             if cfg.optimizer == "adamw":
                 g["betas"] = (cfg.beta1, cfg.beta2)
-        outer = getattr(self.algo, "outer", None)
-        if outer is not None:
-            outer.set_hyperparameters(mu=float(self.prep.algorithm.mu))
+        if self.algo.outer is not None:
+            self.algo.outer.set_hyperparameters(mu=float(self.state.prep.algorithm.mu))
         self._set_rates(t)
 
     def _set_rates(self, t: int) -> None:
         """The scheduled inner learning rate of step ``t`` (and the outer one)."""
-        cfg = self.cfg
-        self.lr = rate_at(cfg.lr_schedule, cfg.alpha, t, cfg.T, cfg.lr_warmup, cfg.lr_min_ratio)
-        for g in self.optimizer.param_groups:
-            g["lr"] = self.lr
-        outer = getattr(self.algo, "outer", None)
+        cfg, st = self.cfg, self.state
+        st.lr = rate_at(cfg.lr_schedule, cfg.alpha, t, cfg.T, cfg.lr_warmup, cfg.lr_min_ratio)
+        for g in st.optimizer.param_groups:
+            g["lr"] = st.lr
+        outer = self.algo.outer
         if outer is not None:
-            T0 = int(self.prep.algorithm.warmup_steps)
+            T0 = int(st.prep.algorithm.warmup_steps)
             gamma = rate_at(
                 cfg.outer_lr_schedule,
-                float(self.prep.algorithm.gamma),
+                float(st.prep.algorithm.gamma),
                 t - T0,
                 cfg.T - T0,
                 cfg.outer_lr_warmup,
@@ -185,73 +196,78 @@ class Trainer(CheckpointSteps, Monitoring, RunRecords):
         resume); isolating that draw keeps the generator that dropout uses identical to an
         uninterrupted run's."""
         with torch.random.fork_rng(devices=[]):
-            return self.stream.next()
+            return self.state.stream.next()
 
     def _one_step(self) -> None:
         """One step through ``algo.train_step`` (micro-batches, pulls, discarded batches,
         interleaved outer steps, autocast and the GradScaler are the algorithm's)."""
-        self._set_rates(int(self.algo.t))
+        algo = self.algo
+        self._set_rates(int(algo.t))
         start = self.clock.mark()
-        res = self.algo.train_step(
+        res = algo.train_step(
             self._next_batch,
             self._loss,
             micro_batches=self.cfg.A,
-            scaler=self.scaler,
+            scaler=self.state.scaler,
             autocast=self.autocast,
         )
-        if int(self.algo.t) >= self.cfg.T:
-            self.algo.finish()  # an overlapped sync's outer step still in flight lands
+        if int(algo.t) >= self.cfg.T:
+            algo.finish()  # an overlapped sync's outer step still in flight lands
         self.clock.add("wall_s", start, self.clock.mark())
         if res.loss is not None:
-            self._note_loss(res.loss, int(self.algo.t))
+            self.monitor.note_loss(res.loss, int(algo.t))
 
     def _run_steps(self) -> str:
         """Steps until ``T`` (or ``max_steps_this_run``: ``"stopped"``), with the records,
         evaluations and checkpoints due after each; returns the status."""
-        cfg = self.cfg
-        step, ran = self.start_step, 0
+        cfg, monitor = self.cfg, self.monitor
+        step, ran = self.state.start_step, 0
         while step < cfg.T:
             if cfg.max_steps_this_run is not None and ran >= cfg.max_steps_this_run:
                 return "stopped"
             self._one_step()
             step, ran = int(self.algo.t), ran + 1
-            if self.bar is not None:
-                self.bar.update(1)
+            self.records.advance()
             last = step >= cfg.T
             if step % cfg.log_interval == 0 or last:
-                self._check_finite(step, params=False)
-                self._log(step)
+                monitor.check_finite(step, params=False)
+                monitor.log(step)
             if cfg.eval_interval > 0 and (step % cfg.eval_interval == 0 or last):
-                self._evaluate(step)
+                monitor.evaluate(step)
             if cfg.checkpoint_interval > 0 and (step % cfg.checkpoint_interval == 0 or last):
-                self._check_finite(step, params=True)
-                self._save(step)
+                monitor.check_finite(step, params=True)  # no checkpoint holds a diverged state
+                monitor.resolve_times()  # the time totals the checkpoint holds
+                self.checkpoints.save(step)
             if step == cfg.crash_at_step and self._first_attempt():
                 raise InjectedFailure(f"crash_at_step: injected failure after step {step}")
         return "finished"
 
     def fit(self) -> int:
         """Run until ``T`` steps (or ``max_steps_this_run``); return the exit code."""
-        self._open_records()
+        self.records.open()
+        if not self.state.resumed_from and self.cfg.eval_interval > 0:
+            self.monitor.evaluate(0)
         started = time.perf_counter()
         status, code, message = "finished", EXIT_OK, ""
         try:
             status = self._run_steps()
             if status == "stopped":
-                event = {"event": "stopped", "step": int(self.algo.t)}
-                self.writer.write("event", {**event, "reason": "max_steps_this_run"})
+                self.records.stopped()
             elif self.cfg.export_dir:
-                self._export()
+                anchor, _ = self.monitor.global_state(device="cpu")  # through host memory
+                self.records.export(anchor)
         except CheckpointFailed as exc:
-            status, code, message = self._checkpoint_failed(exc)
+            status, code, message = self.records.checkpoint_failed(exc)
         except Diverged as exc:
-            status, code, message = self._diverged(exc)
+            status, code, message = self.records.diverged(exc)
         finally:
-            if self.bar is not None:
-                self.bar.close()
-        self._close_records(status, code, message, time.perf_counter() - started)
+            self.records.close_bar()
+        stats = dict(self.algo.stats)  # the summary's, before the last times are folded
+        if self.state.main:
+            self.monitor.resolve_times()
+        self.records.close(status, code, message, time.perf_counter() - started, stats)
         return code
 
     def _first_attempt(self) -> bool:
         restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-        return self.resumed_from is None and restarts == 0
+        return self.state.resumed_from is None and restarts == 0

@@ -97,7 +97,7 @@ def checked_steps(
     prep = prepare(cfg)
     bound = torch.device(prep.device)
     trainer = Trainer(prep, init_distributed(backend_of(cfg, prep.device), bound=bound))
-    algo, opt = trainer.algo, trainer.optimizer
+    algo, opt = trainer.algo, trainer.state.optimizer
 
     def host_side(t: torch.Tensor) -> bool:  # AdamW's step counters (not capturable)
         return any(t is s.get("step") for s in opt.state.values())
@@ -143,9 +143,9 @@ def checked_steps(
     controls = {}
     for name, fn in {
         "consensus": lambda: algo.resolve_timings(),
-        "finite": lambda: trainer._check_finite(algo.t, params=False),
-        "log": lambda: trainer._window_loss(),
-        "times": lambda: trainer._resolve_times(),
+        "finite": lambda: trainer.monitor.check_finite(algo.t, params=False),
+        "log": lambda: trainer.monitor.window_loss(),
+        "times": lambda: trainer.monitor.resolve_times(),
         "float(step) on the device": lambda: torch.tensor(float(algo.t), device=trainer.device),
     }.items():
         controls[name] = len(checked(fn))
