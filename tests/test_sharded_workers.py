@@ -150,7 +150,8 @@ def test_the_sharded_paths_on_a_one_rank_mesh(tmp_path):
 
         plain, _, pa = build(False)
         sharded, sopt, sa = build(True)
-        assert sa.sharded and sa.flat is None and not pa.sharded and pa.flat is not None
+        sfm, pfm = sa.flat_model, pa.flat_model
+        assert sfm.sharded and sfm.flat is None and not pfm.sharded and pfm.flat is not None
         _train_steps(plain, pa, data[:4])
         _train_steps(sharded, sa, data[:4])
         assert sa.sync.in_flight is not None  # synced after step 3, lands after step 4

@@ -257,8 +257,8 @@ def test_elastic_coefficient_outside_stability_range_is_rejected(K, a):
         (dict(easgd_alpha=float("nan")), "'easgd_alpha'"),
         (dict(easgd_alpha=True), "'easgd_alpha'"),
         (dict(easgd_alpha="0.2"), "'easgd_alpha'"),
-        (dict(p=0.2), "use kind='palsgd'"),
-        (dict(outer="nesterov"), "no outer optimiser"),
+        (dict(p=0.2), "pull steps exist only in 'palsgd'"),
+        (dict(outer="nesterov"), r"'easgd' takes the outer update\(s\) \['average'\]"),
         (dict(outer_steps_per_sync=2), "no outer optimiser"),
     ],
 )
@@ -268,7 +268,7 @@ def test_spec_errors(kwargs, match):
 
 
 def test_easgd_alpha_only_for_easgd():
-    with pytest.raises(UserInputError, match="use kind='easgd'"):
+    with pytest.raises(UserInputError, match="EASGD's elastic coefficient; 'local_sgd' does not use it"):
         AlgorithmSpec("local_sgd", 0.1, H=2, easgd_alpha=0.2)
     with pytest.raises(UserInputError, match="no elastic coefficient"):
         AlgorithmSpec("local_sgd", 0.1, H=2).elastic_coef(2)
