@@ -18,7 +18,8 @@
 #      per rank of PALSGD workers with and without FSDP2 sharding (small sizes, on the
 #      host's CPUs with gloo: sharded workers on GPUs need one GPU per rank, more than this
 #      check has; the last step, given what is left of the budget).
-# Usage: scripts/gpu-check.sh [--dry-run] [--out DIR]
+# Usage: scripts/gpu-check.sh [--dry-run] [--only N,N,...] [--out DIR]
+#   --only: run only the steps numbered (the others are recorded as skipped).
 #   --dry-run: every step on the CPU with tiny sizes (limits x4, 30 minutes in all, one
 #   thread per process: a CPU machine may be shared): the GPU tests are collected (not run),
 #   the steps of step 2 count synchronisations on a fake GPU, and the launches of steps
@@ -34,10 +35,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 DRY=0
 OUT=gpu-check-out
+ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
     --out) OUT="$2"; shift ;;
+    --only)
+      ONLY="${2:-}"; shift
+      if ! [[ "$ONLY" =~ ^[1-9](,[1-9])*$ ]]; then
+        echo "gpu-check.sh: --only takes step numbers 1-9 separated by commas, got '$ONLY'" >&2
+        exit 2
+      fi ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -113,6 +121,10 @@ run_step() {
   local n="$1" name="$2" limit="$3"; shift 3
   local left=$((DEADLINE - SECONDS)) file start rc status defs
   echo "== $n. $name" | tee -a "$LOG"
+  if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$n,"* ]]; then
+    echo "   skipped: not selected (--only $ONLY)" | tee -a "$LOG"
+    record "$n" "$name" skipped 0 0; return
+  fi
   if [ "$left" -lt 10 ]; then record "$n" "$name" skipped 0 0; return; fi
   limit=$((limit * SCALE))
   [ "$limit" -gt "$left" ] && limit="$left"
