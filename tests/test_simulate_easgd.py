@@ -268,7 +268,9 @@ def test_spec_errors(kwargs, match):
 
 
 def test_easgd_alpha_only_for_easgd():
-    with pytest.raises(UserInputError, match="EASGD's elastic coefficient; 'local_sgd' does not use it"):
+    with pytest.raises(
+        UserInputError, match="EASGD's elastic coefficient; 'local_sgd' does not use it"
+    ):
         AlgorithmSpec("local_sgd", 0.1, H=2, easgd_alpha=0.2)
     with pytest.raises(UserInputError, match="no elastic coefficient"):
         AlgorithmSpec("local_sgd", 0.1, H=2).elastic_coef(2)
