@@ -201,3 +201,37 @@ def test_diagnosis_splits_the_floor():
     assert loc.bias > d.bias  # the pull keeps the mean closer to x*
     sgd = diagnose(q, METHODS["sgd"], H=1, eta=0.0, p=0.0, alpha=0.1, gamma=None, mu=None)
     assert sgd.bias == pytest.approx(0.0, abs=1e-20)  # no drift without local steps
+
+
+def test_monte_carlo_verdicts_count_overlapping_intervals_as_undecided():
+    """A side wins a Monte-Carlo cell only when the intervals separate; the summary counts
+    wins, losses and undecided cells for independent and for shared coins."""
+    from theory.compare.records import MapResult
+    from theory.compare.report import format_summary
+    from theory.compare.summary import summarize
+
+    def cell(pal, shared, base):
+        cost = {"palsgd": pal[0], "palsgd_shared": shared[0], "local_sgd": base[0]}
+        iv = {"palsgd": pal[1:], "palsgd_shared": shared[1:], "local_sgd": base[1:]}
+        return CellResult(H=8, eta=1.0, p=0.5, zeta=1.0, eps=0.1, budget="rounds", B=9.0,
+                          cost=cost, rounds={}, tuned={}, intervals=iv)  # fmt: skip
+
+    cells = [
+        cell((3, 2, 4), (2, 1, 2), (5, 5, 6)),  # both PALSGD win: the intervals separate
+        cell((4, 3, 6), (4, 4, 4), (5, 5, 6)),  # independent undecided (6 >= 5), shared wins
+        cell((9, 8, 10), (6, 6, 7), (5, 5, 5)),  # both lose
+        cell((5, 5, 5), (5, 5, 5), (5, 5, 5)),  # equal costs, intervals touch: undecided
+    ]
+    assert [c.winner for c in cells] == ["palsgd", "undecided", "baseline", "undecided"]
+    assert [c.shared_winner for c in cells] == ["palsgd", "palsgd", "baseline", "undecided"]
+    s = summarize(cells)
+    assert s["verdicts"] == {"palsgd": 1, "baseline": 1, "tie": 0, "undecided": 2, "neither": 0}
+    assert s["shared_verdicts"]["palsgd"] == 2 and s["decided"] == 2
+    assert s["groups"][0]["verdicts"]["undecided"] == 2
+    text = format_summary(MapResult(cells, {}, {}, "montecarlo", 1.0, s))
+    assert "PALSGD cheaper in 1 of 2 decided cells, dearer in 1; 2 undecided" in text
+    assert "PALSGD, shared coins cheaper in 2 of 3 decided cells, dearer in 1; 1 undecided" in text
+    # without intervals (exact): equal costs tie, nothing is undecided
+    exact = CellResult(H=8, eta=1.0, p=0.5, zeta=1.0, eps=0.1, budget="rounds", B=9.0,
+                       cost={"palsgd": 5, "local_sgd": 5}, rounds={}, tuned={})  # fmt: skip
+    assert exact.winner == "tie" and exact.shared_winner is None

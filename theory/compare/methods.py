@@ -49,6 +49,7 @@ __all__ = [
     "METHODS",
     "BASELINES",
     "PALSGD_METHODS",
+    "SHARED_METHODS",
     "BUDGET_KINDS",
     "Method",
     "Prices",
@@ -133,6 +134,8 @@ METHODS: dict[str, Method] = {
 BASELINES = ("sgd", "local_sgd", "diloco")
 #: PALSGD with independent coins (the algorithm as described), both outer families
 PALSGD_METHODS = ("palsgd", "palsgd_nesterov")
+#: PALSGD as the authors' code runs it (shared coins), judged on its own beside them
+SHARED_METHODS = ("palsgd_shared",)
 
 
 def method(name: str) -> Method:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from theory.compare.methods import BASELINES, PALSGD_METHODS
+from theory.compare.methods import BASELINES, PALSGD_METHODS, SHARED_METHODS
 from theory.io import atomic_write_json, write_csv
 
 __all__ = ["MEASURED_AT", "PALSGD_SIDE", "BASELINE_SIDE", "CellResult", "MapResult", "best_of"]
@@ -85,21 +85,30 @@ class CellResult:
         """``"palsgd"``, ``"baseline"``, ``"tie"`` or ``"neither"`` (no method within budget);
         with Monte-Carlo ``intervals``, a side wins only when the cost intervals of the two
         best methods separate (else ``"undecided"``)."""
-        r = self.ratio
-        if r is None:
+        return self.winner_of(PALSGD_METHODS)
+
+    @property
+    def shared_winner(self) -> str | None:
+        """:attr:`winner` for PALSGD with the authors' shared coins (``palsgd_shared``)
+        against the same baselines; ``None`` when the map did not run it."""
+        return self.winner_of(SHARED_METHODS) if "palsgd_shared" in self.cost else None
+
+    def winner_of(self, palsgd_methods: tuple[str, ...]) -> str:
+        """The winner of the best of ``palsgd_methods`` against the best baseline."""
+        _, a = pal = best_of(self.cost, tuple(m for m in palsgd_methods if m in self.cost))
+        _, b = base = self.best_baseline
+        if math.isinf(a) and math.isinf(b):
             return "neither"
         if self.intervals:
-            pal, base = self.best_palsgd[0], self.best_baseline[0]
-            ia = self.intervals.get(pal) if pal else None
-            ib = self.intervals.get(base) if base else None
             inf = (math.inf, math.inf)
-            ia, ib = ia or inf, ib or inf
+            ia = (self.intervals.get(pal[0]) if pal[0] else None) or inf
+            ib = (self.intervals.get(base[0]) if base[0] else None) or inf
             if ia[1] < ib[0]:
                 return PALSGD_SIDE
             if ib[1] < ia[0]:
                 return BASELINE_SIDE
             return "undecided"
-        return PALSGD_SIDE if r < 1 else BASELINE_SIDE if r > 1 else "tie"
+        return PALSGD_SIDE if a < b else BASELINE_SIDE if a > b else "tie"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -108,6 +117,8 @@ class CellResult:
             ratio=self.ratio, winner=self.winner, best_palsgd=pal[0], best_baseline=base[0],
             measured_at="anchor after a sync",
         )  # fmt: skip
+        if self.shared_winner is not None:
+            out["shared_winner"] = self.shared_winner
         return out
 
     def row(self) -> dict[str, Any]:

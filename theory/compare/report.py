@@ -32,7 +32,12 @@ def format_summary(result: MapResult) -> str:
         f"measured: {MEASURED_AT}",
         "ratio = best PALSGD cost / best baseline cost (minibatch SGD, Local SGD, DiLoCo); "
         "< 1: the pull pays",
-        f"PALSGD cheaper in {s.get('palsgd_wins', 0)} of {s.get('decided', 0)} decided cells",
+        _verdict_line("PALSGD", s.get("verdicts"), s),
+        *(
+            [_verdict_line("PALSGD, shared coins", s["shared_verdicts"], s)]
+            if s.get("shared_verdicts")
+            else []
+        ),
         "",
         "zeta    eps      budget  largest H: baseline / PALSGD   wins  ratio min / median / max",
     ]
@@ -57,3 +62,18 @@ def format_summary(result: MapResult) -> str:
             f"{ag['bound_wins_contradicted']}",
         ]
     return "\n".join(lines)
+
+
+def _verdict_line(who: str, v: dict[str, int] | None, s: dict[str, Any]) -> str:
+    """``who``'s wins and losses against the best baseline, with the undecided cells."""
+    if v is None:  # a summary written before the verdicts were recorded
+        return f"{who} cheaper in {s.get('palsgd_wins', 0)} of {s.get('decided', 0)} cells"
+    decided = v["palsgd"] + v["baseline"] + v["tie"]
+    line = f"{who} cheaper in {v['palsgd']} of {decided} decided cells, dearer in {v['baseline']}"
+    if v["tie"]:
+        line += f", tied in {v['tie']}"
+    if v["undecided"]:
+        line += f"; {v['undecided']} undecided (the 99% cost intervals overlap)"
+    if v["neither"]:
+        line += f"; {v['neither']} where no method reaches eps"
+    return line

@@ -6,7 +6,9 @@ per ``(zeta, eps, budget)``:
 * ``largest_H``: for each method the largest ``H`` of the grid at which it still reaches
   ``eps`` within the budget (PALSGD: at its best ``(eta, p)``, and per ``(eta, p)``);
 * ``wins`` and ``losses``: the cells where the best PALSGD is cheaper (dearer) than the best
-  baseline, with the ratio's range;
+  baseline, with the ratio's range; ``verdicts``: how many cells PALSGD wins, loses, ties,
+  leaves undecided (Monte Carlo: the cost intervals overlap) or where no method reaches
+  ``eps``; ``shared_verdicts``: the same for PALSGD with the authors' shared coins;
 * ``why``: at the cell where PALSGD comes closest (or wins by most), the long-run picture of
   both tuned methods (:func:`theory.compare.diagnose.diagnose`): progress per step, the
   floor split into drift bias, coin variance and noise, the consensus error.
@@ -87,6 +89,10 @@ def summarize(
             for c in wins
         ]  # fmt: skip
         entry["losses"] = _stats([r for r in ratios if r > 1])
+        entry["verdicts"] = _verdicts(c.winner for c in cs)
+        shared = [c.shared_winner for c in cs if c.shared_winner is not None]
+        if shared:
+            entry["shared_verdicts"] = _verdicts(shared)
         entry["ratio"] = _stats(ratios)
         if quadratics is not None and ratios:
             decided = [c for c in cs if c.ratio is not None and math.isfinite(c.ratio)]
@@ -95,9 +101,23 @@ def summarize(
                 entry["why"] = _why(best, quadratics[zeta])
         out.append(entry)
     wins_total = sum(len(e["wins"]) for e in out)
-    return {
+    verdicts = _verdicts(c.winner for c in cells)
+    out_all: dict[str, Any] = {
         "groups": out,
         "palsgd_wins": wins_total,
         "cells": len(cells),
-        "decided": sum(1 for c in cells if c.ratio is not None),
+        "decided": verdicts[PALSGD_SIDE] + verdicts[BASELINE_SIDE] + verdicts["tie"],
+        "verdicts": verdicts,
     }
+    shared = [c.shared_winner for c in cells if c.shared_winner is not None]
+    if shared:
+        out_all["shared_verdicts"] = _verdicts(shared)
+    return out_all
+
+
+def _verdicts(winners: Any) -> dict[str, int]:
+    """How many cells each verdict of :attr:`CellResult.winner` got."""
+    counts = dict.fromkeys((PALSGD_SIDE, BASELINE_SIDE, "tie", "undecided", "neither"), 0)
+    for w in winners:
+        counts[w] += 1
+    return counts
