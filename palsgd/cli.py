@@ -6,8 +6,8 @@
 Each implementing module provides ``add_arguments(parser)`` and ``run(args) -> int`` and is
 imported only when its subcommand runs: ``palsgd check`` does not import torch (about 1 s of
 start-up), and ``palsgd --help`` imports neither numpy nor sympy. Every subcommand runs
-inside :func:`theory.guard.guarded`, which maps failures to the exit codes of
-:mod:`theory.exitcodes`.
+inside :func:`core.guard.guarded`, which maps failures to the exit codes of
+:mod:`core.exitcodes`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+from core import exitcodes
+from core.guard import guarded
 from empirical import commands as empirical_commands
 from paper_figures import commands as figures_commands
 from theory import commands as theory_commands
-from theory import exitcodes
-from theory.guard import guarded
 
 __all__ = ["main", "build_parser", "HelpFormatter", "Parser", "SUBCOMMANDS"]
 

@@ -1,4 +1,4 @@
-"""Faults: each ends with its documented exit code (theory/exitcodes.py, the README's table)
+"""Faults: each ends with its documented exit code (core/exitcodes.py, the README's table)
 and a clean message: an internal error (70, traceback kept), out of memory or disk (71),
 Ctrl-C (130) in process, in a training run and in a launch of ranks, a rank killed (4), a
 broken pipe (141), a read-only location, corrupt or incomplete checkpoints (2)."""
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import theory.check
+from core import exitcodes
 from palsgd.cli import main
-from theory import exitcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = "check --L 1 --sigma 1 --zeta 0.5 --F0 1 --K 4 --H 8 --T 1000 --lr 0.01".split()

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import theory
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.bound import Bound
-from theory.validation import ParameterError, UserInputError
 
 REF = dict(L=1.0, sigma=1.0, zeta=0.0, F0=1.0, K=4, H=8, T=10_000, p=0.2, eta=0.5)
 

@@ -12,10 +12,11 @@ import pytest
 from test_simulate import simulate_recording_draws
 
 import theory.simulate.numpy_run as numpy_run
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory import verify as V
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, simulate
-from theory.validation import ParameterError, UserInputError
 
 # ---------------------------------------------------------------------------------------
 # hand-computed steps: f_k = 1/2 (x - b_k)^T A (x - b_k), A = diag(1, 2), no noise, x0 = 0

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from core.errors import UserInputError
 from theory import verify as V
-from theory.validation import UserInputError
 
 PLAN = V.BootstrapPlan(1999, seed=1)
 

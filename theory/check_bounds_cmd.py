@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from core.errors import UserInputError
 from theory import bound_cache
-from theory.errors import UserInputError
 
 __all__ = ["add_arguments", "run", "render"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import UserInputError
 from theory import bounds as registry
 from theory.bound import Bound
 from theory.bound_numeric import CompiledBound, OptimalStep
-from theory.validation import UserInputError
 
 __all__ = ["at_optimal_step", "verify_bound"]
 

@@ -7,9 +7,9 @@ import importlib
 import torch
 from torch.utils.data import Dataset
 
+from core.validation import ParameterError, check_fraction
 from empirical.data.common import _VAL
 from empirical.tokenizer import Tokenizer
-from theory.validation import ParameterError, check_fraction
 
 #: standard-library modules whose docstrings stand in when ``pydoc_data`` is missing
 _DOC_MODULES = (

@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.bound import Bound
 from theory.lower import lower_bounds
-from theory.validation import UserInputError, check_choice
 
 __all__ = [
     "register",

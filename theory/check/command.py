@@ -13,18 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import theory.check as package
+from core.errors import UserInputError
+from core.exitcodes import CONTRADICTION
+from core.files import read_mapping_file
 from theory.check import contradiction
 from theory.check.evaluate import ALGORITHMS
-from theory.exitcodes import CONTRADICTION
 from theory.presets import PRESETS, preset_names, render_presets
-from theory.validation import (
-    ALIASES,
-    PARAMS,
-    UserInputError,
-    canonicalize,
-    read_mapping_file,
-    validate,
-)
+from theory.validation import ALIASES, PARAMS, canonicalize, validate
 
 __all__ = ["add_arguments", "load_config", "run"]
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_choice, check_type
 from theory import bound_cache
 from theory.algorithm import NAMES, lookup
 from theory.assumptions import A3_IID, OUTER_AVERAGING
@@ -25,7 +27,7 @@ from theory.check.warnings import (
     usage_warnings,
 )
 from theory.presets import get_preset
-from theory.validation import UserInputError, canonicalize, check_choice, check_type, validate
+from theory.validation import canonicalize, validate
 
 __all__ = ["ALGORITHMS", "check", "infer_algorithm"]
 
@@ -216,7 +218,7 @@ def check(
 
     A bound missing a parameter (other than ``alpha``) is skipped with the reason; without
     ``alpha`` a bound is evaluated at its optimal step. Raises
-    :class:`~theory.validation.UserInputError` on bad input.
+    :class:`~core.errors.UserInputError` on bad input.
     """
     check_type("values", values, Mapping, "a mapping of parameter names to values")
     merged: dict[str, Any] = {}

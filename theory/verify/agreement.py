@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from core.errors import UserInputError
 from theory.algorithm import AlgorithmSpec
-from theory.validation import UserInputError
 from theory.verify.montecarlo import _finite_or_none, simulate_config
 from theory.verify.sampling import ProblemCache, _child_seed, problem_constants
 from theory.verify.settings import Config, VerifySettings

@@ -44,10 +44,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.errors import UserInputError
 from theory import verify as V
 from theory.check import jsonable
 from theory.problems.base import NOISE_MODELS
-from theory.validation import UserInputError
 from theory.verify.at import run_at
 from theory.verify.exact_report import format_exact
 from theory.verify.oracle import family_of

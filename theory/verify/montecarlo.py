@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from theory.bound import Bound
-from theory.validation import UserInputError, validate_one
+from theory.validation import validate_one
 from theory.verify.sampling import _child_seed, bound_values, problem_constants
 from theory.verify.settings import OUTSIDE, Config
 from theory.verify.stats import BootstrapPlan, MeanTest, decide, mean_test

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.io import write_csv
 from theory.check import jsonable
-from theory.io import write_csv
-from theory.validation import UserInputError
 from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
     EXACT_COLUMNS_CSV,
@@ -246,7 +246,7 @@ class AtomicDirectory:
     """
 
     def __init__(self, target: str | os.PathLike[str]):
-        # a symbolic link is followed (theory.validation_files' rule): its target directory
+        # a symbolic link is followed (core.files' rule): its target directory
         # is replaced, the link itself stays
         self.target = Path(os.path.realpath(Path(target).expanduser()))
         self.tmp: Path | None = None

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import theory
+from core.errors import UserInputError
+from core.io import package_versions
 from theory import bounds as bound_registry
 from theory.bound import Bound
 from theory.check import jsonable
-from theory.io import package_versions
 from theory.lower import lower_bounds
-from theory.validation import UserInputError
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.bound_file import load_bound_file
 from theory.verify.checks import rate_check, speedup_check

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from theory.algorithm import AlgorithmSpec
 from theory.bound import Bound
-from theory.validation import UserInputError
 from theory.verify.settings import Config, VerifySettings
 
 
