@@ -72,6 +72,8 @@ class Parser(argparse.ArgumentParser):
 def build_parser(cmd: str) -> argparse.ArgumentParser:
     """The argument parser of ``palsgd CMD`` (its module imported, its flags added)."""
     module_name, text = SUBCOMMANDS[cmd]
+    # stays lazy: the subcommand's module is named by its package's table, imported only
+    # for the subcommand that runs (`palsgd --help` imports neither numpy nor torch)
     module = importlib.import_module(module_name)
     parser = Parser(prog=f"palsgd {cmd}", description=text, formatter_class=HelpFormatter)
     module.add_arguments(parser)
@@ -98,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cmd in _NO_BLAS and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(cmd)
-    module = importlib.import_module(SUBCOMMANDS[cmd][0])
+    module = importlib.import_module(SUBCOMMANDS[cmd][0])  # lazy: see build_parser
     try:
         args = parser.parse_args(rest)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)

@@ -47,6 +47,7 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'theory' has no attribute {name!r}")
     module, attr = _LAZY[name]
+    # stays lazy (PEP 562): the attributes pull in sympy, which `palsgd check` never loads
     mod = importlib.import_module(module)
     value = mod if attr is None else getattr(mod, attr)
     globals()[name] = value

@@ -111,6 +111,8 @@ def __getattr__(name: str) -> Any:
     """A name of the torch-based modules, imported on first use."""
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # stays lazy (PEP 562): these modules import torch, which the cost model's CLI and the
+    # prediction functions do not need
     value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     globals()[name] = value
     return value

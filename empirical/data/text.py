@@ -57,7 +57,7 @@ def _stdlib_docstrings() -> list[str]:
     """Docstrings longer than 200 characters of :data:`_DOC_MODULES` and their members."""
     docs = []
     for mod in _DOC_MODULES:
-        try:
+        try:  # the standard library's modules as data (their docstrings), named by a list
             m = importlib.import_module(mod)
         except ImportError:
             continue

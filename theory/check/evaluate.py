@@ -11,7 +11,7 @@ import numpy as np
 
 from core.errors import UserInputError
 from core.validation import check_choice, check_type
-from theory import bound_cache
+from theory import bound_registry
 from theory.algorithm import NAMES, lookup
 from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound_numeric import CompiledBound
@@ -80,7 +80,7 @@ def _resolve_bounds(bounds: Iterable[Any] | None) -> list[CompiledBound] | None:
         elif hasattr(b, "compiled"):  # a theory.bound.Bound
             out.append(b.compiled)
         else:
-            known = bound_cache.registered() if known is None else known
+            known = bound_registry.registered() if known is None else known
             out.append(known[check_choice("bound", str(b), known)])
     return out
 
@@ -238,7 +238,7 @@ def check(
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
     if chosen is None:
-        known = bound_cache.registered()
+        known = bound_registry.registered()
         chosen = [b for b in known.values() if _covers(b, algorithm, v)]
         if not chosen:
             warnings.append(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import platform
 import subprocess
 import time
@@ -15,6 +14,7 @@ import theory
 from core.errors import UserInputError
 from core.io import package_versions
 from theory import bounds as bound_registry
+from theory import problems
 from theory.bound import Bound
 from theory.check import jsonable
 from theory.lower import lower_bounds
@@ -87,7 +87,6 @@ def resolve_bounds(names: Sequence[str] | None, bound_file: str | None = None) -
 
 def resolve_problems(names: Sequence[str]) -> list[str]:
     """Check problem names against :data:`theory.problems.PROBLEMS` (error lists the known)."""
-    problems = importlib.import_module("theory.problems")
     known = sorted(problems.PROBLEMS)
     if not names:
         raise UserInputError(f"no problem selected; known problems: {known}")
