@@ -286,11 +286,11 @@ def test_easgd_bound_is_verified_not_skipped():
     )  # fmt: skip
     rep = V.run_verification(settings, progress=False)
     # the quadratic exactly (EASGD has an exact oracle), the nonconvex problem by Monte Carlo
-    assert [(r["bound"], r["verdict"]) for r in rep["exact"]] == [("easgd", "not shown false")]
-    rows = rep["results"]
+    assert [(r["bound"], r["verdict"]) for r in rep.exact] == [("easgd", "not shown false")]
+    rows = rep.results
     assert len(rows) == 2 and {r["algorithm"] for r in rows} == {"easgd"}
     assert {r["problem"] for r in rows} == {"cosine"}
     assert all(r["verdict"] != V.NOT_VERIFIABLE for r in rows)
     assert all(np.isfinite(r["measured_mean"]) and r["bound_value"] > 0 for r in rows)
     # Theorem 3 inside its conditions: no configuration may violate it
-    assert rep["summary"]["counts"].get(V.VIOLATED, 0) == 0, rep["summary"]
+    assert rep.summary.counts.get(V.VIOLATED, 0) == 0, rep.summary
