@@ -53,8 +53,8 @@ from typing import Any
 import torch
 from algorithms_timing import consensus_cost, memory_worker, timing_worker
 
+from core.io import atomic_write_json
 from empirical.distributed import spawn_workers
-from theory.io import atomic_write_json
 
 TARGETS = {
     "palsgd_over_local_sgd": 1.02,

@@ -9,4 +9,7 @@ trainer), ``config/`` (the training configuration, presets, checks), ``checkpoin
 ``export.py``, ``metrics.py``, ``probe/`` (``palsgd probe``: L, sigma^2, zeta^2, F0 of a
 real model), ``cost/`` (``palsgd cost``: the cost model), ``commands.py`` (the subcommands
 this package registers with :mod:`palsgd.cli`).
+
+It sits above :mod:`theory` and the base layer :mod:`core` (errors, value checks, files,
+writers, limits, exit codes) and imports nothing above it.
 """

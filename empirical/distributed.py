@@ -23,8 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from theory.limits import check_processes
-from theory.validation import UserInputError
+from core.errors import UserInputError
+from core.limits import check_processes
 
 __all__ = [
     "DistContext",
@@ -112,7 +112,7 @@ def bind_device(
     its own GPU (``LOCAL_RANK < torch.cuda.device_count()``; NCCL refuses two ranks on one
     GPU); with gloo, local ranks beyond the GPU count share GPUs round-robin
     (``LOCAL_RANK mod device_count``), which is meant for tests on one GPU. Every failure is a
-    :class:`~theory.validation.UserInputError` raised before any collective.
+    :class:`~core.errors.UserInputError` raised before any collective.
 
     A rank binds once: the result is a concrete device (``cuda:I`` or ``cpu``) to hand to
     :func:`init_distributed` as ``bound``, not a request to resolve again (``cuda:I`` as a

@@ -27,10 +27,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from core.errors import UserInputError
+from core.files import check_output_dir, check_output_file
 from theory.compare import BUDGET_KINDS, METHODS, Grid, MapSpec, Prices, ProblemSource
 from theory.compare.montecarlo import FAMILIES
 from theory.compare.report import format_summary
-from theory.validation import UserInputError, check_output_dir, check_output_file
 
 __all__ = ["add_arguments", "run", "prices_for"]
 

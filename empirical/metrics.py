@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from theory.io import (
+from core.io import (
     atomic_write_bytes,
     atomic_write_json,
     from_json_safe,
@@ -91,7 +91,7 @@ _CSV_FIELDS = {"train": TRAIN_FIELDS, "eval": EVAL_FIELDS}
 
 def read_jsonl(path: str | os.PathLike, kind: str | None = None) -> list[dict[str, Any]]:
     """All records of a metrics.jsonl file (only those of ``kind`` when given); infinite
-    values, written as ``"inf"`` / ``"-inf"`` (:func:`theory.io.json_safe`), read as floats."""
+    values, written as ``"inf"`` / ``"-inf"`` (:func:`core.io.json_safe`), read as floats."""
     out = []
     with open(path) as fh:
         for line in fh:

@@ -15,6 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserInputError
 from empirical.checkpoint import check_compatible, check_rank_files
 from empirical.checkpoint.verify import _norm
 from empirical.config import (
@@ -24,7 +25,6 @@ from empirical.config import (
     TrainConfig,
     allowed_changes,
 )
-from theory.validation import UserInputError
 
 __all__ = ["checkpoint_meta", "changed_hyperparameters", "check_resume", "common_resume_step"]
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 __all__ = ["TokenCache", "token_cache", "cache_key", "token_dtype_for", "TOKEN_DTYPES"]
 

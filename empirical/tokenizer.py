@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 __all__ = ["Tokenizer", "ByteTokenizer", "HFTokenizer", "load_tokenizer"]
 

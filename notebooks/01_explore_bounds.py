@@ -57,7 +57,7 @@ from IPython.display import Markdown, Math, display
 import theory
 from theory.check import check
 from theory.nbtools import fmt, md_table, output_dir, write_csv
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 OUT = output_dir("01_explore_bounds")
 print("data files go to", OUT)

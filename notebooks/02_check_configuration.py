@@ -46,7 +46,7 @@ import numpy as np
 from theory.check import check
 from theory.nbtools import fmt, md_table, output_dir
 from theory.presets import PRESETS
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 OUT = output_dir("02_check_configuration")
 print("data files go to", OUT)

@@ -266,11 +266,11 @@ write_csv(OUT / "wrong_bound.csv", wrong_rows)
 fast = dict(problems=("quadratic",), rates=False, speedup=False, consensus=False,
             controls=False, exact=False)
 for b in (wrong, theory.bounds.get("sgd")):
-    summary = theory.verify_bound(b, **fast)["summary"]
-    print(f"{b.name}: exact verdict {'violated' if summary['exact_violated'] else 'holds'} "
-          f"(worst measured/bound {fmt(summary['exact_worst'].get(b.name), '.3g')}), "
-          f"Monte-Carlo verdicts {summary['counts']}, exit code {summary['exit_code']}")
-    assert (summary["exit_code"] == 1) == (b is wrong)
+    summary = theory.verify_bound(b, **fast).summary
+    print(f"{b.name}: exact verdict {'violated' if summary.exact_violated else 'holds'} "
+          f"(worst measured/bound {fmt(summary.exact_worst.get(b.name), '.3g')}), "
+          f"Monte-Carlo verdicts {summary.counts}, exit code {summary.exit_code}")
+    assert (summary.exit_code == 1) == (b is wrong)
 
 # %% [markdown]
 # ## Exact expected curves on the quadratic

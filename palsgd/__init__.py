@@ -1,4 +1,5 @@
-"""The ``palsgd`` command line: one dispatcher above theory/, empirical/ and paper_figures/.
+"""The ``palsgd`` command line: one dispatcher above core/, theory/, empirical/ and
+paper_figures/ (the exit codes and the guard that applies them are :mod:`core`'s).
 
 ``cli.py`` holds :func:`~palsgd.cli.main` (the console script ``palsgd`` and
 ``python -m palsgd``); each package lists the subcommands it owns in its ``commands.py``.

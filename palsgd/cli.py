@@ -6,8 +6,8 @@
 Each implementing module provides ``add_arguments(parser)`` and ``run(args) -> int`` and is
 imported only when its subcommand runs: ``palsgd check`` does not import torch (about 1 s of
 start-up), and ``palsgd --help`` imports neither numpy nor sympy. Every subcommand runs
-inside :func:`theory.guard.guarded`, which maps failures to the exit codes of
-:mod:`theory.exitcodes`.
+inside :func:`core.guard.guarded`, which maps failures to the exit codes of
+:mod:`core.exitcodes`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+from core import exitcodes
+from core.guard import guarded
 from empirical import commands as empirical_commands
 from paper_figures import commands as figures_commands
 from theory import commands as theory_commands
-from theory import exitcodes
-from theory.guard import guarded
 
 __all__ = ["main", "build_parser", "HelpFormatter", "Parser", "SUBCOMMANDS"]
 
@@ -72,6 +72,8 @@ class Parser(argparse.ArgumentParser):
 def build_parser(cmd: str) -> argparse.ArgumentParser:
     """The argument parser of ``palsgd CMD`` (its module imported, its flags added)."""
     module_name, text = SUBCOMMANDS[cmd]
+    # stays lazy: the subcommand's module is named by its package's table, imported only
+    # for the subcommand that runs (`palsgd --help` imports neither numpy nor torch)
     module = importlib.import_module(module_name)
     parser = Parser(prog=f"palsgd {cmd}", description=text, formatter_class=HelpFormatter)
     module.add_arguments(parser)
@@ -98,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cmd in _NO_BLAS and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(cmd)
-    module = importlib.import_module(SUBCOMMANDS[cmd][0])
+    module = importlib.import_module(SUBCOMMANDS[cmd][0])  # lazy: see build_parser
     try:
         args = parser.parse_args(rest)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)

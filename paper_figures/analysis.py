@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from empirical import cost as costmodel
 from theory.algorithm import lookup
-from theory.validation import UserInputError
 
 __all__ = [
     "CostSetup",

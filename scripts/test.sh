@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh
 . "${VENV:-.venv}/bin/activate"
-ruff check theory empirical paper_figures tests benchmarks
-ruff format --check theory empirical paper_figures tests benchmarks
+ruff check core theory empirical paper_figures palsgd tests benchmarks
+ruff format --check core theory empirical paper_figures palsgd tests benchmarks
 python -m pytest -q -m "not slow" -n 2 "$@"

@@ -38,9 +38,9 @@ import test_bad_inputs_api as api  # noqa: E402
 import test_bad_inputs_cli as cli  # noqa: E402
 import test_bad_inputs_files as files  # noqa: E402
 
-import theory.io  # noqa: E402
+import core.io  # noqa: E402
+from core.errors import UserInputError  # noqa: E402
 from palsgd.cli import main  # noqa: E402
-from theory.validation import UserInputError  # noqa: E402
 
 #: (argv, note on stderr or stdout) of the cases that must run (exit 0) and say one line
 NOTES: list[tuple[str, str]] = [
@@ -77,7 +77,7 @@ def alarm(seconds: int):
 def writes_only_under(root: Path):
     """``os.replace`` and the atomic writer's temp files refuse anything but a regular file
     (or a new one) under ``root``: a regression fails a case instead of replacing a device."""
-    real_replace, real_temp = os.replace, theory.io._new_temp_file
+    real_replace, real_temp = os.replace, core.io._new_temp_file
 
     def replace(src, dst, *a, **k):
         dst = Path(dst)
@@ -92,11 +92,11 @@ def writes_only_under(root: Path):
             raise AssertionError(f"a temp file next to {target}")
         return real_temp(target)
 
-    os.replace, theory.io._new_temp_file = replace, temp
+    os.replace, core.io._new_temp_file = replace, temp
     try:
         yield
     finally:
-        os.replace, theory.io._new_temp_file = real_replace, real_temp
+        os.replace, core.io._new_temp_file = real_replace, real_temp
 
 
 def run_cli(argv: str, needle: str, timeout: int, expect: int = 2) -> str:

@@ -12,10 +12,10 @@ import theory.moments.exact as moments_exact
 import theory.moments.rounds as moments_rounds
 import theory.moments.spec as moments_spec
 import theory.simulate as sim
+from core.errors import UserInputError
 from theory import algorithm as spec
 from theory.moments import exact_moments
 from theory.problems import QuadraticProblem
-from theory.validation import UserInputError
 
 
 def test_layers_take_names_from_the_spec():

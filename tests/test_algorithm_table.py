@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import UserInputError
 from empirical.algorithms import AlgorithmConfig, check_stability
 from empirical.config import TrainConfig
 from empirical.train import add_arguments, config_from_args
@@ -15,7 +16,6 @@ from empirical.train.launch import check_before_launch
 from palsgd.cli import main as cli_main
 from theory import algorithm as A
 from theory.check import check
-from theory.validation import UserInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,6 +14,8 @@ import pytest
 import torch
 from torch import nn
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from empirical.algorithms import (
     AlgorithmConfig,
     DDPAlgorithm,
@@ -23,7 +25,6 @@ from empirical.algorithms import (
 )
 from empirical.algorithms.flat import FlatLayout
 from theory.coins import pull_coins
-from theory.validation import ParameterError, UserInputError
 
 torch.set_num_threads(1)
 DT = torch.float64

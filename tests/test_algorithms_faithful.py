@@ -22,8 +22,8 @@ import pytest
 import torch
 from torch import nn
 
+from core.errors import UserInputError
 from empirical.algorithms import AlgorithmConfig, build_algorithm, recorded_coins
-from theory.validation import UserInputError
 
 DT = torch.float64
 LR, ETA, P, GAMMA, MU = 0.05, 1.0, 0.35, 0.5, 0.9

@@ -1,4 +1,4 @@
-"""Bad input to the public API: a :class:`~theory.validation.UserInputError` (the CLI's exit
+"""Bad input to the public API: a :class:`~core.errors.UserInputError` (the CLI's exit
 2) whose message names the parameter, never a bare numpy/torch/YAML exception."""
 
 from __future__ import annotations
@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 
 def _api_cases(tmp_path):
+    from core import files
+    from core import validation as checks
     from empirical import cost as costmodel
     from empirical.algorithms import AlgorithmConfig
     from empirical.config import resolve_config
@@ -47,21 +49,21 @@ def _api_cases(tmp_path):
         (lambda: validation.validate(L="abc"), "'L'"),
         (lambda: validation.validate(L=[]), "'L'"),
         (lambda: validation.validate(mu=float("nan")), "'mu'"),
-        (lambda: validation.check_int("seed", -1), "'seed'"),
-        (lambda: validation.check_int("seed", 1.5), "'seed'"),
+        (lambda: checks.check_int("seed", -1), "'seed'"),
+        (lambda: checks.check_int("seed", 1.5), "'seed'"),
         (
-            lambda: validation.check_fraction("confidence", 1.5, allow_zero=False, allow_one=False),
+            lambda: checks.check_fraction("confidence", 1.5, allow_zero=False, allow_one=False),
             "'confidence'",
         ),
-        (lambda: validation.read_mapping_file(binary, "config file"), "not a text file"),
-        (lambda: validation.read_mapping_file(dup, "config file"), "'a' appears twice"),
-        (lambda: validation.read_mapping_file(dupjson, "config file"), "'a' appears twice"),
-        (lambda: validation.read_mapping_file(tmp_path, "config file"), "directory"),
-        (lambda: validation.check_output_dir(plain, "--out"), "--out"),
-        (lambda: validation.check_output_file(tmp_path, "--output"), "--output"),
-        (lambda: validation.check_output_file(plain / "x.json", "--output"), "--output"),
-        (lambda: validation.check_memory(1e30, "K = 10^29 workers"), "K = 10^29 workers"),
-        (lambda: validation.check_memory(float("inf"), "R = inf"), "R = inf"),
+        (lambda: files.read_mapping_file(binary, "config file"), "not a text file"),
+        (lambda: files.read_mapping_file(dup, "config file"), "'a' appears twice"),
+        (lambda: files.read_mapping_file(dupjson, "config file"), "'a' appears twice"),
+        (lambda: files.read_mapping_file(tmp_path, "config file"), "directory"),
+        (lambda: files.check_output_dir(plain, "--out"), "--out"),
+        (lambda: files.check_output_file(tmp_path, "--output"), "--output"),
+        (lambda: files.check_output_file(plain / "x.json", "--output"), "--output"),
+        (lambda: files.check_memory(1e30, "K = 10^29 workers"), "K = 10^29 workers"),
+        (lambda: files.check_memory(float("inf"), "R = inf"), "R = inf"),
         (lambda: check({**base, "L": -1}), "'L'"),
         (lambda: check(base, bounds=["nope"]), "nope"),
         (lambda: check(base, algorithm="nope"), "nope"),
@@ -116,8 +118,8 @@ def _api_cases(tmp_path):
         (lambda: parse_formula("1e999*F0"), "1e999"),
         (lambda: parse_formula("(L**8)**16"), "exponent"),
         (lambda: parse_formula("0/0"), "undefined"),
-        (lambda: validation.read_mapping_file("/dev/zero", "config file"), "character device"),
-        (lambda: validation.check_output_file("/dev/null", "--output"), "character device"),
+        (lambda: files.read_mapping_file("/dev/zero", "config file"), "character device"),
+        (lambda: files.check_output_file("/dev/null", "--output"), "character device"),
         (lambda: costmodel.measure_allreduce([4096], world_size=10**5), "world_size"),
         (lambda: costmodel.emulated_link_check(delay_s=1e9), "timeout"),
     ]

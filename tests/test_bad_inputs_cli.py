@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+from core import exitcodes
 from palsgd.cli import main
-from theory import exitcodes
 
 CHECK = ["check", "--L", "1", "--sigma", "1", "--zeta", "0.5", "--F0", "1", "--T", "1000"]
 

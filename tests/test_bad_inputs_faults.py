@@ -1,4 +1,4 @@
-"""Faults: each ends with its documented exit code (theory/exitcodes.py, the README's table)
+"""Faults: each ends with its documented exit code (core/exitcodes.py, the README's table)
 and a clean message: an internal error (70, traceback kept), out of memory or disk (71),
 Ctrl-C (130) in process, in a training run and in a launch of ranks, a rank killed (4), a
 broken pipe (141), a read-only location, corrupt or incomplete checkpoints (2)."""
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import theory.check
+import theory.check.evaluate
+from core import exitcodes
 from palsgd.cli import main
-from theory import exitcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = "check --L 1 --sigma 1 --zeta 0.5 --F0 1 --K 4 --H 8 --T 1000 --lr 0.01".split()
@@ -31,14 +31,14 @@ def _raise(exc):
 
 
 def test_internal_error_is_70_with_the_traceback(monkeypatch, capsys):
-    monkeypatch.setattr(theory.check, "check", _raise(RuntimeError("boom")))
+    monkeypatch.setattr(theory.check.evaluate, "check", _raise(RuntimeError("boom")))
     assert main(CHECK) == exitcodes.INTERNAL_ERROR
     err = capsys.readouterr().err
     assert "Traceback" in err and "internal error" in err and "boom" in err
 
 
 def test_memory_error_is_71(monkeypatch, capsys):
-    monkeypatch.setattr(theory.check, "check", _raise(MemoryError()))
+    monkeypatch.setattr(theory.check.evaluate, "check", _raise(MemoryError()))
     assert main(CHECK) == exitcodes.OUT_OF_RESOURCES
     err = capsys.readouterr().err
     assert "out of memory" in err and "Traceback" not in err
@@ -69,7 +69,7 @@ def test_permission_denied_mid_write_is_2_naming_the_file(monkeypatch, tmp_path,
 
 
 def test_ctrl_c_in_process_is_130(monkeypatch, capsys):
-    monkeypatch.setattr(theory.check, "check", _raise(KeyboardInterrupt()))
+    monkeypatch.setattr(theory.check.evaluate, "check", _raise(KeyboardInterrupt()))
     assert main(CHECK) == exitcodes.INTERRUPTED
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err

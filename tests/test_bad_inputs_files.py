@@ -4,10 +4,10 @@ Outputs: a FIFO, a socket, a directory, a character device (``/dev/null``, ``/de
 symbolic link to one is refused (exit 2, the flag named) before anything is written; a
 symbolic link to a regular file is followed (the target replaced, the link kept). In these
 tests nothing is ever written to a device: ``os.replace`` and the temp-file creation of
-:mod:`theory.io` fail the test if they are reached for a refused path.
+:mod:`core.io` fail the test if they are reached for a refused path.
 
 Inputs: ``/dev/zero``, ``/dev/urandom``, a FIFO, a socket and a file over
-:data:`theory.validation.MAX_INPUT_BYTES` are refused before reading, for every flag that
+:data:`core.files.MAX_INPUT_BYTES` are refused before reading, for every flag that
 names an input file. Every case runs under an alarm, so a hang fails instead of waiting.
 """
 
@@ -22,16 +22,12 @@ from pathlib import Path
 
 import pytest
 
-import theory.io
+import core.io
+from core import exitcodes
+from core.errors import UserInputError
+from core.files import MAX_INPUT_BYTES, check_output_file, read_mapping_file
+from core.io import atomic_write_json, atomic_write_text, write_csv
 from palsgd.cli import main
-from theory import exitcodes
-from theory.io import atomic_write_json, atomic_write_text, write_csv
-from theory.validation import (
-    MAX_INPUT_BYTES,
-    UserInputError,
-    check_output_file,
-    read_mapping_file,
-)
 
 
 @contextlib.contextmanager
@@ -75,7 +71,7 @@ def kinds(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     sock = make_kinds(tmp_path)
 
-    real_replace, real_temp = os.replace, theory.io._new_temp_file
+    real_replace, real_temp = os.replace, core.io._new_temp_file
 
     def guarded_replace(src, dst, *a, **k):
         dst = Path(dst)
@@ -88,7 +84,7 @@ def kinds(tmp_path, monkeypatch):
         return real_temp(target)
 
     monkeypatch.setattr(os, "replace", guarded_replace)
-    monkeypatch.setattr(theory.io, "_new_temp_file", guarded_temp)
+    monkeypatch.setattr(core.io, "_new_temp_file", guarded_temp)
     yield tmp_path
     sock.close()
 

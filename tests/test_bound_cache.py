@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import theory
-from theory import bound_cache
+from theory import bound_cache, bound_registry
 from theory.bound import Bound
 from theory.bounds import get
 from theory.check import check
@@ -39,7 +39,7 @@ def _results(b):
 def cache(tmp_path, monkeypatch):
     d = tmp_path / "cache"
     monkeypatch.setenv(bound_cache.ENV_DIR, str(d))
-    monkeypatch.setattr(bound_cache, "_memo", {})
+    monkeypatch.setattr(bound_registry, "_memo", {})
     return d
 
 
@@ -120,7 +120,7 @@ def test_corrupt_entry_falls_back_to_computing(cache, monkeypatch, damage):
 def test_unwritable_or_disabled_cache_still_computes(tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
-    monkeypatch.setattr(bound_cache, "_memo", {})
+    monkeypatch.setattr(bound_registry, "_memo", {})
     for value in (str(blocker / "sub"), "off"):
         monkeypatch.setenv(bound_cache.ENV_DIR, value)
         res = _results(_bound())
@@ -141,22 +141,22 @@ def test_fingerprint_follows_the_bound_modules(tmp_path, monkeypatch):
     root = tmp_path / "theory"
     shutil.copytree(os.path.dirname(theory.__file__), root,
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    monkeypatch.setattr(bound_cache, "_THEORY_DIR", str(root))
-    fp = bound_cache.fingerprint()
-    assert bound_cache.fingerprint() == fp
+    monkeypatch.setattr(bound_registry, "_THEORY_DIR", str(root))
+    fp = bound_registry.fingerprint()
+    assert bound_registry.fingerprint() == fp
     (root / "bounds" / "extra.py").write_text("# a new bound module\n")
-    fp2 = bound_cache.fingerprint()
+    fp2 = bound_registry.fingerprint()
     assert fp2 != fp
     (root / "bounds" / "sgd.py").write_text((root / "bounds" / "sgd.py").read_text() + "\n")
-    assert bound_cache.fingerprint() not in (fp, fp2)
+    assert bound_registry.fingerprint() not in (fp, fp2)
     monkeypatch.setattr(theory, "__version__", "999.0")
-    monkeypatch.setattr(bound_cache, "_THEORY_DIR", os.path.dirname(theory.__file__))
-    assert bound_cache.fingerprint() != fp
+    monkeypatch.setattr(bound_registry, "_THEORY_DIR", os.path.dirname(theory.__file__))
+    assert bound_registry.fingerprint() != fp
 
 
 def test_snapshot_lists_every_registered_bound_with_its_key(cache, monkeypatch):
-    monkeypatch.setattr(bound_cache, "_live", lambda: False)
-    reg = bound_cache.registered()
+    monkeypatch.setattr(bound_registry, "_live", lambda: False)
+    reg = bound_registry.registered()
     from theory.bounds import names
 
     builtin = [n for n in names() if not n.startswith(("cache_test", "user_", "rec_", "bad_"))]
@@ -169,7 +169,7 @@ def test_snapshot_lists_every_registered_bound_with_its_key(cache, monkeypatch):
     # the snapshot's compiled bounds give the checker's answers of the sympy bounds
     v = dict(L=1, sigma=1, F0=1, K=4, H=32, T=10**5, alpha=0.01, p=0.2, eta=1, zeta=1, eps=0.05)
     via_snapshot = check(v).to_dict()
-    monkeypatch.setattr(bound_cache, "_live", lambda: True)
+    monkeypatch.setattr(bound_registry, "_live", lambda: True)
     assert check(v).to_dict() == via_snapshot
 
 

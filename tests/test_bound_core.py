@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from core.errors import UserInputError
 from theory import symbols as S
 from theory.bound import Bound
 from theory.bounds import get, names, register
-from theory.validation import UserInputError
 
 
 def test_sgd_optimal_step_matches_closed_form():

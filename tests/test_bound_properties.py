@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.validation import ParameterError
 from theory.bounds.easgd import EASGD
 from theory.bounds.local_sgd import LOCAL_SGD_IID, LOCAL_SGD_NONIID
 from theory.bounds.sgd import SGD
-from theory.validation import ParameterError
 
 BOUNDS = [SGD, LOCAL_SGD_IID, LOCAL_SGD_NONIID, EASGD]
 IDS = [b.name for b in BOUNDS]

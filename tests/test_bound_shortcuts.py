@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import theory
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.bound import Bound
-from theory.validation import ParameterError, UserInputError
 
 REF = dict(L=1.0, sigma=1.0, zeta=0.0, F0=1.0, K=4, H=8, T=10_000, p=0.2, eta=0.5)
 
@@ -64,11 +65,11 @@ def test_verify_bound_rejects_a_wrong_bound_and_leaves_the_registry_alone():
         "sgd_without_noise", "2*F0/(alpha*T)", ["alpha*L <= 1"], algorithm="sgd"
     )
     rep = theory.verify_bound(wrong, search=True, problems=("quadratic",), **FAST)
-    assert rep["summary"]["exact_violated"] == ["sgd_without_noise"]
-    assert rep["summary"]["exit_code"] == 1
+    assert rep.summary.exact_violated == ["sgd_without_noise"]
+    assert rep.summary.exit_code == 1
     assert "sgd_without_noise" not in theory.bounds.names()
     ok = theory.verify_bound("sgd", problems=("quadratic",), **FAST)
-    assert ok["summary"]["exit_code"] == 0 and ok["summary"]["exact_violated"] == []
+    assert ok.summary.exit_code == 0 and ok.summary.exact_violated == []
 
 
 def test_verify_bound_refuses_bad_settings():

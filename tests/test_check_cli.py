@@ -9,11 +9,12 @@ import json
 import numpy as np
 import pytest
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from palsgd.cli import main
 from theory.bounds import get
 from theory.check import CheckReport, check, infer_algorithm, load_config
 from theory.presets import PRESETS, get_preset
-from theory.validation import ParameterError, UserInputError
 
 BASE = dict(L=2.0, sigma=1.5, F0=3.0, K=4, H=16, T=100_000)
 
@@ -444,7 +445,7 @@ def test_broken_pipe_is_quiet(cmd):
     import subprocess
     import sys
 
-    from theory import exitcodes
+    from core import exitcodes
 
     read_end, write_end = os.pipe()
     os.close(read_end)

@@ -1,6 +1,6 @@
 """``palsgd check``: an upper bound below a lower bound where both apply is a contradiction
 (theory.check.contradiction): the verdict names both, says at least one is false, does not
-call the run covered, and the command exits with code 5 (theory.exitcodes.CONTRADICTION)."""
+call the run covered, and the command exits with code 5 (core.exitcodes.CONTRADICTION)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from core import exitcodes
 from palsgd.cli import main
-from theory import exitcodes
 from theory import lower as lower_registry
 from theory.bound import Bound
 from theory.bounds import registered

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from core.errors import UserInputError
 from empirical import checkpoint as ck
 from empirical.metrics import EVAL_FIELDS, TRAIN_FIELDS, MetricsWriter, read_jsonl
-from theory.validation import UserInputError
 
 
 def _save(root, step, world=2, meta=None):
@@ -166,7 +166,7 @@ def test_metrics_resume_truncates_to_position(tmp_path):
 
 
 def test_metrics_nonfinite_written_by_the_one_json_convention(tmp_path):
-    """NaN is null, inf the string "inf" (theory.io.json_safe); read_jsonl gives inf back."""
+    """NaN is null, inf the string "inf" (core.io.json_safe); read_jsonl gives inf back."""
     with MetricsWriter(tmp_path) as w:
         out = w.write("train", {"step": 1, "loss": float("inf"), "grad_norm": float("nan")})
     assert out["loss"] == "inf" and out["grad_norm"] is None

@@ -20,11 +20,11 @@ def test_console_script_help_runs():
 
 
 def test_readme_exit_code_table_is_the_module_table():
-    """The README's table lists exactly the codes of theory.exitcodes, in order."""
+    """The README's table lists exactly the codes of core.exitcodes, in order."""
     import re
     from pathlib import Path
 
-    from theory import exitcodes
+    from core import exitcodes
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
@@ -37,9 +37,9 @@ def test_readme_exit_code_table_is_the_module_table():
 def test_guarded_maps_each_failure_to_its_code(capsys):
     import errno
 
-    from theory import exitcodes
-    from theory.guard import guarded
-    from theory.validation import UserInputError
+    from core import exitcodes
+    from core.errors import UserInputError
+    from core.guard import guarded
 
     def raising(exc):
         def f():

@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+from core.errors import UserInputError
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.methods import METHODS
 from theory.compare.pairs import round_moments
@@ -17,7 +18,6 @@ from theory.problems.hessians import (
     make_hetero_hessian,
 )
 from theory.simulate import AlgorithmSpec, simulate
-from theory.validation import UserInputError
 
 
 def _brute_force(prob, *, alpha, eta, p, H, R, outer, gamma, mu, shared):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import theory.compare.run as run_module
+from core.errors import UserInputError
 from theory.compare import METHODS, Grid, MapSpec, Prices, ProblemSource, round_cost, run_map
 from theory.compare.averages import exact_averages
 from theory.compare.bounds_side import agreement, term_family
@@ -17,7 +18,6 @@ from theory.compare.records import CellResult
 from theory.compare.tune import exact_evaluator, tune
 from theory.problems.hessians import make_hetero_hessian
 from theory.simulate import AlgorithmSpec, simulate
-from theory.validation import UserInputError
 
 SMALL = dict(H=(8, 64), eta=(2.0, 20.0), p=(0.5,), zeta=(1.0,), eps=(0.05, 0.01),
              budgets={"grads": 5e4, "rounds": 5e3}, grid=Grid(n_alpha=8, n_outer=2))  # fmt: skip

@@ -4,13 +4,13 @@ re-estimate, wins only where intervals separate, and families whose Local SGD is
 import numpy as np
 import pytest
 
+from core.errors import UserInputError
 from theory.compare import METHODS, Grid, MapSpec
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.montecarlo import build_family, decide, estimate, spec_of
 from theory.compare.run_mc import run_mc_map
 from theory.problems.hessians import make_hetero_hessian
 from theory.simulate import AlgorithmSpec, simulate
-from theory.validation import UserInputError
 
 
 def test_the_interval_contains_the_exact_first_passage():

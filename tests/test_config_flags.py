@@ -10,6 +10,8 @@ from dataclasses import fields
 
 import pytest
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from empirical.config import (
     CHOICES,
     FLAGS,
@@ -20,7 +22,6 @@ from empirical.config import (
 )
 from empirical.config.flags import CHANGE, FREE, MATCH, Flag, Range
 from empirical.resume import changed_hyperparameters, checkpoint_meta
-from theory.validation import ParameterError, UserInputError
 
 
 def test_a_declaration_is_checked():

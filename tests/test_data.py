@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DistributedSampler
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from empirical import data
 from empirical.data import (
     DATASET_NAMES,
@@ -24,7 +26,6 @@ from empirical.data import (
     shard_indices,
 )
 from empirical.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer
-from theory.validation import ParameterError, UserInputError
 
 torch.set_num_threads(1)
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 from torch import nn
 
+from core.errors import UserInputError
 from empirical import distributed as dmod
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.config import resolve_config
 from empirical.schedules import rate_at
 from empirical.timing import DeviceClock
-from theory.validation import UserInputError
 
 
 @pytest.fixture

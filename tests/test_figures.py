@@ -17,6 +17,7 @@ import pytest
 
 costmodel = pytest.importorskip("empirical.cost")
 
+from core.errors import UserInputError  # noqa: E402
 from palsgd.cli import main  # noqa: E402
 from paper_figures import analysis as A  # noqa: E402
 from paper_figures import figures as F  # noqa: E402
@@ -24,7 +25,6 @@ from paper_figures import runs as R  # noqa: E402
 from paper_figures import style  # noqa: E402
 from theory import verify as V  # noqa: E402
 from theory.algorithm import DISTRIBUTED_NAMES, NAMES, AlgorithmSpec  # noqa: E402
-from theory.validation import UserInputError  # noqa: E402
 
 K = 2
 PARAMS = 1000

@@ -18,8 +18,8 @@ import psutil
 import pytest
 import torch
 
+from core import exitcodes
 from palsgd.cli import main as cli_main
-from theory import exitcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ROOT / "tests" / "harness"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.errors import UserInputError
 from theory import bounds as registry
 from theory.lower import get_lower, lower_bounds
 from theory.moments import MatrixQuadratic, exact_moments
-from theory.validation import UserInputError
 
 LB = "local_sgd_quadratic_lower"
 

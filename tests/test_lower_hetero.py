@@ -8,11 +8,11 @@ import functools
 import numpy as np
 import pytest
 
+from core.errors import UserInputError
 from theory import bounds as registry
 from theory.lower import get_lower, lower_bounds
 from theory.lower.hetero import instance_value, unit_value
 from theory.moments import MatrixQuadratic, exact_moments
-from theory.validation import UserInputError
 
 LB = "local_sgd_heterogeneity_lower"
 

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from empirical import models
 from empirical.data import BatchStream, build_dataset, make_loader
 from empirical.models import (
@@ -22,7 +24,6 @@ from empirical.models import (
     model_spec,
     model_task,
 )
-from theory.validation import ParameterError, UserInputError
 
 torch.set_num_threads(1)
 

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from empirical import checkpoint as ck
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.config import resolve_config
@@ -24,7 +26,6 @@ from theory import problems
 from theory.algorithm import AlgorithmSpec, is_landing_step, outer_step
 from theory.moments import MatrixQuadratic, exact_moments, exact_oracle
 from theory.simulate import simulate
-from theory.validation import ParameterError, UserInputError
 
 
 def test_landing_schedule_and_ranges():

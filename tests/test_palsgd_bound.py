@@ -14,11 +14,11 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.validation import ParameterError
 from theory import symbols as S
 from theory.bounds import get, names
 from theory.proofs import palsgd as P
 from theory.proofs.lemmas import is_zero, manifestly_nonnegative
-from theory.validation import ParameterError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "palsgd_proof.md"
 LOCALS = {s.name: s for s in S.ALL}

@@ -425,7 +425,7 @@ def test_theory_scope_names_what_is_outside():
 
 
 def test_settings_reject_bad_values():
-    from theory.validation import UserInputError
+    from core.errors import UserInputError
 
     for bad in (
         {"samples": 1},

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.problems import (
     NOISE_MODELS,
     PROBLEMS,
@@ -22,7 +24,6 @@ from theory.problems import (
     register_problem,
     with_declared,
 )
-from theory.validation import ParameterError, UserInputError
 
 BUILTIN = ["quadratic", "cosine", "robust_regression", "logistic"]
 

@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.moments import (
     ExactCurves,
     MatrixQuadratic,
@@ -31,7 +33,6 @@ from theory.moments import (
     within_round_closed_form,
     within_round_moments,
 )
-from theory.validation import ParameterError, UserInputError
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -739,9 +740,9 @@ def test_x0_override_and_problems_quadratic_directly():
 
 
 def test_kinds_without_an_exact_recursion_are_rejected():
+    from core.errors import UserInputError
     from theory.problems import make_problem
     from theory.simulate import AlgorithmSpec
-    from theory.validation import UserInputError
 
     prob = make_problem("quadratic", K=2, d=3, sigma=1.0)
     with pytest.raises(UserInputError, match="easgd"):

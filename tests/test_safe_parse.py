@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
+from core.errors import UserInputError
 from theory import symbols as S
 from theory.bound import Bound
 from theory.safe_parse import parse_condition, parse_formula
-from theory.validation import UserInputError
 
 
 def test_formula_in_project_symbols():

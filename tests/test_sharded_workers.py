@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from empirical import checkpoint as ck
 from empirical.algorithms.fsdp import SliceStream
 from empirical.config import resolve_config
 from empirical.distributed import spawn_workers
-from theory.validation import ParameterError, UserInputError
 
 RUN = dict(
     T=8, H=4, T0=2, p=0.5, eta=1.0, seq_len=16, A=1, eval_interval=4, eval_batches=1,

@@ -8,10 +8,10 @@ import torch
 
 import theory.coins as coins
 import theory.simulate.numpy_run as numpy_run
+from core.errors import UserInputError
 from theory.coins import pull_coins
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, Trace, simulate
-from theory.validation import UserInputError
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,10 +12,11 @@ import pytest
 from test_simulate import simulate_recording_draws
 
 import theory.simulate.numpy_run as numpy_run
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory import verify as V
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, simulate
-from theory.validation import ParameterError, UserInputError
 
 # ---------------------------------------------------------------------------------------
 # hand-computed steps: f_k = 1/2 (x - b_k)^T A (x - b_k), A = diag(1, 2), no noise, x0 = 0
@@ -287,11 +288,11 @@ def test_easgd_bound_is_verified_not_skipped():
     )  # fmt: skip
     rep = V.run_verification(settings, progress=False)
     # the quadratic exactly (EASGD has an exact oracle), the nonconvex problem by Monte Carlo
-    assert [(r["bound"], r["verdict"]) for r in rep["exact"]] == [("easgd", "not shown false")]
-    rows = rep["results"]
+    assert [(r["bound"], r["verdict"]) for r in rep.exact] == [("easgd", "not shown false")]
+    rows = rep.results
     assert len(rows) == 2 and {r["algorithm"] for r in rows} == {"easgd"}
     assert {r["problem"] for r in rows} == {"cosine"}
     assert all(r["verdict"] != V.NOT_VERIFIABLE for r in rows)
     assert all(np.isfinite(r["measured_mean"]) and r["bound_value"] > 0 for r in rows)
     # Theorem 3 inside its conditions: no configuration may violate it
-    assert rep["summary"]["counts"].get(V.VIOLATED, 0) == 0, rep["summary"]
+    assert rep.summary.counts.get(V.VIOLATED, 0) == 0, rep.summary

@@ -5,9 +5,9 @@ import pytest
 import torch
 from test_simulate import CONFIGS
 
+from core.errors import UserInputError
 from theory.problems import make_problem
 from theory.simulate import AlgorithmSpec, simulate
-from theory.validation import UserInputError
 
 FIELDS = ("final_x", "anchor", "grad_norm_sq", "loss_gap", "consensus", "anchor_dist")
 CUDA = torch.cuda.is_available()

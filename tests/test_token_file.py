@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from core.errors import UserInputError
 from empirical.checkpoint import check_compatible
 from empirical.config import MATCH_DEFAULTS, resolve_config
 from empirical.data import BatchStream, build_dataset
 from empirical.data.token_file import resolve_token_dtype
 from palsgd.cli import main as cli_main
-from theory.validation import UserInputError
 
 SEQ = 16
 

@@ -12,12 +12,12 @@ import pytest
 import torch
 from train_cli_args import TINY_OVERRIDES, train_args
 
+from core import exitcodes
 from empirical import checkpoint as ck
 from empirical.config import resolve_config
 from empirical.distributed import spawn_workers
 from empirical.metrics import read_jsonl
 from palsgd.cli import main as cli_main
-from theory import exitcodes
 
 
 def _args(out: Path, *extra: str) -> list[str]:
@@ -138,8 +138,8 @@ def test_atomic_write_removes_its_temp_file_on_failure(tmp_path, monkeypatch):
 
 
 def _rank_sees_own_dir(rank: int, world: int, base: str) -> str:
+    from core.errors import UserInputError
     from empirical.train import train
-    from theory.validation import UserInputError
 
     cfg = resolve_config(
         overrides=dict(

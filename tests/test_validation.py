@@ -3,13 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from theory.validation import (
-    PARAMS,
-    ParameterError,
-    UserInputError,
-    canonical_name,
-    validate,
-)
+from core.errors import UserInputError
+from core.validation import ParameterError
+from theory.validation import PARAMS, canonical_name, validate
 
 
 def test_aliases_map_to_project_names():
@@ -72,7 +68,7 @@ def test_every_spec_renders_its_range():
 def test_check_int_accepts_integers_and_names_the_range():
     import numpy as np
 
-    from theory.validation import check_int
+    from core.validation import check_int
 
     assert check_int("n", 3, 1) == 3 and check_int("n", np.int64(4), 1) == 4
     assert check_int("n", 2.0, 0, integral_floats=True) == 2
@@ -84,7 +80,7 @@ def test_check_int_accepts_integers_and_names_the_range():
 
 
 def test_check_fraction_open_and_closed_ends():
-    from theory.validation import check_fraction
+    from core.validation import check_fraction
 
     assert check_fraction("f", 1.0, allow_zero=False, allow_one=True) == 1.0
     for bad in (0.0, 1.5, float("nan"), "x"):
@@ -93,7 +89,7 @@ def test_check_fraction_open_and_closed_ends():
 
 
 def test_read_mapping_file(tmp_path):
-    from theory.validation import read_mapping_file
+    from core.files import read_mapping_file
 
     (tmp_path / "a.yaml").write_text("L: 2\nK: 4\n")
     assert read_mapping_file(tmp_path / "a.yaml", "config file") == {"L": 2, "K": 4}
@@ -114,7 +110,7 @@ def test_read_mapping_file(tmp_path):
 
 
 def test_check_number_ranges_and_non_numbers():
-    from theory.validation import check_number
+    from core.validation import check_number
 
     assert check_number("x", 2, 0, 3) == 2.0
     assert check_number("x", 0, 0, 3) == 0.0 and check_number("x", 3, 0, 3) == 3.0
@@ -137,7 +133,7 @@ def test_check_number_ranges_and_non_numbers():
 
 
 def test_check_choice_names_the_options():
-    from theory.validation import check_choice
+    from core.validation import check_choice
 
     assert check_choice("coins", "shared", ("independent", "shared")) == "shared"
     with pytest.raises(UserInputError, match=r"unknown coin rule 'x'; known coin rules: \["):

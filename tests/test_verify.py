@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from core.errors import UserInputError
 from theory import verify as V
-from theory.validation import UserInputError
 
 PLAN = V.BootstrapPlan(1999, seed=1)
 
@@ -392,11 +392,11 @@ def test_not_verifiable_bound_is_reported_not_dropped(monkeypatch):
         search=False,
     )
     rep = V.run_verification(settings, progress=False)
-    rows = [r for r in rep["results"] if r["bound"] == "slowmo_user"]
+    rows = [r for r in rep.results if r["bound"] == "slowmo_user"]
     assert len(rows) == 1 and rows[0]["verdict"] == V.NOT_VERIFIABLE
     assert "simulator lacks slowmo_ar_sgd" in rows[0]["note"]
-    assert rep["summary"]["counts"][V.NOT_VERIFIABLE] == 1
-    assert "slowmo_user" in V.format_table(rep["results"])
+    assert rep.summary.counts[V.NOT_VERIFIABLE] == 1
+    assert "slowmo_user" in V.format_table(rep.results)
 
 
 def test_declared_constant_that_sampling_refutes_is_an_error():

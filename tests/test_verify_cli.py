@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("theory.simulate")
 
+from core.errors import UserInputError  # noqa: E402
 from palsgd.cli import main  # noqa: E402
 from theory import bounds as registry  # noqa: E402
 from theory import verify as V  # noqa: E402
 from theory.bound import Bound  # noqa: E402
-from theory.validation import UserInputError  # noqa: E402
 
 REPORT_FILES = [
     "results.json",
@@ -249,7 +249,7 @@ def test_failure_midway_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
         raise RuntimeError("simulated crash")
 
     monkeypatch.setattr(V, "run_verification", crash)
-    # a bug: exit code 70 (theory.exitcodes.INTERNAL_ERROR) with its traceback
+    # a bug: exit code 70 (core.exitcodes.INTERNAL_ERROR) with its traceback
     assert main(["verify", "--quick", "--out", str(out), "--no-progress"]) == 70
     err = capsys.readouterr().err
     assert "Traceback" in err and "simulated crash" in err and "internal error" in err

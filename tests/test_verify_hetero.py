@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from core.errors import UserInputError
 from theory import bounds as registry
 from theory import symbols as S
-from theory.validation import UserInputError
 from theory.verify.controls import controls_of
 from theory.verify.hetero import VIOLATED, applies, at, coverage, judge, verify_hetero
 from theory.verify.settings import VerifySettings

@@ -181,8 +181,8 @@ def _flagged(variants: list[Variant], monkeypatch) -> dict[str, bool]:
         else:
             with registered(bound):
                 rep = run_verification(settings, progress=False)
-        out[v.name] = bound.name in rep["summary"]["violated_bounds"]
-        assert rep["summary"]["exit_code"] == 1
+        out[v.name] = bound.name in rep.summary.violated_bounds
+        assert rep.summary.exit_code == 1
     return out
 
 
@@ -206,5 +206,5 @@ def test_default_verify_flags_every_variant_and_passes_the_true_bounds(monkeypat
     flagged = _flagged(VARIANTS, monkeypatch)
     assert all(flagged.values()), [k for k, ok in flagged.items() if not ok]
     rep = run_verification(VerifySettings(controls_only=True, controls=False), progress=False)
-    assert rep["summary"]["new_violations"] == [] and rep["summary"]["exit_code"] == 0
-    assert {r["bound"] for r in rep["lower"]} == {QUAD, HET}
+    assert rep.summary.new_violations == [] and rep.summary.exit_code == 0
+    assert {r["bound"] for r in rep.lower} == {QUAD, HET}

@@ -1,20 +1,25 @@
 """Convergence theory of PALSGD and its baselines.
 
+Errors, the value checks, files, writers, limits and exit codes are the base layer's
+(:mod:`core`), which this package imports and which imports nothing of it.
+
 Files: ``bound.py`` (the symbolic :class:`~theory.bound.Bound`), ``bound_compile.py``
 (sympy to compiled formulas), ``bound_rates.py`` (rate in ``T``), ``bound_numeric.py``
 (:class:`~theory.bound_numeric.CompiledBound`, the sympy-free numerics), ``bound_search.py``
 (grid searches), ``bound_results.py`` (``MaxH``, ``OptimalStep``, ``ConditionResult``),
-``compiled_fn.py``, ``bound_cache.py`` (on-disk cache), ``bounds/`` (the registry),
+``compiled_fn.py``, ``bound_cache.py`` (on-disk cache of each bound's compiled formulas),
+``bound_registry.py`` (the registered bounds without sympy: the registry snapshot; it reads
+the registry, which never imports it), ``bounds/`` (the registry),
 ``proofs/`` (machine-checked lemma chains), ``check/`` and ``check_bounds_cmd.py``
-(``palsgd check`` / ``bounds``), ``presets.py``, ``validation.py`` with
-``validation_files.py`` and ``errors.py`` (every input check), ``problems/`` (synthetic
+(``palsgd check`` / ``bounds``), ``presets.py``, ``validation.py`` (the table of the
+notation's parameters and the checks against it), ``problems/`` (synthetic
 problems with exact constants), ``algorithm/`` (the one table of algorithm definitions and
 the :class:`~theory.algorithm.AlgorithmSpec` every layer takes; docs/algorithms.md),
 ``sync.py`` (the sync rule and the outer update), ``simulate/``
 (vectorised simulators), ``moments/`` (exact moment recursions), ``verify/``
-(``palsgd verify``), ``shortcuts.py`` and ``nbtools.py`` (for notebooks), ``io.py``,
-``exitcodes.py``, ``guard.py`` and ``commands.py`` (exit codes, the subcommands of
-:mod:`palsgd.cli`); ``symbols.py``, ``assumptions.py``, ``safe_parse.py``, ``coins.py``.
+(``palsgd verify``), ``shortcuts.py`` and ``nbtools.py`` (for notebooks), ``commands.py``
+(the subcommands of :mod:`palsgd.cli`); ``symbols.py``, ``assumptions.py``,
+``safe_parse.py``, ``coins.py``.
 
 For notebooks: ``theory.bounds``, ``theory.Bound`` (a bound is callable:
 ``b(L=1, sigma=1, ...)`` is its value), ``theory.at_optimal_step(b, ...)`` and
@@ -47,6 +52,7 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'theory' has no attribute {name!r}")
     module, attr = _LAZY[name]
+    # stays lazy (PEP 562): the attributes pull in sympy, which `palsgd check` never loads
     mod = importlib.import_module(module)
     value = mod if attr is None else getattr(mod, attr)
     globals()[name] = value

@@ -37,6 +37,7 @@ from typing import Any
 
 import sympy as sp
 
+from core.errors import UserInputError
 from theory import bound_cache
 from theory import symbols as S
 from theory.algorithm import AlgorithmSpec, covered_names, spec_summary
@@ -45,7 +46,6 @@ from theory.bound_compile import cache_text, compile_entry, param_name
 from theory.bound_numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, MaxH, OptimalStep
 from theory.bound_rates import RateTerm, rate_groups, rate_terms
 from theory.safe_parse import parse_condition, parse_formula
-from theory.validation import UserInputError
 
 __all__ = [
     "Condition",

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import sympy as sp
 
+from core.errors import UserInputError
 from theory.bound_rates import speedup_exprs
 from theory.compiled_fn import CompiledFn, resolve_globals
-from theory.validation import UserInputError
 
 if TYPE_CHECKING:
     from theory.bound import Bound

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_choice, check_int, check_number
 from theory.assumptions import Assumption
 from theory.bound_results import ConditionResult, MaxH, OptimalStep, binding
 from theory.bound_search import (
@@ -36,7 +38,7 @@ from theory.bound_search import (
     shape_of,
 )
 from theory.compiled_fn import CODE_TAG, MODULES, CompiledFn, resolve_globals
-from theory.validation import UserInputError, check_choice, check_int, check_number, validate
+from theory.validation import validate
 
 __all__ = [
     "CODE_TAG",

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from core.errors import UserInputError
 from theory import symbols as S
-from theory.validation import UserInputError
 
 if TYPE_CHECKING:
     from theory.bound import Bound

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from theory import bound_cache
-from theory.errors import UserInputError
+from core.errors import UserInputError
+from theory import bound_registry
 
 __all__ = ["add_arguments", "run", "render"]
 
@@ -77,11 +77,11 @@ def _get(known: dict[str, dict], name: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Run ``palsgd bounds``; unknown names raise UserInputError (exit 2).
 
-    The descriptions come from :func:`theory.bound_cache.descriptions` (the on-disk
+    The descriptions come from :func:`theory.bound_registry.descriptions` (the on-disk
     registry snapshot: no sympy or numpy once it is written).
     """
-    known = {d["name"]: d for d in bound_cache.descriptions()}
-    known |= {d["name"]: d for d in bound_cache.lower_descriptions()}
+    known = {d["name"]: d for d in bound_registry.descriptions()}
+    known |= {d["name"]: d for d in bound_registry.lower_descriptions()}
     if args.latex:
         d = _get(known, args.latex)
         if d["latex"] is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 __all__ = ["CODE_TAG", "MODULES", "CompiledFn", "resolve_globals"]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from theory.io import write_csv
+from core.io import write_csv
 
 __all__ = ["OUT_ENV", "fmt", "md_table", "output_dir", "write_csv"]
 

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from theory.validation import check_choice, validate
+from core.validation import check_choice
+from theory.validation import validate
 
 __all__ = ["Preset", "PRESETS", "get_preset", "preset_names", "render_presets"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import sympy as sp
 
+from core.errors import UserInputError
 from theory import symbols as S
-from theory.validation import UserInputError
 
 __all__ = [
     "parse_formula",

@@ -7,12 +7,15 @@ name, and validates its inputs the way the methods it wraps do.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from core.errors import UserInputError
 from theory import bounds as registry
 from theory.bound import Bound
 from theory.bound_numeric import CompiledBound, OptimalStep
-from theory.validation import UserInputError
+
+if TYPE_CHECKING:  # the verifier is imported when a bound is verified (scipy, matplotlib)
+    from theory.verify.report_types import VerifyReport
 
 __all__ = ["at_optimal_step", "verify_bound"]
 
@@ -34,9 +37,10 @@ def at_optimal_step(bound: Bound | CompiledBound | str, **values: Any) -> Optima
 
 def verify_bound(
     bound: Bound | str, *, quick: bool = True, progress: bool = False, **settings: Any
-) -> dict[str, Any]:
-    """Verify one bound as ``palsgd verify --bounds NAME`` does; returns the report dict of
-    :func:`theory.verify.run_verification` (``report["summary"]`` holds the verdicts).
+) -> VerifyReport:
+    """Verify one bound as ``palsgd verify --bounds NAME`` does; returns the
+    :class:`~theory.verify.report_types.VerifyReport` of
+    :func:`theory.verify.run_verification` (``report.summary`` holds the verdicts).
 
     ``quick`` starts from the settings of ``palsgd verify --quick`` (seconds per bound);
     ``settings`` are fields of :class:`theory.verify.VerifySettings` and override them. A

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from theory.validation import check_choice
+from core.validation import check_choice
 
 __all__ = ["OUTERS", "OUTER_ALIASES", "is_sync_step", "is_landing_step", "outer_step"]
 

@@ -38,6 +38,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from core.errors import UserInputError
+from core.validation import check_type
 from empirical.algorithms.base import DistributedAlgorithm, StepInfo, StepResult
 from empirical.algorithms.coins import CoinSource, counter_coins, recorded_coins
 from empirical.algorithms.config import (
@@ -56,7 +58,6 @@ from empirical.algorithms.flat import FlatLayout
 from empirical.algorithms.local import LocalAlgorithm
 from empirical.algorithms.outer import OuterOptimizer
 from theory.algorithm import LOCAL_NAMES
-from theory.validation import UserInputError, check_type
 
 __all__ = [
     "AlgorithmConfig",

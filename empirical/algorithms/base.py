@@ -13,10 +13,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from core.errors import UserInputError
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.outer import OuterOptimizer
 from empirical.timing import DeviceClock
-from theory.validation import UserInputError
 
 __all__ = [
     "StepInfo",

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from theory.coins import pull_coins
-from theory.validation import UserInputError
 
 __all__ = ["CoinSource", "counter_coins", "recorded_coins", "as_coin_source"]
 
@@ -43,7 +43,7 @@ def recorded_coins(trace: Any) -> CoinSource:
     coin, as the authors' shared coins) or ``(T, K)`` (column ``k`` for worker ``k``).
 
     Asking for a step beyond ``T`` or a worker beyond ``K`` raises
-    :class:`~theory.validation.UserInputError`.
+    :class:`~core.errors.UserInputError`.
     """
     arr = np.asarray(trace)
     if arr.ndim not in (1, 2) or arr.size == 0:

@@ -21,10 +21,11 @@ trainer report a bad value with the same message.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import UserInputError
+from core.validation import ParameterError, check_choice, check_int, check_number
 from theory.algorithm import (
     COINS,
     DILOCO_DEFAULT_GAMMA,
@@ -39,7 +40,7 @@ from theory.algorithm import (
     distributed_choices,
     lookup,
 )
-from theory.validation import ParameterError, UserInputError, check_choice, check_int, validate
+from theory.validation import validate
 
 __all__ = [
     "AlgorithmConfig",
@@ -258,7 +259,7 @@ class AlgorithmConfig:
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Check the implementation's own switches; raise
-        :class:`~theory.validation.UserInputError` naming the bad one. The algorithm's fields
+        :class:`~core.errors.UserInputError` naming the bad one. The algorithm's fields
         (``name``, ``H``, ``p``, ``eta``, ``T0``, the outer optimiser, ``coins``, ...) are
         checked by the :class:`~theory.algorithm.AlgorithmSpec` built from them, against the
         algorithm table. Stability of the pull (``alpha*eta/p``) depends on ``alpha`` and is
@@ -270,21 +271,9 @@ class AlgorithmConfig:
                 raise UserInputError(f"'{flag}' must be True or False, got {getattr(self, flag)!r}")
         check_int("consensus_interval", self.consensus_interval, 0)
         for name in ("comm_delay_s", "comm_delay_per_byte_s"):
-            v = getattr(self, name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, int | float)
-                or not (math.isfinite(v) and v >= 0)
-            ):
-                raise ParameterError(name, v, "[0, inf) seconds")
+            check_number(name, getattr(self, name), 0, unit="seconds")
         if self.clip_grad_norm is not None:
-            c = self.clip_grad_norm
-            if (
-                isinstance(c, bool)
-                or not isinstance(c, int | float)
-                or not (math.isfinite(c) and c > 0)
-            ):
-                raise ParameterError("clip_grad_norm", c, "(0, inf) or None")
+            check_number("clip_grad_norm", self.clip_grad_norm, 0, low_open=True)
         if self.spec.nesterov and self.mu == 0:  # torch.optim.SGD(nesterov=True) needs it
             raise ParameterError(
                 "mu", self.mu, "(0, 1)", "outer='nesterov' needs a momentum mu > 0"
@@ -309,7 +298,7 @@ def check_stability(
     contract iff ``0 < c < 2``; ``c >= 2`` is unstable (at 2 a pull flips ``x - z``),
     ``c > 1`` overshoots the anchor. ``alpha`` is the inner learning rate (for a schedule,
     its largest value). With ``strict=True`` an unstable configuration raises
-    :class:`~theory.validation.ParameterError` on ``eta``.
+    :class:`~core.validation.ParameterError` on ``eta``.
     """
     validate(alpha=alpha)
     rep = config.spec.pull_stability(alpha)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from core.errors import UserInputError
 from empirical.algorithms.flat import FlatLayout, flat_dtype
 from empirical.algorithms.fsdp import is_dtensor, local_view
-from theory.validation import UserInputError
 
 __all__ = ["FlatModel"]
 

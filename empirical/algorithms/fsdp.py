@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from theory.validation import ParameterError
+from core.validation import ParameterError
 
 __all__ = [
     "WorkerMesh",
@@ -82,7 +82,7 @@ def _dtensor() -> Any:
 
 def worker_mesh(shards: int, device_type: str) -> WorkerMesh:
     """The ``(replicate, shard)`` mesh of the default group: ``world / shards`` workers of
-    ``shards`` ranks each (raises :class:`~theory.validation.ParameterError` naming
+    ``shards`` ranks each (raises :class:`~core.validation.ParameterError` naming
     ``shards`` unless it divides the world size)."""
     from torch.distributed.device_mesh import init_device_mesh
 

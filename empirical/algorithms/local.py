@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from core.errors import UserInputError
 from empirical.algorithms.anchor import Anchor
 from empirical.algorithms.base import Communicator, DistributedAlgorithm, StepInfo
 from empirical.algorithms.collectives import average_gradients, broadcast_initial_state
@@ -68,7 +69,6 @@ from empirical.algorithms.slowlink import link_delay_fn
 from empirical.algorithms.sync import Sync
 from empirical.timing import DeviceClock
 from theory.algorithm import LOCAL_NAMES, is_sync_step
-from theory.validation import UserInputError
 
 __all__ = ["LocalAlgorithm"]
 

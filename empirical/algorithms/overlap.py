@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
+from core.errors import UserInputError
 from empirical.algorithms.base import PendingReduce
 from empirical.algorithms.sync import Sync, SyncInFlight, sq_norm
-from theory.validation import UserInputError
 
 __all__ = ["OverlappedSync"]
 

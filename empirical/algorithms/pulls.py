@@ -17,11 +17,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from core.errors import UserInputError
 from empirical.algorithms.anchor import Anchor
 from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat_model import FlatModel
-from theory.validation import UserInputError
 
 __all__ = ["Pulls"]
 

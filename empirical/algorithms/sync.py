@@ -23,12 +23,12 @@ from typing import Any
 
 import torch
 
+from core.errors import UserInputError
 from empirical.algorithms.anchor import Anchor
 from empirical.algorithms.base import Communicator, PendingReduce
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.flat_model import FlatModel
 from empirical.timing import DeviceClock
-from theory.validation import UserInputError
 
 __all__ = ["Sync", "SyncInFlight", "sq_norm"]
 

@@ -23,7 +23,7 @@ round), the data-stream state, the random-number states (:func:`capture_rng`) an
 metrics-writer position.
 
 Errors a user can cause (missing, corrupt or mismatched checkpoint) raise
-:class:`theory.validation.UserInputError` naming the file and what differs.
+:class:`core.errors.UserInputError` naming the file and what differs.
 """
 
 from __future__ import annotations

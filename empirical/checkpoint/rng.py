@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 __all__ = ["capture_rng", "restore_rng"]
 

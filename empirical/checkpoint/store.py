@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from theory.io import atomic_write_bytes
-from theory.validation import UserInputError
+from core.errors import UserInputError
+from core.io import atomic_write_bytes
 
 CHECKPOINT_FORMAT = 1
 MANIFEST = "manifest.json"

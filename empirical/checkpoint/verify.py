@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from core.errors import UserInputError
 from empirical.checkpoint.store import (
     _STEP_RE,
     MANIFEST,
@@ -20,7 +21,6 @@ from empirical.checkpoint.store import (
     list_checkpoints,
     read_manifest,
 )
-from theory.validation import UserInputError
 
 
 def verify_checkpoint(

@@ -18,7 +18,7 @@ Every key may be given under the project's name or the authors'-code alias, thro
 ``local_sgd_start_iter`` -> ``T0``, ``grad_accu_step`` -> ``A``, ``steps`` -> ``T``); the
 same parameter under two names is an error. Numeric ranges are checked by
 :func:`theory.validation.validate` for the theory's parameters and by the same
-:class:`~theory.validation.ParameterError` for the trainer's own ones
+:class:`~core.validation.ParameterError` for the trainer's own ones
 (:data:`TRAINER_PARAMS`), so every bad value is reported the same way: name, value, range.
 
 Algorithm fields left at ``None`` take :class:`empirical.algorithms.AlgorithmConfig`'s

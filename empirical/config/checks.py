@@ -4,12 +4,14 @@ own (:data:`TRAINER_PARAMS`) reported the same way, and the names of choices."""
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
-from typing import Any
 
+from core.errors import UserInputError
+from core.files import check_input_file
+from core.limits import check_processes, check_steps
+from core.validation import ParameterError, ParamSpec, check_spec
 from empirical.config.fields import OPTIMIZERS, PRECISIONS, TrainConfig
 from empirical.config.tables import (
     _FIELDS,
@@ -21,15 +23,7 @@ from empirical.config.tables import (
     _canonical_key,
 )
 from theory.algorithm import distributed_choices, lookup
-from theory.limits import check_processes, check_steps
-from theory.validation import (
-    ParameterError,
-    ParamSpec,
-    UserInputError,
-    canonicalize,
-    check_input_file,
-    validate,
-)
+from theory.validation import canonicalize, validate
 
 __all__ = ["TRAINER_PARAMS", "PRECISIONS", "validate_config", "allowed_changes"]
 
@@ -65,17 +59,6 @@ def _cuda_visible() -> bool:
 _DEVICES = ("auto", "cpu", "cuda")
 
 
-def _check_trainer_param(name: str, value: Any) -> None:
-    spec = TRAINER_PARAMS[name]
-    v = float(value)
-    bad = not math.isfinite(v) or v < spec.low or v > spec.high
-    bad |= (spec.low_open and v == spec.low) or (spec.high_open and v == spec.high)
-    if spec.integer and math.isfinite(v) and not v.is_integer():
-        raise ParameterError(name, value, spec.allowed, "must be a whole number")
-    if bad:
-        raise ParameterError(name, value, spec.allowed)
-
-
 def validate_config(cfg: TrainConfig) -> TrainConfig:
     """Range checks that need no torch: theory parameters and the trainer's own.
 
@@ -88,7 +71,7 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
     for name in TRAINER_PARAMS:
         val = getattr(cfg, name)
         if val is not None:
-            _check_trainer_param(name, val)
+            check_spec(TRAINER_PARAMS[name], val)
     if cfg.optimizer not in OPTIMIZERS:
         raise UserInputError(
             f"unknown inner optimizer '{cfg.optimizer}': choose one of {sorted(OPTIMIZERS)}"

@@ -37,7 +37,7 @@ NO_DEFAULT: Any = _NoDefault()
 
 @dataclass(frozen=True)
 class Range:
-    """The allowed values of a numeric option (as :class:`theory.validation.ParamSpec`)."""
+    """The allowed values of a numeric option (as :class:`core.validation.ParamSpec`)."""
 
     low: float = -math.inf
     high: float = math.inf

@@ -9,16 +9,14 @@ import os
 from collections.abc import Mapping
 from typing import Any, get_type_hints
 
+from core.errors import UserInputError
+from core.files import read_mapping_file
+from core.validation import ParameterError
 from empirical.config.checks import validate_config
 from empirical.config.fields import TrainConfig
 from empirical.config.presets import PRESETS
 from empirical.config.tables import _FIELDS, _canonical_key
-from theory.validation import (
-    ParameterError,
-    UserInputError,
-    canonicalize,
-    read_mapping_file,
-)
+from theory.validation import canonicalize
 
 __all__ = [
     "load_config_file",

@@ -30,7 +30,8 @@ Files:
 * ``check.py``: the end-to-end check against runs on an emulated slow link
   (:func:`emulated_link_check`).
 * ``cli.py``: ``palsgd cost``.
-* ``checks.py``: input checks that :mod:`theory.validation` has no entry for.
+* ``checks.py``: the worker count; every other input is checked by the base layer's
+  :func:`core.validation.check_number` and :func:`core.validation.check_choice`.
 
 The names of ``link_calibration``, ``compute_timing`` and ``check`` need torch (seconds to
 import); this package imports those modules when one of their names is first used.
@@ -111,6 +112,8 @@ def __getattr__(name: str) -> Any:
     """A name of the torch-based modules, imported on first use."""
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # stays lazy (PEP 562): these modules import torch, which the cost model's CLI and the
+    # prediction functions do not need
     value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     globals()[name] = value
     return value

@@ -14,8 +14,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from core.errors import UserInputError
+from core.limits import check_processes
+from core.validation import ParameterError, check_int, check_number
 from empirical.algorithms import AlgorithmConfig, DDPAlgorithm, build_algorithm
-from empirical.cost.checks import check_number, check_workers
+from empirical.cost.checks import check_workers
 from empirical.cost.compute_timing import profile_compute
 from empirical.cost.link_calibration import calibrate_link, combine_ranks, time_allreduce
 from empirical.cost.profiles import ComputeProfile, LinkProfile
@@ -23,8 +26,7 @@ from empirical.cost.trace import step_trace
 from empirical.cost.wallclock import time_breakdown
 from empirical.distributed import spawn_workers
 from theory.algorithm import lookup
-from theory.limits import check_processes
-from theory.validation import ParameterError, UserInputError, check_int, validate
+from theory.validation import validate
 
 __all__ = ["CHECK_CONFIGS", "emulated_link_check", "planned_delay_s"]
 
@@ -288,8 +290,8 @@ def emulated_link_check(
     spec = {
         "configs": configs,
         "batch": int(batch),
-        "delay_s": check_number("delay_s", delay_s),
-        "delay_per_byte_s": check_number("delay_per_byte_s", delay_per_byte_s),
+        "delay_s": check_number("delay_s", delay_s, 0.0),
+        "delay_per_byte_s": check_number("delay_per_byte_s", delay_per_byte_s, 0.0),
         "cal_sizes": [int(x) for x in cal_sizes],
         "cal_repeats": int(cal_repeats),
         "compute_repeats": int(compute_repeats),

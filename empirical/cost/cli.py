@@ -11,7 +11,16 @@ import json
 import sys
 from typing import Any
 
-from empirical.cost.checks import check_choice, check_number
+from core.files import check_memory, check_output_file
+from core.io import atomic_write_json, json_safe
+from core.limits import (
+    MAX_PLANNED_S,
+    PROCESSES_PER_CORE,
+    check_duration,
+    check_processes,
+    process_cap,
+)
+from core.validation import ParameterError, check_choice, check_int, check_number, with_flag
 from empirical.cost.paper import SETTINGS, explain_gap, paper_scale_prediction
 from empirical.cost.profiles import (
     ALLREDUCE_ALGORITHMS,
@@ -22,21 +31,6 @@ from empirical.cost.profiles import (
     load_profiles,
 )
 from theory.algorithm import COINS, LOCAL_NAMES
-from theory.io import atomic_write_json, json_safe
-from theory.limits import (
-    MAX_PLANNED_S,
-    PROCESSES_PER_CORE,
-    check_duration,
-    check_processes,
-    process_cap,
-)
-from theory.validation import (
-    ParameterError,
-    check_int,
-    check_memory,
-    check_output_file,
-    with_flag,
-)
 
 __all__ = ["DEFAULT_PROFILE", "add_arguments", "run"]
 
@@ -240,9 +234,9 @@ def _predict(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from empirical.cost.check import CHECK_CONFIGS, emulated_link_check, planned_delay_s
 
-    scale = check_number("steps_scale", args.steps_scale, low_open=True)
-    delay = check_number("delay_s", args.delay_s)
-    per_byte = check_number("delay_per_byte_s", args.delay_per_byte_s)
+    scale = check_number("steps_scale", args.steps_scale, 0.0, low_open=True)
+    delay = check_number("delay_s", args.delay_s, 0.0)
+    per_byte = check_number("delay_per_byte_s", args.delay_per_byte_s, 0.0)
     configs = {k: dict(v, T=max(1, round(v["T"] * scale))) for k, v in CHECK_CONFIGS.items()}
     planned = planned_delay_s(configs, delay_s=delay, delay_per_byte_s=per_byte)
     check_duration(
@@ -278,7 +272,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     check_int("repeats", args.repeats, 1)
     check_int("trials", args.trials, 1)
     for size in args.sizes:
-        check_number("sizes", size, low_open=True, unit="bytes")
+        check_number("sizes", size, 0.0, low_open=True, unit="bytes")
     # every process holds one buffer of the largest size, and gloo a copy of it
     check_memory(
         2.0 * max(args.sizes) * args.world_size,

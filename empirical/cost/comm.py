@@ -31,9 +31,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from empirical.cost.checks import check_number, check_workers
+from core.errors import UserInputError
+from core.validation import ParameterError, check_number
+from empirical.cost.checks import check_workers
 from empirical.cost.profiles import LinkProfile
-from theory.validation import ParameterError, UserInputError
 
 __all__ = [
     "DDP_FIRST_BUCKET_BYTES",
@@ -87,9 +88,9 @@ def ddp_bucket_sizes(
     """DDP's gradient buckets for ``param_bytes`` bytes of gradients (tensors assumed small
     next to the caps): one bucket of at most ``first_bucket_bytes``, then ``bucket_cap_bytes``
     each, the last one partial."""
-    total = check_number("param_bytes", param_bytes, unit="bytes")
-    first = check_number("first_bucket_bytes", first_bucket_bytes, low_open=True)
-    cap = check_number("bucket_cap_bytes", bucket_cap_bytes, low_open=True)
+    total = check_number("param_bytes", param_bytes, 0.0, unit="bytes")
+    first = check_number("first_bucket_bytes", first_bucket_bytes, 0.0, low_open=True)
+    cap = check_number("bucket_cap_bytes", bucket_cap_bytes, 0.0, low_open=True)
     if total == 0:
         return []
     out = [min(first, total)]
@@ -117,7 +118,7 @@ def ddp_exposed_comm(
     times = allreduce_time(sizes, K, link)
     if not overlap:
         return float(times.sum())
-    window = check_number("window_s", window_s, unit="s")
+    window = check_number("window_s", window_s, 0.0, unit="s")
     ready = window * np.cumsum(sizes) / sizes.sum()
     finish = 0.0
     for r, t in zip(ready, times, strict=True):

@@ -12,13 +12,14 @@ from typing import Any
 
 import torch
 
+from core.errors import UserInputError
+from core.validation import check_choice, check_int, check_number
 from empirical import models
 from empirical.algorithms.flat import FlatLayout, flat_dtype
 from empirical.algorithms.outer import OuterOptimizer
-from empirical.cost.checks import check_choice, check_number
 from empirical.cost.profiles import ComputeProfile
 from theory.algorithm import OUTERS
-from theory.validation import UserInputError, check_int, validate, validate_one
+from theory.validation import validate, validate_one
 
 __all__ = ["profile_compute", "measure_compute"]
 
@@ -173,7 +174,7 @@ def profile_compute(
     validate(A=accumulation, R=repeats)
     check_choice("outer", outer, OUTERS)
     check_choice("statistic", statistic, ("mean", "median"))
-    idle = check_number("idle_s", idle_s, unit="s")
+    idle = check_number("idle_s", idle_s, 0.0, unit="s")
     check_int("burst", burst, 1)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

@@ -14,9 +14,13 @@ import torch
 import torch.distributed as dist
 from scipy.optimize import nnls
 
+from core.errors import UserInputError
+from core.files import check_memory
+from core.limits import check_processes
+from core.validation import check_choice, check_int, check_number
 from empirical.algorithms.base import Communicator, new_stats
 from empirical.algorithms.slowlink import link_delay_fn
-from empirical.cost.checks import check_choice, check_number, check_workers
+from empirical.cost.checks import check_workers
 from empirical.cost.comm import allreduce_coefficients
 from empirical.cost.profiles import (
     ALLREDUCE_ALGORITHMS,
@@ -25,8 +29,7 @@ from empirical.cost.profiles import (
     LinkProfile,
 )
 from empirical.distributed import spawn_workers
-from theory.limits import check_processes
-from theory.validation import UserInputError, check_int, check_memory, validate
+from theory.validation import validate
 
 __all__ = [
     "calibrate_link",
@@ -61,9 +64,9 @@ def calibrate_link(
             raise UserInputError(
                 f"measurement {i} must be a triple (nbytes, K, seconds), got {m!r}"
             ) from None
-        n = check_number("nbytes", nbytes, unit="bytes")
+        n = check_number("nbytes", nbytes, 0.0, unit="bytes")
         K = check_workers(K)
-        t = check_number("seconds", secs, low_open=True, unit="s")
+        t = check_number("seconds", secs, 0.0, low_open=True, unit="s")
         if K < 2:
             continue
         a, b = allreduce_coefficients(K, algorithm)
@@ -194,7 +197,7 @@ def measure_allreduce(
     """
     world = check_int("world_size", world_size, 2, integral_floats=True)
     check_processes(world, "world_size")
-    sizes = [int(check_number("sizes", s, low_open=True, unit="bytes")) for s in sizes]
+    sizes = [int(check_number("sizes", s, 0.0, low_open=True, unit="bytes")) for s in sizes]
     if not sizes:
         raise UserInputError("'sizes' must name at least one message size")
     # every process holds one buffer of the largest size, and gloo a copy of it

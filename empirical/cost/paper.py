@@ -11,14 +11,15 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import ParameterError, check_choice, check_int, check_number
 from empirical.config import README_8M_RUN
-from empirical.cost.checks import check_choice, check_number
 from empirical.cost.comm import allreduce_time, ddp_bucket_sizes, ddp_exposed_comm
 from empirical.cost.profiles import GPUS, ClusterProfile, ComputeProfile, GPUSpec, cluster_profile
 from empirical.cost.trace import expected_trace
 from empirical.cost.wallclock import attribute_gain
 from theory.algorithm import COINS, LOCAL_NAMES, lookup
-from theory.validation import ParameterError, UserInputError, check_int, validate
+from theory.validation import validate
 
 __all__ = [
     "PAPER_REPORTED",
@@ -150,10 +151,10 @@ def gpu_compute_profile(
     spec = GPUS.get(gpu) if isinstance(gpu, str) else gpu
     if not isinstance(spec, GPUSpec):
         raise UserInputError(f"unknown GPU 'gpu' = {gpu!r}: known GPUs are {', '.join(GPUS)}")
-    util = check_number("utilisation", utilisation, low_open=True)
+    util = check_number("utilisation", utilisation, 0.0, low_open=True)
     if util > 1:
         raise ParameterError("utilisation", utilisation, "(0, 1]")
-    flops = check_number("flops_per_step", flops_per_step, low_open=True, unit="FLOP")
+    flops = check_number("flops_per_step", flops_per_step, 0.0, low_open=True, unit="FLOP")
     inner = params * BYTES_PER_PARAM["adamw"] / spec.memory_Bps
     fb = flops / (spec.peak_flops * util)
     return ComputeProfile(
@@ -199,7 +200,7 @@ def paper_scale_prediction(
     check_choice("method", method, LOCAL_NAMES)
     check_choice("coins", coins, COINS)
     hp = _hyperparameters(s, method, p, H, T0, steps)
-    ratio = check_number("step_ratio", step_ratio, low_open=True)
+    ratio = check_number("step_ratio", step_ratio, 0.0, low_open=True)
     util = float(s["utilisation"] if utilisation is None else utilisation)
     gpu_name = gpu or prof.gpu
     if gpu_name not in GPUS:

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from empirical.cost.checks import check_choice, check_number, check_workers
-from theory.validation import ParameterError, UserInputError, read_mapping_file, validate
+from core.errors import UserInputError
+from core.files import read_mapping_file
+from core.validation import ParameterError, check_choice, check_number
+from empirical.cost.checks import check_workers
+from theory.validation import validate
 
 __all__ = [
     "ALLREDUCE_ALGORITHMS",
@@ -56,11 +59,15 @@ class LinkProfile:
             raise UserInputError(
                 f"'name' of a link profile must be a non-empty string, got {self.name!r}"
             )
-        object.__setattr__(self, "latency_s", check_number("latency_s", self.latency_s, unit="s"))
+        object.__setattr__(
+            self, "latency_s", check_number("latency_s", self.latency_s, 0.0, unit="s", text=True)
+        )
         object.__setattr__(
             self,
             "bandwidth_Bps",
-            check_number("bandwidth_Bps", self.bandwidth_Bps, low_open=True, unit="B/s"),
+            check_number(
+                "bandwidth_Bps", self.bandwidth_Bps, 0.0, low_open=True, unit="B/s", text=True
+            ),
         )
         check_choice("algorithm", self.algorithm, ALLREDUCE_ALGORITHMS)
 
@@ -92,10 +99,14 @@ class ComputeProfile:
 
     def __post_init__(self) -> None:
         for name in ("grad_step_s", "pull_step_s", "inner_step_s", "sync_local_s"):
-            object.__setattr__(self, name, check_number(name, getattr(self, name), unit="s"))
+            object.__setattr__(
+                self, name, check_number(name, getattr(self, name), 0.0, unit="s", text=True)
+            )
         if self.backward_s is not None:
             object.__setattr__(
-                self, "backward_s", check_number("backward_s", self.backward_s, unit="s")
+                self,
+                "backward_s",
+                check_number("backward_s", self.backward_s, 0.0, unit="s", text=True),
             )
         validate(A=self.accumulation)
         object.__setattr__(self, "accumulation", int(self.accumulation))

@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from empirical.cost.checks import check_workers
 from empirical.metrics import read_jsonl
 from theory.algorithm import is_sync_step, lookup
 from theory.coins import expected_max_binomial, pull_coins, round_excess
-from theory.validation import UserInputError, validate
+from theory.validation import validate
 
 __all__ = [
     "expected_max_binomial",

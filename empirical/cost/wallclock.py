@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from empirical.cost.checks import check_choice, check_number, check_workers
+from core.errors import UserInputError
+from core.validation import check_choice, check_int, check_number
+from empirical.cost.checks import check_workers
 from empirical.cost.comm import allreduce_time, ddp_bucket_sizes, ddp_exposed_comm
 from empirical.cost.profiles import ComputeProfile, LinkProfile
 from empirical.cost.trace import load_trace, round_excess
 from theory.algorithm import COINS, DISTRIBUTED_NAMES, lookup
-from theory.validation import UserInputError, check_int, validate
+from theory.validation import validate
 
 __all__ = ["time_breakdown", "modelled_time", "attribute_gain"]
 
@@ -52,7 +54,7 @@ def _check_inputs(
     K = check_workers(K)
     check_choice("algorithm", algorithm, DISTRIBUTED_NAMES)
     check_choice("coins", coins, COINS)
-    nbytes = check_number("param_bytes", param_bytes, unit="bytes")
+    nbytes = check_number("param_bytes", param_bytes, 0.0, unit="bytes")
     validate(p=p)
     return K, nbytes
 

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from core.errors import UserInputError
 from empirical.data.common import _TRAIN, _require_path
 from empirical.data.images import TensorImageDataset
-from theory.validation import UserInputError
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)  # per-channel mean of the CIFAR-10 training images
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)  # per-channel std of the CIFAR-10 training images

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 IGNORE_INDEX = -100
 _TRAIN, _VAL = "train", "val"

@@ -7,6 +7,8 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
+from core.errors import UserInputError
+from core.validation import check_int
 from empirical.data.cifar import _cifar10
 from empirical.data.common import _require_path, _split
 from empirical.data.imagefolder import ImageFolderDataset
@@ -15,7 +17,6 @@ from empirical.data.stories import _tinystories
 from empirical.data.text import _embedded_text
 from empirical.data.token_file import _token_file
 from empirical.tokenizer import load_tokenizer
-from theory.validation import UserInputError, check_int
 
 DATASET_NAMES: tuple[str, ...] = (
     "embedded-text",

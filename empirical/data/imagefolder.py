@@ -11,9 +11,10 @@ import torch
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 
+from core.errors import UserInputError
+from core.validation import check_int
 from empirical.data.common import _TRAIN, rng_of
 from empirical.data.images import _normalise
-from theory.validation import UserInputError, check_int
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -10,8 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from core.errors import UserInputError
+from core.validation import ParameterError, check_int
 from empirical.data.common import _TRAIN, rng_of, seed_of
-from theory.validation import ParameterError, UserInputError, check_int
 
 
 def _normalise(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:

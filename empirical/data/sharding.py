@@ -9,8 +9,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from core.errors import UserInputError
+from core.validation import check_int
 from empirical.data.common import rng_of
-from theory.validation import UserInputError, check_int, validate_one
+from theory.validation import validate_one
 
 
 def _partition_keys(dataset: Dataset) -> np.ndarray | None:

@@ -8,11 +8,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from core.errors import UserInputError
+from core.validation import check_fraction
 from empirical.data.common import _TRAIN, _VAL, IGNORE_INDEX, _require_path, rng_of
 from empirical.data.story_files import _open_stories, _resolve_story_file
 from empirical.token_cache import token_cache
 from empirical.tokenizer import Tokenizer
-from theory.validation import UserInputError, check_fraction
 
 
 class StoryDataset(Dataset):

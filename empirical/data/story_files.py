@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from core.errors import UserInputError
 from empirical.data.common import _TRAIN
-from theory.validation import UserInputError
 
 
 class _MappedFile:

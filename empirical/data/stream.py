@@ -7,8 +7,10 @@ from typing import Any
 
 from torch.utils.data import DataLoader, Dataset
 
+from core.errors import UserInputError
+from core.validation import check_int
 from empirical.data.sharding import dataset_shard, index_loader, make_loader
-from theory.validation import UserInputError, check_int, validate_one
+from theory.validation import validate_one
 
 
 class BatchStream:

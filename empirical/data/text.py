@@ -7,9 +7,9 @@ import importlib
 import torch
 from torch.utils.data import Dataset
 
+from core.validation import ParameterError, check_fraction
 from empirical.data.common import _VAL
 from empirical.tokenizer import Tokenizer
-from theory.validation import ParameterError, check_fraction
 
 #: standard-library modules whose docstrings stand in when ``pydoc_data`` is missing
 _DOC_MODULES = (
@@ -57,7 +57,7 @@ def _stdlib_docstrings() -> list[str]:
     """Docstrings longer than 200 characters of :data:`_DOC_MODULES` and their members."""
     docs = []
     for mod in _DOC_MODULES:
-        try:
+        try:  # the standard library's modules as data (their docstrings), named by a list
             m = importlib.import_module(mod)
         except ImportError:
             continue

@@ -16,7 +16,7 @@ names ``u16``, ``u32``, ``i32``, ``i64`` are accepted), otherwise the vocabulary
 does: ``uint16`` up to 65,536 ids, ``uint32`` above (the rule of
 :func:`empirical.token_cache.token_dtype_for`).
 
-Checks (each a :class:`~theory.validation.UserInputError` naming the flag to change): the
+Checks (each a :class:`~core.errors.UserInputError` naming the flag to change): the
 file size is a whole number of ids; every id lies in ``[0, vocab_size)`` (the whole file is
 scanned once, in blocks, when the dataset is built); a 16-bit read whose odd positions are
 all zero while the even ones are not (32-bit ids read as 16-bit) is refused; the split
@@ -39,9 +39,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from core.errors import UserInputError
+from core.validation import ParameterError, check_fraction, check_int
 from empirical.data.common import _VAL, _require_path
 from empirical.token_cache import TOKEN_DTYPES, token_dtype_for
-from theory.validation import ParameterError, UserInputError, check_fraction, check_int
 
 __all__ = ["TOKEN_DTYPES", "TokenFileDataset", "resolve_token_dtype", "scan_token_ids"]
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from torch import nn
 
-from theory.validation import ParameterError, UserInputError, check_int
+from core.errors import UserInputError
+from core.validation import ParameterError, check_int
 
 __all__ = ["GPTNEO_SIZES", "gptneo_config", "build_gptneo", "gptneo_parameter_count"]
 

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from theory.validation import UserInputError, check_int
+from core.errors import UserInputError
+from core.validation import check_int
 
 __all__ = ["IGNORE_INDEX", "next_token_logits", "compute_loss", "evaluate"]
 

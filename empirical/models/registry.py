@@ -10,9 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from core.errors import UserInputError
+from core.validation import ParameterError, check_int
 from empirical.models.gptneo import build_gptneo
 from empirical.models.resnet import RESNET_OPTIONS, ResNet
-from theory.validation import ParameterError, UserInputError, check_int
 
 __all__ = ["MODEL_NAMES", "model_task", "model_spec", "build_model", "count_parameters"]
 

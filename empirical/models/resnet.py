@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 
 __all__ = ["ResNet", "BasicBlock", "Bottleneck", "RESNET_OPTIONS"]
 

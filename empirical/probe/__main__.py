@@ -3,8 +3,8 @@
 import argparse
 import sys
 
+from core.guard import guarded
 from empirical.probe.cli import add_arguments, run
-from theory.guard import guarded
 
 parser = argparse.ArgumentParser(prog="python -m empirical.probe", description=__doc__)
 add_arguments(parser)

@@ -10,20 +10,16 @@ from pathlib import Path
 
 import torch
 
+from core.errors import UserInputError
+from core.files import check_output_dir
+from core.io import json_safe
+from core.limits import MAX_STEPS, check_processes, check_steps, process_cap
+from core.validation import ParameterError, check_int, with_flag
 from empirical import models
 from empirical.data import DATASET_NAMES
 from empirical.probe.report import probe_run, render, write_outputs
 from empirical.probe.runs import RunInfo, load_run, train_reference_run
 from empirical.probe.settings import ProbeSettings
-from theory.io import json_safe
-from theory.limits import MAX_STEPS, check_processes, check_steps, process_cap
-from theory.validation import (
-    ParameterError,
-    UserInputError,
-    check_int,
-    check_output_dir,
-    with_flag,
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

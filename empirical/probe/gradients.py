@@ -12,8 +12,8 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
+from core.validation import check_int
 from empirical.probe.problem import ProbeProblem, _flat_grad
-from theory.validation import check_int
 
 
 def mean_loss_and_gradient(

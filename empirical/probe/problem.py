@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import default_collate
 
+from core.errors import UserInputError
 from empirical.data import IGNORE_INDEX
-from theory.validation import UserInputError
 
 SampleLoss = Callable[[nn.Module, Any], torch.Tensor]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import nn
 
+from core.io import atomic_write_json, write_csv
 from empirical.probe.compare import (
     checker_algorithm,
     compare_with_theory,
@@ -21,7 +22,6 @@ from empirical.probe.compare import (
 from empirical.probe.runs import RunInfo, run_points, run_problem
 from empirical.probe.settings import ProbeSettings
 from empirical.probe.trajectory import POINT_FIELDS, ProbeResult, measured_rate, probe_points
-from theory.io import atomic_write_json, write_csv
 
 
 def _theory_section(

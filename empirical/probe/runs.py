@@ -10,6 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from core import exitcodes
+from core.errors import UserInputError
+from core.files import read_mapping_file
+from core.validation import check_int
 from empirical import checkpoint as ck
 from empirical import models
 from empirical.config import config_from_dict, resolve_config
@@ -17,8 +21,6 @@ from empirical.data import build_dataset, dataset_shard
 from empirical.metrics import read_jsonl
 from empirical.probe.problem import ProbeProblem, get_flat, sample_loss_for_task
 from empirical.train import EXIT_OK, algorithm_config, run_ranks
-from theory import exitcodes
-from theory.validation import UserInputError, check_int, read_mapping_file
 
 
 @dataclass

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from core.validation import ParameterError, check_fraction, check_int
 from empirical.data import rng_of
-from theory.validation import ParameterError, check_fraction, check_int
 
 
 @dataclass(frozen=True)

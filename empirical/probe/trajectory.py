@@ -10,11 +10,11 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from core.errors import UserInputError
 from empirical.data import rng_of
 from empirical.probe.estimate import PointEstimate, estimate_point
 from empirical.probe.problem import ProbeProblem, set_flat
 from empirical.probe.settings import ProbeSettings, SamplingPlan, make_plan
-from theory.validation import UserInputError
 
 
 @dataclass

@@ -70,7 +70,7 @@ value is applied from the resumed step on and the change recorded (``metrics.jso
 resume event, ``summary.json`` ``changed_on_resume``).
 
 Exit codes: 0 finished (or stopped by ``--max-steps-this-run``), 2 bad input
-(:class:`~theory.validation.UserInputError`; raised before any collective, and for
+(:class:`~core.errors.UserInputError`; raised before any collective, and for
 checkpoint problems that only some ranks see, on every rank after the ranks compared
 notes), 3 the loss or the parameters became NaN/inf (the last checkpoint written before is
 intact), 4 a launched rank failed (killed, crashed, or its peer died: the survivors end with

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from core.errors import UserInputError
 from empirical.algorithms.fsdp import load_local_optimizer_state, load_local_state, local_state
 from empirical.checkpoint import (
     capture_rng,
@@ -31,7 +32,6 @@ from empirical.train.options import PROG
 from empirical.train.outcomes import CheckpointFailed
 from empirical.train.records import Records
 from empirical.train.state import RunState
-from theory.validation import UserInputError
 
 __all__ = ["Checkpoints"]
 

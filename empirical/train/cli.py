@@ -14,14 +14,15 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from core import exitcodes
+from core.errors import UserInputError
+from core.files import check_output_dir
 from empirical.config import TrainConfig, config_to_dict
 from empirical.train.launch import run_ranks
 from empirical.train.lifeline import ENV_AGENT_PID, die_with_parent, expected_parent
 from empirical.train.options import PROG, add_arguments, config_from_args
 from empirical.train.outcomes import EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR, rank_tag
-from theory import exitcodes
 from theory.presets import render_presets
-from theory.validation import UserInputError, check_output_dir
 
 __all__ = ["run", "main", "entry"]
 

@@ -18,6 +18,9 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import main as torchrun_main
 
+from core import exitcodes
+from core.files import check_output_dir
+from core.io import atomic_write_json
 from empirical.algorithms import check_stability
 from empirical.checkpoint import resolve_resume
 from empirical.config import TrainConfig, config_to_dict
@@ -33,9 +36,6 @@ from empirical.train.options import PROG
 from empirical.train.outcomes import EXIT_DIVERGED, EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR
 from empirical.train.prepare import algorithm_config, check_devices, check_names
 from empirical.train.session import train
-from theory import exitcodes
-from theory.io import atomic_write_json
-from theory.validation import check_output_dir
 
 __all__ = [
     "check_before_launch",
@@ -64,7 +64,7 @@ def check_before_launch(cfg: TrainConfig) -> None:
     their tasks, the algorithm's fields (coins, outer optimizer, ``p`` for a non-PALSGD
     algorithm, ...), the pull's stability, the device, an explicit ``--resume`` path and a tokenizer
     directory. Raises
-    :class:`~theory.validation.UserInputError`.
+    :class:`~core.errors.UserInputError`.
     """
     check_names(cfg)
     check_stability(algorithm_config(cfg), cfg.alpha, strict=True)
@@ -85,7 +85,7 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     finished; :data:`EXIT_DIVERGED` for a run whose ranks stopped on a non-finite loss
     (torchrun itself reports any failing child as 1), 2 when the ranks refused the input,
     71 when they ran out of memory or disk space, 130 when interrupted (SIGINT), and
-    :data:`theory.exitcodes.FAILED` for any other failure (a rank killed or crashed, the
+    :data:`core.exitcodes.FAILED` for any other failure (a rank killed or crashed, the
     launch stopped by SIGTERM or SIGHUP).
     """
     check_before_launch(cfg)
@@ -177,7 +177,7 @@ def run_torchrun(argv: Sequence[str]) -> int:
     failed launch prints one line per failed rank instead and returns 2 when every failed
     rank refused its input (exit code 2), 71 when every failed rank ran out of resources
     (exit code 71), 3 when a rank diverged, 130 when interrupted and
-    :data:`theory.exitcodes.FAILED` otherwise (a rank killed or crashed).
+    :data:`core.exitcodes.FAILED` otherwise (a rank killed or crashed).
     """
     try:
         torchrun_main(list(argv))

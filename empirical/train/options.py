@@ -11,6 +11,9 @@ import sys
 from dataclasses import fields
 from typing import Any
 
+from core.errors import UserInputError
+from core.limits import MAX_STEPS, process_cap
+from core.validation import ParameterError
 from empirical.algorithms.config import BUFFERS, SYNC_SCHEDULES
 from empirical.config import (
     CHOICES,
@@ -25,9 +28,8 @@ from empirical.config import (
 from empirical.data import DATASET_NAMES
 from empirical.models import MODEL_NAMES
 from theory.algorithm import COINS, OUTERS, fields_fixed, lookup
-from theory.limits import MAX_STEPS, process_cap
 from theory.presets import preset_names
-from theory.validation import ALIASES, PARAMS, ParameterError, UserInputError, canonicalize
+from theory.validation import ALIASES, PARAMS, canonicalize
 
 __all__ = ["PROG", "add_arguments", "config_from_args"]
 
@@ -146,7 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _range_and_default(name: str, default: Any) -> str:
     """``"allowed [0, 1) (default: 0.2)"`` for the field ``name`` (without the range when it
     has none): the range of theory.validation's or the trainer's table, the cap of
-    theory.limits where one applies; the default of the ``tiny`` preset (the dataclass)."""
+    core.limits where one applies; the default of the ``tiny`` preset (the dataclass)."""
     spec = PARAMS.get(name) or TRAINER_PARAMS.get(name)
     allowed = ""
     if name == "T":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from theory import exitcodes
+from core import exitcodes
 
 __all__ = [
     "EXIT_OK",

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from core.errors import UserInputError
 from empirical import data as data_mod
 from empirical import models
 from empirical.algorithms import AlgorithmConfig, check_stability, recorded_coins
@@ -30,7 +31,6 @@ from empirical.resume import check_resume, checkpoint_meta
 from empirical.train.options import PROG
 from empirical.train.outcomes import rank_tag
 from theory.algorithm import lookup
-from theory.validation import UserInputError
 
 __all__ = [
     "Prepared",

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from core.io import atomic_write_json
 from empirical.config import config_to_dict
 from empirical.distributed import barrier
 from empirical.export import export_anchor, run_name
@@ -22,7 +23,6 @@ from empirical.metrics import MetricsWriter, package_versions
 from empirical.train.options import PROG
 from empirical.train.outcomes import EXIT_DIVERGED, EXIT_NO_RESOURCES, CheckpointFailed, Diverged
 from empirical.train.state import RunState
-from theory.io import atomic_write_json
 
 __all__ = ["Records"]
 

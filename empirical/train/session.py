@@ -12,13 +12,13 @@ import sys
 import torch
 import torch.distributed as dist
 
+from core import exitcodes
 from empirical.config import TrainConfig
 from empirical.distributed import _init_kwargs, cleanup, init_distributed
 from empirical.train.options import PROG
 from empirical.train.outcomes import rank_tag
 from empirical.train.prepare import backend_of, prepare
 from empirical.train.trainer import Trainer
-from theory import exitcodes
 
 __all__ = ["train"]
 

@@ -18,7 +18,7 @@
    and write ``OUT/manifest.json``: command line, versions, seed, hardware, scale, plan,
    runs (cached or trained, durations), calibration, and per figure its files and duration.
 
-Exit codes (:mod:`theory.exitcodes`): 0 every figure drawn, 4 some figure or run failed
+Exit codes (:mod:`core.exitcodes`): 0 every figure drawn, 4 some figure or run failed
 (listed; the others are drawn), 2 bad input (unknown figure or scale, missing run or report
 directory, a paper-scale run on a machine without the GPUs or data it needs).
 

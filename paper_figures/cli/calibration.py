@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserInputError
+from core.io import atomic_write_json
 from empirical import cost as costmodel
 from paper_figures import runs as R
 from paper_figures.analysis import CostSetup, compute_from_runs
 from paper_figures.cli.options import DEFAULT_PROFILE
-from theory.io import atomic_write_json
-from theory.validation import UserInputError
 
 __all__ = ["calibrate"]
 

@@ -10,12 +10,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core import exitcodes
+from core.errors import UserInputError
+from core.files import check_output_dir
 from paper_figures import runs as R
 from paper_figures.cli.calibration import calibrate
 from paper_figures.cli.manifest import hardware, write_manifest
 from paper_figures.cli.options import COST_FIGURES, check_inputs
-from theory import exitcodes
-from theory.validation import UserInputError, check_output_dir
 
 __all__ = ["run"]
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from core.io import atomic_write_json, package_versions
 from paper_figures import runs as R
-from theory.io import atomic_write_json, package_versions
 
 __all__ = ["hardware", "write_manifest"]
 

@@ -7,11 +7,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from core import exitcodes
+from core.errors import UserInputError
+from core.limits import check_processes, process_cap
 from empirical import cost as costmodel
 from paper_figures import runs as R
-from theory import exitcodes
-from theory.limits import check_processes, process_cap
-from theory.validation import UserInputError
 
 __all__ = ["DEFAULT_OUT", "DEFAULT_PROFILE", "COST_FIGURES", "add_arguments", "check_inputs"]
 

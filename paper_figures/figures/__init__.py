@@ -4,7 +4,7 @@ Every function takes already-loaded inputs (:class:`paper_figures.runs.RunData`,
 :class:`paper_figures.analysis.CostSetup`, a verification report directory) and an output
 directory, and returns a :class:`FigureOutput` (files written, a summary for the manifest).
 The data files hold exactly what is drawn (CSV, one row per point or bar; JSON for
-metadata such as targets, assumptions and sources; written by :mod:`theory.io`: NaN as
+metadata such as targets, assumptions and sources; written by :mod:`core.io`: NaN as
 null in JSON and an empty CSV cell, an infinity as ``"inf"``), so a reader can re-plot or
 check every number.
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from paper_figures import style
 from paper_figures.analysis import CostSetup, Curve, choose_target, curve_of
 from paper_figures.figures.common import (
@@ -21,7 +22,6 @@ from paper_figures.figures.common import (
     usable,
     ylim_top,
 )
-from theory.validation import UserInputError
 
 __all__ = ["ABLATION_COLUMNS", "ablation"]
 

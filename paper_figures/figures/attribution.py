@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from core.errors import UserInputError
 from empirical import cost as costmodel
 from paper_figures import style
 from paper_figures.analysis import (
@@ -29,7 +30,6 @@ from paper_figures.analysis import (
     truncate_records,
 )
 from paper_figures.figures.common import ORDER, FigureOutput, cost_meta, curves_of, finish
-from theory.validation import UserInputError
 
 __all__ = ["ATTRIBUTION_COLUMNS", "gain_attribution"]
 

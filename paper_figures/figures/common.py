@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from core.io import atomic_write_json, write_csv
 from paper_figures import style
 from paper_figures.analysis import CostSetup, Curve, curve_of, time_to_target
 from paper_figures.runs.specs import ALGORITHMS
-from theory.io import atomic_write_json, write_csv
 
 __all__ = [
     "FigureOutput",

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from paper_figures import style
 from paper_figures.analysis import CostSetup, Curve, choose_target
 from paper_figures.figures.common import (
@@ -23,7 +24,6 @@ from paper_figures.figures.common import (
     usable,
     ylim_top,
 )
-from theory.validation import UserInputError
 
 __all__ = ["LOSS_COLUMNS", "loss_vs_time"]
 

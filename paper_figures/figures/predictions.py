@@ -9,11 +9,11 @@ from typing import Any
 
 from matplotlib.patches import Patch
 
+from core.errors import UserInputError
 from empirical import cost as costmodel
 from paper_figures import style
 from paper_figures.analysis import PAPER_LABELS, PAPER_REDUCTIONS, PAPER_SOURCE
 from paper_figures.figures.common import FigureOutput, finish
-from theory.validation import UserInputError
 
 __all__ = ["PAPER_SCALE_COLUMNS", "paper_predictions", "paper_scale"]
 

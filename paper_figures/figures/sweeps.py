@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from paper_figures import style
 from paper_figures.analysis import CostSetup, Curve, choose_target, curve_of, time_to_target
 from paper_figures.figures.common import (
@@ -20,7 +21,6 @@ from paper_figures.figures.common import (
     task_kind,
     usable,
 )
-from theory.validation import UserInputError
 
 __all__ = ["SENSITIVITY_COLUMNS", "sensitivity"]
 

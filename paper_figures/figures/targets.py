@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from matplotlib.patches import Patch
 
+from core.errors import UserInputError
 from paper_figures import style
 from paper_figures.analysis import (
     PAPER_LABELS,
@@ -24,7 +25,6 @@ from paper_figures.analysis import (
 )
 from paper_figures.figures import common as C
 from theory.algorithm import lookup
-from theory.validation import UserInputError
 
 __all__ = ["TTT_COLUMNS", "time_to_target_figure"]
 

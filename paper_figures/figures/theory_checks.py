@@ -12,9 +12,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserInputError
+from core.io import atomic_write_json
 from paper_figures.figures.common import FigureOutput
-from theory.io import atomic_write_json
-from theory.validation import UserInputError
 from theory.verify.plots import (
     plot_consensus,
     plot_exact_vs_mc,
@@ -37,7 +37,7 @@ _TEXT = frozenset(
 
 
 def _cell(column: str, text: str) -> Any:
-    """A CSV cell as written by :func:`theory.io.write_csv`: ``""`` -> None, numbers
+    """A CSV cell as written by :func:`core.io.write_csv`: ``""`` -> None, numbers
     (``"inf"`` included) -> int or float, names and anything else the string."""
     if text == "":
         return None

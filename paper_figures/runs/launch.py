@@ -15,12 +15,12 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from core.errors import UserInputError
+from core.io import atomic_write_json
 from empirical.config import config_from_dict
 from paper_figures.runs.cache import STATUS_FILE, cached, resolve_spec, run_directory, run_key
 from paper_figures.runs.device import current_device_kind
 from paper_figures.runs.specs import Plan, RunSpec
-from theory.io import atomic_write_json
-from theory.validation import UserInputError
 
 __all__ = ["RunResult", "execute"]
 

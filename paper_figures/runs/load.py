@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserInputError
 from empirical.metrics import read_jsonl
 from paper_figures.runs.specs import ALGORITHM_LABELS, RunSpec, figure_method
-from theory.validation import UserInputError
 
 __all__ = ["RunData", "load_run"]
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserInputError
 from paper_figures.runs.device import cuda_device_count
 from paper_figures.runs.specs import (
     ALGORITHM_LABELS,
@@ -21,7 +22,6 @@ from paper_figures.runs.specs import (
 )
 from paper_figures.runs.tasks import tasks_for
 from theory.algorithm import lookup
-from theory.validation import UserInputError
 
 __all__ = [
     "SWEEP_TASK",

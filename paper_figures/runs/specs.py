@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core.errors import UserInputError
 from theory.algorithm import DISTRIBUTED_NAMES, LABELS, lookup
-from theory.validation import UserInputError
 
 __all__ = [
     "SCALES",

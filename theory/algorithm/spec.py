@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import ParameterError, check_choice, check_int, check_number
 from theory.algorithm.table import (
     ALGORITHMS,
     COINS,
@@ -24,14 +26,7 @@ from theory.algorithm.table import (
     lookup,
 )
 from theory.sync import OUTER_ALIASES, OUTERS, is_landing_step, is_sync_step, outer_step
-from theory.validation import (
-    ParameterError,
-    UserInputError,
-    canonicalize,
-    check_choice,
-    check_int,
-    validate,
-)
+from theory.validation import canonicalize, validate
 
 __all__ = [
     "AlgorithmSpec", "PullStability", "PULL_EDGE", "pull_coefficient", "pull_stability",
@@ -193,8 +188,7 @@ class AlgorithmSpec:
         num = dict(H=self.H, p=self.p, eta=self.eta, gamma=gamma, mu=mu, T0=self.T0)
         validate(num if self.alpha is None else {"alpha": self.alpha, **num})
         pf = self.pull_fraction
-        if isinstance(pf, bool) or not (isinstance(pf, int | float) and 0 < pf <= 1):
-            raise ParameterError("pull_fraction", pf, "(0, 1]")
+        pf = check_number("pull_fraction", pf, 0, 1, low_open=True)
         for name, val in num.items():
             set_(self, name, int(val) if name in ("H", "T0") else float(val))
         if self.alpha is not None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.validation import ParameterError, check_choice, check_int
 from theory.sync import OUTERS
-from theory.validation import ParameterError, check_choice, check_int
 
 __all__ = [
     "Algorithm", "Preset", "ALGORITHMS", "PRESETS", "COINS", "NAMES", "KINDS",

@@ -15,14 +15,14 @@ lower bounds; the registered ones are in :mod:`theory.lower`), ``maps.py`` (the 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.bound import Bound
 from theory.lower import lower_bounds
-from theory.validation import UserInputError, check_choice
 
 __all__ = [
     "register",
@@ -36,7 +36,7 @@ __all__ = [
 
 _REGISTRY: dict[str, Bound] = {}
 
-#: modules whose bounds are registered on first use
+#: modules whose bounds are registered on first use (the ones :func:`_load_builtins` imports)
 BUILTIN_MODULES = ("sgd", "local_sgd", "easgd", "palsgd", "outer", "slowmo")
 _loaded = False
 
@@ -46,8 +46,9 @@ def _load_builtins() -> None:
     if _loaded:
         return
     _loaded = True
-    for mod in BUILTIN_MODULES:
-        importlib.import_module(f"theory.bounds.{mod}")
+    # imported on first use rather than at the top: each of them imports this package to
+    # register its bounds (the registry lists them sorted by name, whatever the order)
+    from theory.bounds import easgd, local_sgd, outer, palsgd, sgd, slowmo  # noqa: F401
 
 
 def register(bound: Bound, *, replace: bool = False) -> Bound:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from core.errors import UserInputError
 from theory.bound import Bound
 from theory.lower import get_lower, lower_bounds, register_lower
 from theory.lower.quadratic import LOCAL_SGD_QUADRATIC_LOWER
-from theory.validation import UserInputError
 
 __all__ = [
     "LowerBound",

@@ -1,9 +1,5 @@
 """The command line of ``palsgd check``: its flags, the ``--config`` file reader and
-:func:`run`.
-
-:func:`run` calls the checker as ``theory.check.check`` (looked up on the package when it
-runs), so that a substitute set on the package is the one the command uses.
-"""
+:func:`run` (which calls :func:`theory.check.evaluate.check`)."""
 
 from __future__ import annotations
 
@@ -12,19 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import theory.check as package
-from theory.check import contradiction
+from core.errors import UserInputError
+from core.exitcodes import CONTRADICTION
+from core.files import read_mapping_file
+from theory.check import contradiction, evaluate
 from theory.check.evaluate import ALGORITHMS
-from theory.exitcodes import CONTRADICTION
 from theory.presets import PRESETS, preset_names, render_presets
-from theory.validation import (
-    ALIASES,
-    PARAMS,
-    UserInputError,
-    canonicalize,
-    read_mapping_file,
-    validate,
-)
+from theory.validation import ALIASES, PARAMS, canonicalize, validate
 
 __all__ = ["add_arguments", "load_config", "run"]
 
@@ -162,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     preset = args.preset or preset
     bounds = args.bound or bounds
     algorithm = args.algorithm or algorithm
-    report = package.check(values, bounds, algorithm=algorithm, preset=preset)
+    report = evaluate.check(values, bounds, algorithm=algorithm, preset=preset)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -5,7 +5,7 @@ evaluated upper bound that covers the run and whose conditions hold is below one
 lower bounds listed beside it (:mod:`theory.check.lower`), at least one of the two
 statements is false at this configuration, and the checker cannot tell which: the verdict
 names both, says so, and does not call the run covered by either. ``palsgd check`` then exits
-with :data:`theory.exitcodes.CONTRADICTION`; ``palsgd verify --bounds UPPER LOWER`` runs
+with :data:`core.exitcodes.CONTRADICTION`; ``palsgd verify --bounds UPPER LOWER`` runs
 both against the exact oracle and reports which one it refutes
 (:mod:`theory.verify.crossings`).
 """

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from theory import bound_cache
+from core.errors import UserInputError
+from core.validation import check_choice, check_type
+from theory import bound_registry
 from theory.algorithm import NAMES, lookup
 from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound_numeric import CompiledBound
@@ -25,7 +27,7 @@ from theory.check.warnings import (
     usage_warnings,
 )
 from theory.presets import get_preset
-from theory.validation import UserInputError, canonicalize, check_choice, check_type, validate
+from theory.validation import canonicalize, validate
 
 __all__ = ["ALGORITHMS", "check", "infer_algorithm"]
 
@@ -78,7 +80,7 @@ def _resolve_bounds(bounds: Iterable[Any] | None) -> list[CompiledBound] | None:
         elif hasattr(b, "compiled"):  # a theory.bound.Bound
             out.append(b.compiled)
         else:
-            known = bound_cache.registered() if known is None else known
+            known = bound_registry.registered() if known is None else known
             out.append(known[check_choice("bound", str(b), known)])
     return out
 
@@ -216,7 +218,7 @@ def check(
 
     A bound missing a parameter (other than ``alpha``) is skipped with the reason; without
     ``alpha`` a bound is evaluated at its optimal step. Raises
-    :class:`~theory.validation.UserInputError` on bad input.
+    :class:`~core.errors.UserInputError` on bad input.
     """
     check_type("values", values, Mapping, "a mapping of parameter names to values")
     merged: dict[str, Any] = {}
@@ -236,7 +238,7 @@ def check(
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)
     if chosen is None:
-        known = bound_cache.registered()
+        known = bound_registry.registered()
         chosen = [b for b in known.values() if _covers(b, algorithm, v)]
         if not chosen:
             warnings.append(

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from core.errors import UserInputError
 from theory.algorithm import lookup
 from theory.check.report import LowerValue
 from theory.check.warnings import outer_not_averaging
 from theory.lower import lower_bounds
-from theory.validation import UserInputError
 
 __all__ = ["LowerValue", "lower_values"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core.io import json_safe
 from theory.check.render import render
-from theory.io import json_safe
 
 __all__ = [
     "BoundCheck",

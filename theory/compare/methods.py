@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.algorithm import (
     DILOCO_DEFAULT_GAMMA,
     DILOCO_DEFAULT_MU,
@@ -43,7 +45,6 @@ from theory.algorithm import (
     AlgorithmSpec,
 )
 from theory.coins import round_excess
-from theory.validation import UserInputError, check_choice
 
 __all__ = [
     "METHODS",

@@ -29,12 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.algorithm import AlgorithmSpec
 from theory.compare.methods import Method
 from theory.problems import Problem, make_problem
 from theory.problems.hetero_cosine import make_hetero_cosine
 from theory.simulate import simulate
-from theory.validation import UserInputError, check_choice
 
 __all__ = [
     "FAMILIES", "Z", "Estimate", "spec_of", "estimate", "estimate_many", "mc_evaluator",

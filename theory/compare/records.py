@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.io import atomic_write_json, write_csv
 from theory.compare.methods import BASELINES, PALSGD_METHODS, SHARED_METHODS
-from theory.io import atomic_write_json, write_csv
 
 __all__ = ["MEASURED_AT", "PALSGD_SIDE", "BASELINE_SIDE", "CellResult", "MapResult", "best_of"]
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from core.io import atomic_write_json
 from theory.compare.bounds_side import agreement, score_bounds
 from theory.compare.exact import Quadratic
 from theory.compare.methods import METHODS, Method, round_cost
@@ -29,7 +30,6 @@ from theory.compare.records import CellResult, MapResult
 from theory.compare.spec import MapSpec, ProblemSource
 from theory.compare.summary import summarize
 from theory.compare.tune import Tuned, exact_evaluator, tune
-from theory.io import atomic_write_json
 from theory.problems.hessians import HeteroHessianQuadratic
 
 __all__ = ["run_map", "problem_constants", "bound_constants", "map_units", "caps_for"]

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from core.errors import UserInputError
+from core.validation import check_int
 from theory.compare.methods import METHODS
 from theory.compare.montecarlo import build_family, estimate, mc_evaluator
 from theory.compare.records import BASELINE_SIDE, PALSGD_SIDE, MapResult
@@ -17,7 +19,6 @@ from theory.compare.run import _assemble, caps_for, map_units
 from theory.compare.spec import MapSpec
 from theory.compare.summary import summarize
 from theory.compare.tune import tune
-from theory.validation import UserInputError, check_int
 
 __all__ = ["run_mc_map"]
 

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core.errors import UserInputError
+from core.validation import check_choice, check_int, check_number
 from theory.compare.methods import BUDGET_KINDS, METHODS, Prices
 from theory.compare.tune import Grid
 from theory.problems.hessians import (
@@ -21,7 +23,6 @@ from theory.problems.hessians import (
     make_hetero_hessian,
     with_zeta,
 )
-from theory.validation import ParameterError, UserInputError, check_choice
 
 __all__ = ["ProblemSource", "MapSpec", "DEFAULT_METHODS"]
 
@@ -70,9 +71,7 @@ class ProblemSource:
 def _positive_ints(name: str, values: Any) -> tuple[int, ...]:
     out = []
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 1:
-            raise ParameterError(name, v, "integer in [1, inf)")
-        out.append(int(v))
+        out.append(check_int(name, v, 1, integral_floats=True))
     if not out:
         raise UserInputError(f"'{name}' needs at least one value")
     return tuple(out)
@@ -81,12 +80,7 @@ def _positive_ints(name: str, values: Any) -> tuple[int, ...]:
 def _floats(name: str, values: Any, low: float, high: float, *, open_low: bool) -> tuple:
     out = []
     for v in values:
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        ok = ok and (v > low if open_low else v >= low) and v < high
-        if not ok:
-            bracket = "(" if open_low else "["
-            raise ParameterError(name, v, f"{bracket}{low}, {high})")
-        out.append(float(v))
+        out.append(check_number(name, v, low, high, low_open=open_low, high_open=True))
     if not out:
         raise UserInputError(f"'{name}' needs at least one value")
     return tuple(out)

@@ -22,9 +22,9 @@ from functools import partial
 
 import numpy as np
 
+from core.validation import check_fraction, check_int, check_number
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
-from theory.validation import check_fraction, check_int, check_number
 
 __all__ = ["Grid", "Tuned", "tune", "exact_evaluator", "Evaluator"]
 

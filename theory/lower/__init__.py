@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.algorithm import lookup
 from theory.lower.hetero import LOCAL_SGD_HETEROGENEITY_LOWER, InstanceLowerBound
 from theory.lower.quadratic import LOCAL_SGD_QUADRATIC_LOWER, ClosedFormLowerBound
-from theory.validation import UserInputError, check_choice
 
 __all__ = [
     "ClosedFormLowerBound",

@@ -46,9 +46,11 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.algorithm import ALGORITHMS, OUTERS, pull_coefficient
 from theory.lower.region import MAX_COIN_STEPS, no_coin_path, reach_history, sync_maps
-from theory.validation import UserInputError, check_choice, validate
+from theory.validation import validate
 
 __all__ = [
     "B_GRID",

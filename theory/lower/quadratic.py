@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from theory.validation import UserInputError, validate
+from core.errors import UserInputError
+from theory.validation import validate
 
 __all__ = [
     "ClosedFormLowerBound",

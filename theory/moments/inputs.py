@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from theory.validation import UserInputError, validate_one
+from core.errors import UserInputError
+from theory.validation import validate_one
 
 
 @dataclass(frozen=True)

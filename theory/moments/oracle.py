@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from theory.algorithm import AlgorithmSpec
 from theory.moments.inputs import as_eig, check_x0
 from theory.moments.rounds import (
@@ -62,7 +63,7 @@ from theory.moments.rounds import (
     with_accumulators,
 )
 from theory.moments.spec import local_start, moment_spec
-from theory.validation import UserInputError, validate_one
+from theory.validation import validate_one
 
 __all__ = ["Directions", "OracleResult", "directions_of", "exact_oracle", "oracle_on"]
 

@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from core.errors import UserInputError
 from theory.algorithm import ALGORITHMS, AlgorithmSpec
-from theory.validation import UserInputError
 
 __all__ = ["moment_spec", "local_start", "MOMENT_KINDS"]
 

@@ -29,7 +29,7 @@ Noise models: ``"gaussian"`` (isotropic, per-coordinate variance ``sigma^2/d``),
 ``"rademacher"`` (coordinates ``+-sigma/sqrt(d)``), ``"finite_sum"`` (true minibatch
 sampling, with replacement, from a per-worker finite sum), ``"none"``.
 
-:func:`check_constants` samples a problem and raises :class:`~theory.validation.UserInputError`
+:func:`check_constants` samples a problem and raises :class:`~core.errors.UserInputError`
 when a declared constant is contradicted; use it on any problem you register.
 
 Files: ``base.py`` the base class :class:`Problem` (constants, noise models, oracle calls);

@@ -10,8 +10,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.problems.base import Array, check_noise
-from theory.validation import ParameterError, UserInputError, validate
+from theory.validation import validate
 
 T = TypeVar("T")
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from theory.validation import ParameterError, UserInputError, validate
+from core.errors import UserInputError
+from core.validation import ParameterError
+from theory.validation import validate
 
 NOISE_MODELS = ("gaussian", "rademacher", "finite_sum", "none")
 #: the constants a problem declares (A1-A4 of ``theory.assumptions``)

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.problems.base import CONSTANTS, Problem
-from theory.validation import ParameterError, UserInputError
 
 
 def _rng(rng: np.random.Generator | int | None) -> np.random.Generator:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from core.errors import UserInputError
 from theory.problems.args import (
     ProblemArgs,
     center_and_scale,
@@ -19,7 +20,6 @@ from theory.problems.args import (
     sigma2_arg,
 )
 from theory.problems.base import Array, Problem
-from theory.validation import UserInputError
 
 
 def minimize_1d_global(

@@ -7,9 +7,9 @@ from abc import abstractmethod
 
 import numpy as np
 
+from core.errors import UserInputError
 from theory.problems.args import batch_arg, centred_shifts
 from theory.problems.base import Array, Problem, into
-from theory.validation import UserInputError
 
 
 class DataProblem(Problem):

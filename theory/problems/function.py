@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from core.errors import UserInputError
 from theory.problems.base import Array, Problem, into
-from theory.validation import UserInputError
 
 
 class FunctionProblem(Problem):

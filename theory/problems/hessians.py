@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.files import read_mapping_file, resolve_input_path
+from core.validation import ParameterError
 from theory.problems.base import Array, Problem, into
-from theory.validation import ParameterError, UserInputError, read_mapping_file
-from theory.validation_files import resolve_input_path
 
 __all__ = [
     "HeteroHessianQuadratic",

@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
+from core.validation import ParameterError
 from theory.problems.base import Array, into
 from theory.problems.cosine import minimize_1d_global
 from theory.problems.hessians import HeteroHessianQuadratic, make_hetero_hessian, with_zeta
-from theory.validation import ParameterError
 
 __all__ = ["HeteroCosine", "make_hetero_cosine"]
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.problems.args import (
     ProblemArgs,
     finite_sum_args,
@@ -16,7 +18,7 @@ from theory.problems.args import (
     sigma2_arg,
 )
 from theory.problems.base import Array, Problem, into
-from theory.validation import ParameterError, UserInputError, validate
+from theory.validation import validate
 
 
 class QuadraticProblem(Problem):

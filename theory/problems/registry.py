@@ -7,12 +7,15 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from core.errors import UserInputError
+from core.files import check_memory
+from core.validation import ParameterError
 from theory.problems.args import ProblemArgs
 from theory.problems.base import Problem, check_noise
 from theory.problems.cosine import make_cosine
 from theory.problems.quadratic import make_quadratic
 from theory.problems.regression import DataOptions, make_logistic, make_robust_regression
-from theory.validation import ParameterError, UserInputError, check_memory, validate
+from theory.validation import validate
 
 ProblemFactory = Callable[..., Problem]
 

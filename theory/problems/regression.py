@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from core.errors import UserInputError
+from core.validation import ParameterError
 from theory.problems.args import ProblemArgs, data_sigma2_arg, no_extra, shifts_arg, take_fields
 from theory.problems.base import Array
 from theory.problems.data import DataProblem
-from theory.validation import ParameterError, UserInputError
 
 
 class RobustRegressionProblem(DataProblem):

@@ -63,11 +63,13 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_int
 from theory.algorithm import COINS, KINDS, OUTERS, AlgorithmSpec
 from theory.problems import Problem
 from theory.simulate.numpy_run import BLOCK_ELEMS, NumpyRun, use_blocks
 from theory.simulate.trace import Trace
-from theory.validation import UserInputError, check_int, validate
+from theory.validation import validate
 
 __all__ = [
     "KINDS",

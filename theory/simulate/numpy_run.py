@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.files import check_memory
 from theory.algorithm import AlgorithmSpec, outer_step
 from theory.problems import Problem
 from theory.simulate.loop import RunLoop
 from theory.simulate.trace import Trace
-from theory.validation import UserInputError, check_memory
 
 #: elements per block of the blocked local step: two float64 temporaries of this size
 #: plus the block of X take about 1.5 MiB, within a core's L2 cache (best measured on a

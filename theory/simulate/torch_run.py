@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.errors import UserInputError
 from theory.algorithm import AlgorithmSpec
 from theory.problems import CosineProblem, Problem, QuadraticProblem
 from theory.simulate.loop import RunLoop
 from theory.simulate.trace import Trace
-from theory.validation import UserInputError
 
 __all__ = ["DTYPES", "NOISE_RNGS", "resolve_device", "run"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from theory.io import atomic_write_json
-from theory.validation import UserInputError
+from core.errors import UserInputError
+from core.io import atomic_write_json
 
 
 @dataclass
@@ -74,6 +74,6 @@ class Trace:
         return out
 
     def save_json(self, path: str, include_state: bool = False) -> None:
-        """Write :meth:`to_dict` to ``path`` (atomically: :func:`theory.io.atomic_write_json`,
+        """Write :meth:`to_dict` to ``path`` (atomically: :func:`core.io.atomic_write_json`,
         which refuses a device, FIFO or directory at ``path``)."""
         atomic_write_json(path, self.to_dict(include_state))

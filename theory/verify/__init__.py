@@ -33,7 +33,11 @@ formula. The run is a straight line, one file per role:
   ``K``, exact vs Monte Carlo, consensus vs ``H``;
 * :mod:`~theory.verify.run`, :mod:`~theory.verify.stages`, :mod:`~theory.verify.report`,
   :mod:`~theory.verify.plots`, :mod:`~theory.verify.cli`: the main job (its exact stages),
-  its report files and the command line.
+  its report files and the command line; the bounds and problems are resolved once (by the
+  command line, before anything is written) and passed to the run;
+* :mod:`~theory.verify.report_types`: the typed report, :class:`VerifyReport` with its
+  sections (:class:`Power`, :class:`Statistics`, :class:`Summary`), serialised to
+  ``results.json`` in one place (:meth:`VerifyReport.to_json`).
 
 Files: ``settings.py`` (settings, verdicts, columns), ``designs.py``, ``oracle.py``,
 ``search.py``, ``exact.py``, ``exact_report.py`` (exact verification on quadratics),
@@ -43,7 +47,8 @@ Files: ``settings.py`` (settings, verdicts, columns), ``designs.py``, ``oracle.p
 (known findings), ``bound_file.py`` (user bounds), ``at.py`` (one design), ``sampling.py``,
 ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py`` (Monte Carlo on nonconvex
 problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the whole run), ``stages.py``
-(its exact stages), ``report.py``, ``plots.py``, ``plots_exact.py``, ``cli.py``.
+(its exact stages), ``report_types.py`` (the typed report), ``report.py``, ``plots.py``,
+``plots_exact.py``, ``cli.py``.
 """
 
 from theory.verify import settings
@@ -58,6 +63,7 @@ from theory.verify.report import (
     write_report,
     write_report_files,
 )
+from theory.verify.report_types import Power, Statistics, Summary, VerifyReport
 from theory.verify.run import resolve_bounds, resolve_problems, run_verification
 from theory.verify.sampling import (
     ProblemCache,
@@ -108,6 +114,10 @@ __all__ = [
     "exact_specs",
     "consensus_vs_H",
     "write_report_files",
+    "VerifyReport",
+    "Power",
+    "Statistics",
+    "Summary",
     "format_summary",
     "resolve_bounds",
     "resolve_problems",

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from core.errors import UserInputError
+from theory import moments, problems, simulate
 from theory.algorithm import AlgorithmSpec
-from theory.validation import UserInputError
 from theory.verify.montecarlo import _finite_or_none, simulate_config
 from theory.verify.sampling import ProblemCache, _child_seed, problem_constants
 from theory.verify.settings import Config, VerifySettings
@@ -53,9 +53,7 @@ def exact_vs_mc(
     largest ``|z|`` is compared with the Bonferroni threshold over all steps, metrics and
     algorithms at the run's level. Returns (per-step rows, per-algorithm summaries).
     """
-    quad = importlib.import_module("theory.moments")
-    sim = importlib.import_module("theory.simulate")
-    problems = importlib.import_module("theory.problems")
+    quad, sim = moments, simulate
     prob = problems.make_problem(
         "quadratic",
         K=4,

@@ -13,8 +13,8 @@ import contextlib
 import io
 import json
 
+from core.errors import UserInputError
 from theory.check import jsonable
-from theory.validation import UserInputError
 from theory.verify import lower as lower_check
 from theory.verify.findings import known
 from theory.verify.oracle import (

@@ -27,11 +27,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserInputError
+from core.files import read_mapping_file, resolve_input_path
 from theory.algorithm import AlgorithmSpec
 from theory.assumptions import ALL_ASSUMPTIONS, COIN_ASSUMPTIONS
 from theory.bound import Bound
-from theory.validation import UserInputError, read_mapping_file
-from theory.validation_files import resolve_input_path
 
 __all__ = ["load_bound_file"]
 
@@ -44,7 +44,7 @@ _FIELDS = {
 
 def resolve_bound_file(path: str | os.PathLike) -> Path:
     """``path``, or the same path under the toolkit's directory
-    (:func:`theory.validation_files.resolve_input_path`)."""
+    (:func:`core.files.resolve_input_path`)."""
     return resolve_input_path(path, "--bound-file (argument 'path')")
 
 

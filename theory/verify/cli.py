@@ -44,14 +44,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.errors import UserInputError
 from theory import verify as V
 from theory.check import jsonable
 from theory.problems.base import NOISE_MODELS
-from theory.validation import UserInputError
 from theory.verify.at import run_at
 from theory.verify.exact_report import format_exact
 from theory.verify.oracle import family_of
 from theory.verify.report import _fmt
+from theory.verify.report_types import VerifyReport
 from theory.verify.run import is_lower
 
 __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
@@ -327,7 +328,7 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
         if not 0 < args.budget <= 100:  # NaN fails too
             raise UserInputError(f"--budget must be a number in (0, 100], got {args.budget}")
         kw["budget"] = args.budget
-    settings = V.VerifySettings(**kw).validated()
+    settings = V.VerifySettings(**kw)  # checked on construction
     declared_problems = set(settings.declared) - {"*"}
     unknown = sorted(declared_problems - set(settings.problems))
     if unknown:
@@ -338,23 +339,23 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
     return settings
 
 
-def _checked_anything(report: dict[str, Any]) -> bool:
+def _checked_anything(report: VerifyReport) -> bool:
     """True when the run reached at least one verdict (exact, or a decided MC test)."""
-    c = report["summary"]["counts"]
-    exact = bool(report.get("exact") or report.get("lower"))
+    c = report.summary.counts
+    exact = bool(report.exact or report.lower)
     return exact or c.get("holds", 0) + c.get("violated", 0) > 0
 
 
-def _print_report(report: dict[str, Any], out: str, total_s: float) -> None:
+def _print_report(report: VerifyReport, out: str, total_s: float) -> None:
     """The text report of ``palsgd verify``: exact verdicts, Monte-Carlo table, checks."""
     text = format_exact(report)
     if text:
         print(text)
         print()
-    if report["results"]:
-        print(V.format_table(report["results"]))
+    if report.results:
+        print(V.format_table(report.results))
         print()
-    for s in report["exact_vs_mc_summary"]:
+    for s in report.exact_vs_mc_summary:
         if "max_abs_z" in s:
             print(
                 f"exact vs MC {s['algorithm']:<22} max|z| = {s['max_abs_z']:.2f} "
@@ -363,7 +364,7 @@ def _print_report(report: dict[str, Any], out: str, total_s: float) -> None:
         else:
             print(f"exact vs MC {s['algorithm']:<22} {s['status']}")
     seen = set()
-    for r in report["rates"]:
+    for r in report.rates:
         if r["bound"] in seen:
             continue
         seen.add(r["bound"])
@@ -373,14 +374,14 @@ def _print_report(report: dict[str, Any], out: str, total_s: float) -> None:
             f"{_fmt(r['bound_slope'])} (leading {_fmt(r['bound_leading_exponent'])}, "
             f"{r['step_rule']}): {r['rate_verdict']}"
         )
-    for s in report["speedup"]:
+    for s in report.speedup:
         print(
             f"speed-up {s['bound']:<18} K=1 -> K={s['K']}: measured "
             f"{_fmt(s['measured_speedup'])} [{_fmt(s['speedup_ci_low'])}, "
             f"{_fmt(s['speedup_ci_high'])}], bound predicts "
             f"{_fmt(s['predicted_speedup'])}"
         )
-    cons = report["consensus"]
+    cons = report.consensus
     if cons:
         hs = sorted({r["H"] for r in cons})
         by = {(r["algorithm"], r["H"]): r["consensus_mean"] for r in cons}
@@ -391,7 +392,7 @@ def _print_report(report: dict[str, Any], out: str, total_s: float) -> None:
     print()
     print(V.format_summary(report))
     print(
-        f"report written to {out} (simulation and tests {report['elapsed_s']:.1f} s, "
+        f"report written to {out} (simulation and tests {report.elapsed_s:.1f} s, "
         f"total {total_s:.1f} s)"
     )
 
@@ -410,18 +411,21 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.at is not None:
         return run_at(settings, args.at, as_json=args.json)
-    bounds = V.resolve_bounds(settings.bounds, settings.bound_file)  # fail before writing
+    # resolved once, before anything is written; the run takes them as they are
+    bounds = V.resolve_bounds(settings.bounds, settings.bound_file)
     if settings.controls_only and not any(is_lower(b) or family_of(b).exact for b in bounds):
         raise UserInputError(
             "--controls needs a lower bound or a bound with an exact oracle (algorithm sgd, "
             f"local_sgd or palsgd); selected: {[b.name for b in bounds]}"
         )
-    V.resolve_problems(settings.problems)
+    problems = V.resolve_problems(settings.problems)
     with V.AtomicDirectory(args.out) as tmp:
-        report = V.run_verification(settings, progress=not args.no_progress)
+        report = V.run_verification(
+            settings, progress=not args.no_progress, bounds=bounds, problems=problems
+        )
         V.write_report_files(report, tmp, plots=not args.no_plots)
-    summary = report["summary"]
-    if summary["exit_code"] == 0 and not _checked_anything(report):
+    summary = report.summary
+    if summary.exit_code == 0 and not _checked_anything(report):
         raise UserInputError(
             "these settings check nothing: no bound has an exact oracle and no Monte-Carlo "
             "configuration reached a verdict (raise --configs / --replicas, or select bounds "
@@ -430,11 +434,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                jsonable({"out": str(args.out), **summary, "elapsed_s": time.perf_counter() - t0}),
+                jsonable(
+                    {
+                        "out": str(args.out),
+                        **summary.to_dict(),
+                        "elapsed_s": time.perf_counter() - t0,
+                    }
+                ),
                 indent=1,
             )
         )
     else:
         _print_report(report, args.out, time.perf_counter() - t0)
     sys.stdout.flush()
-    return int(summary["exit_code"])
+    return int(summary.exit_code)

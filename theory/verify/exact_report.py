@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from theory.verify.report_types import VerifyReport
+
 __all__ = [
     "EXACT_COLUMNS_CSV",
     "TIGHTNESS_COLUMNS",
@@ -48,27 +50,24 @@ def ratio_text(x: Any, spec: str = ".4g") -> str:
     return "inf (the iterates diverge)" if v == float("inf") else format(v, spec)
 
 
-def exact_summary(report: Mapping[str, Any]) -> dict[str, Any]:
-    """Bounds violated exactly, the controls' detection power, the vacuous shares."""
-    exact = report.get("exact", [])
+def exact_summary(report: VerifyReport) -> dict[str, Any]:
+    """Bounds violated exactly, the controls' detection power, the vacuous shares (the first
+    fields of :class:`~theory.verify.report_types.Summary`)."""
+    exact = report.exact
     return {
         "exact_bounds": len(exact),
         "exact_violated": list(  # by either exact oracle, each bound once
             dict.fromkeys(
-                r["bound"]
-                for r in (*exact, *report.get("hetero", []))
-                if r["verdict"] == "violated"
+                r["bound"] for r in (*exact, *report.hetero) if r["verdict"] == "violated"
             )
         ),
-        "hetero_worst": {r["bound"]: r["worst_ratio"] for r in report.get("hetero", [])},
+        "hetero_worst": {r["bound"]: r["worst_ratio"] for r in report.hetero},
         "exact_worst": {r["bound"]: r["worst_ratio"] for r in exact},
         "vacuous_share": {r["bound"]: r["vacuous_share"] for r in exact},
         "untested_terms": [
-            f"{t['bound']}: {t['term']}"
-            for t in report.get("tightness", [])
-            if t["status"] == "untested"
+            f"{t['bound']}: {t['term']}" for t in report.tightness if t["status"] == "untested"
         ],
-        "power": report.get("power", {}),
+        "power": report.power,
     }
 
 
@@ -89,13 +88,13 @@ def _table(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
-def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
+def format_exact(report: VerifyReport, *, width: int = 60) -> str:
     """The exact verdicts, the per-term tightness table and the controls, as text."""
-    exact = report.get("exact", [])
+    exact = report.exact
     if not exact:
-        return "\n".join(_lower_lines(report.get("lower", []))[1:] + _power_lines(report))
+        return "\n".join(_lower_lines(report.lower)[1:] + _power_lines(report))
     lines = ["exact verification on quadratics (no statistics: the measured value is exact)"]
-    known = {f["bound"] for f in report.get("findings", [])}
+    known = {f["bound"] for f in report.findings}
     body = [
         (
             r["bound"],
@@ -120,7 +119,7 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
     lines.append("")
     lines.append("per-term tightness: largest measured/bound where the term is >= half the bound")
     body = []
-    for t in report.get("tightness", []):
+    for t in report.tightness:
         term = t["term"] if len(t["term"]) <= width else t["term"][: width - 3] + "..."
         body.append(
             (
@@ -131,8 +130,8 @@ def format_exact(report: Mapping[str, Any], *, width: int = 60) -> str:
             )
         )
     lines += _table(("bound", "term", "designs", "max ratio"), body)
-    lines += _hetero_lines(report.get("hetero", []), report.get("hetero_skipped", []))
-    lines += _lower_lines(report.get("lower", []))
+    lines += _hetero_lines(report.hetero, report.hetero_skipped)
+    lines += _lower_lines(report.lower)
     lines += _power_lines(report)
     return "\n".join(lines)
 
@@ -195,22 +194,22 @@ def _hetero_lines(
     return lines
 
 
-def _power_lines(report: Mapping[str, Any]) -> list[str]:
+def _power_lines(report: VerifyReport) -> list[str]:
     """The negative controls' detection power: overall, per kind of statement, per bound."""
     lines: list[str] = []
-    pw = report.get("power") or {}
-    if pw.get("controls"):
+    pw = report.power
+    if pw.controls:
         lines.append("")
         lines.append(
             f"negative controls (upper bounds: each term halved, each removed, bound x 0.9; "
             f"lower bounds: x 1.5, x 2, each term removed that raises it): "
-            f"{pw['rejected']}/{pw['controls']} rejected, detection power {pw['power']:.0%}"
+            f"{pw.rejected}/{pw.controls} rejected, detection power {pw.power:.0%}"
         )
-        for kind, d in (pw.get("by_kind") or {}).items():
+        for kind, d in pw.by_kind.items():
             lines.append(
                 f"  {kind} bounds: {d['rejected']}/{d['controls']} rejected ({d['power']:.0%})"
             )
-        for name, d in pw["per_bound"].items():
+        for name, d in pw.per_bound.items():
             lines.append(f"  {name}: {d['rejected']}/{d['controls']} rejected")
         lines.append(
             "  'not shown false' = the exact oracle never exceeded it on the searched designs "

@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.bound import Bound
 from theory.bounds import get
 from theory.lower import get_lower
-from theory.validation import UserInputError, check_choice
 from theory.verify.controls import controls_of
 from theory.verify.oracle import REL_TOL, family_of
 

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.validation import check_choice
 from theory.lower import get_lower
-from theory.validation import UserInputError, check_choice
 from theory.verify.controls import Control
 from theory.verify.lower_designs import designs, perturb
 from theory.verify.lower_witness import hetero_witness, known_worst_case, quadratic_witness

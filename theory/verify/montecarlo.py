@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from theory import simulate as sim
 from theory.bound import Bound
-from theory.validation import UserInputError, validate_one
+from theory.validation import validate_one
 from theory.verify.sampling import _child_seed, bound_values, problem_constants
 from theory.verify.settings import OUTSIDE, Config
 from theory.verify.stats import BootstrapPlan, MeanTest, decide, mean_test
@@ -19,7 +20,6 @@ from theory.verify.stats import BootstrapPlan, MeanTest, decide, mean_test
 
 def simulate_config(problem: Any, cfg: Config, R: int, **extra: Any) -> Any:
     """Run the simulator on one configuration; returns its ``Trace``."""
-    sim = importlib.import_module("theory.simulate")
     if int(problem.K) != int(cfg.K):
         raise UserInputError(
             f"inconsistent dimensions: problem {cfg.problem!r} has K = "

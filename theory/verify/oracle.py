@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
 from theory.algorithm import ALGORITHMS, AlgorithmSpec
 from theory.bound import Bound
 from theory.moments import BatchResult, oracle_batch, oracle_batch_easgd
-from theory.validation import UserInputError
 from theory.verify.pinned import pinned_step
 from theory.verify.sampling import bound_spec
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from theory.verify.exact_report import ratio_text
+from theory.verify.report_types import Summary
 
 __all__ = ["crossing_lines", "findings_lines", "result_line"]
 
@@ -61,18 +62,18 @@ def findings_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def result_line(s: Mapping[str, Any]) -> str:
+def result_line(s: Summary) -> str:
     """The run's outcome in one line: what the exit code says."""
     parts = []
-    if s.get("new_violations"):
-        parts.append(f"NEW VIOLATION(S): {', '.join(s['new_violations'])}")
-    if s.get("stale_findings"):
+    if s.new_violations:
+        parts.append(f"NEW VIOLATION(S): {', '.join(s.new_violations)}")
+    if s.stale_findings:
         parts.append(
-            f"known finding(s) NO LONGER REPRODUCE: {', '.join(s['stale_findings'])} "
+            f"known finding(s) NO LONGER REPRODUCE: {', '.join(s.stale_findings)} "
             "(update theory/verify/findings.py)"
         )
     if parts:
         return f"result: {'; '.join(parts)} (exit code 1)"
-    known = [b for b in s.get("violated_bounds", []) if b not in s.get("new_violations", [])]
+    known = [b for b in s.violated_bounds if b not in s.new_violations]
     tail = f" beyond the known finding(s) {', '.join(known)}, reproduced" if known else ""
     return f"result: no bound violated{tail} (exit code 0)"

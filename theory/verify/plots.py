@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from theory.verify.plots_exact import plot_tightness  # noqa: E402
+from theory.verify.report_types import VerifyReport  # noqa: E402
 
 __all__ = [
     "plot_report",
@@ -268,13 +269,13 @@ def plot_exact_vs_mc(
     return _save(fig, directory, "exact_vs_mc")
 
 
-def plot_report(report: Mapping[str, Any], directory: str | Path) -> list[str]:
+def plot_report(report: VerifyReport, directory: str | Path) -> list[str]:
     """Write every plot of ``report`` into ``directory``; returns the file names."""
     directory = Path(directory)
     files = []
-    files += plot_tightness(report.get("tightness", []), directory)
-    files += plot_measured_vs_bound(report.get("results", []), directory)
-    files += plot_rates(report.get("rates", []), directory)
-    files += plot_consensus(report.get("consensus", []), directory)
-    files += plot_exact_vs_mc(report.get("exact_vs_mc", []), directory)
+    files += plot_tightness(report.tightness, directory)
+    files += plot_measured_vs_bound(report.results, directory)
+    files += plot_rates(report.rates, directory)
+    files += plot_consensus(report.consensus, directory)
+    files += plot_exact_vs_mc(report.exact_vs_mc, directory)
     return files

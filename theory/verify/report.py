@@ -1,8 +1,8 @@
-"""Report: summary, terminal table, report files written atomically."""
+"""Report: the summary of a :class:`~theory.verify.report_types.VerifyReport`, the terminal
+table, the report files written atomically."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from theory.check import jsonable
-from theory.io import write_csv
-from theory.validation import UserInputError
+from core.errors import UserInputError
+from core.io import write_csv
 from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
     EXACT_COLUMNS_CSV,
@@ -28,6 +27,7 @@ from theory.verify.exact_report import (
 )
 from theory.verify.findings import classify
 from theory.verify.outcome import crossing_lines, findings_lines, result_line
+from theory.verify.report_types import Summary, VerifyReport
 from theory.verify.settings import (
     CONSENSUS_COLUMNS,
     EXACT_COLUMNS,
@@ -43,9 +43,9 @@ from theory.verify.settings import (
 )
 
 
-def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
+def summary_of(report: VerifyReport) -> Summary:
     """Verdict counts, the violated configurations, exact-vs-MC disagreements, exit code."""
-    rows = report["results"]
+    rows = report.results
     counts = {v: 0 for v in VERDICTS}
     for r in rows:
         counts[r.get("verdict", INCONCLUSIVE)] = counts.get(r.get("verdict", INCONCLUSIVE), 0) + 1
@@ -77,32 +77,30 @@ def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
         if r.get("verdict") in (HOLDS, INCONCLUSIVE, VIOLATED) and isinstance(r.get("ratio"), float)
     ]
     disagree = [
-        s["algorithm"]
-        for s in report.get("exact_vs_mc_summary", [])
-        if s.get("status") == "DISAGREES"
+        s["algorithm"] for s in report.exact_vs_mc_summary if s.get("status") == "DISAGREES"
     ]
     ex = exact_summary(report)
-    lower_violated = [r["bound"] for r in report.get("lower", []) if r["verdict"] == VIOLATED]
-    crossed = [c["refuted"] for c in report.get("crossings", [])]
+    lower_violated = [r["bound"] for r in report.lower if r["verdict"] == VIOLATED]
+    crossed = [c["refuted"] for c in report.crossings]
     every = [*ex["exact_violated"], *lower_violated, *crossed, *(v["bound"] for v in violated)]
-    verdict = classify(report.get("findings", []), every)
-    return {
+    verdict = classify(report.findings, every)
+    return Summary(
         **ex,
-        "lower_violated": lower_violated,
-        "violated_bounds": list(dict.fromkeys(every)),
-        "new_violations": verdict["new_violations"],
-        "stale_findings": verdict["stale"],
-        "counts": counts,
-        "per_bound": per_bound,
-        "violated": violated,
-        "max_tightness_ratio": max(ratios) if ratios else None,
-        "median_tightness_ratio": float(np.median(ratios)) if ratios else None,
-        "exact_vs_mc_disagreements": disagree,
-        "not_verifiable": [r["note"] for r in rows if r.get("verdict") == NOT_VERIFIABLE],
-        "correction": report["statistics"]["correction"],
-        "family_wise_level": report["statistics"]["family_wise_level"],
-        "exit_code": verdict["exit_code"],
-    }
+        lower_violated=lower_violated,
+        violated_bounds=list(dict.fromkeys(every)),
+        new_violations=verdict["new_violations"],
+        stale_findings=verdict["stale"],
+        counts=counts,
+        per_bound=per_bound,
+        violated=violated,
+        max_tightness_ratio=max(ratios) if ratios else None,
+        median_tightness_ratio=float(np.median(ratios)) if ratios else None,
+        exact_vs_mc_disagreements=disagree,
+        not_verifiable=[r["note"] for r in rows if r.get("verdict") == NOT_VERIFIABLE],
+        correction=report.statistics.correction,
+        family_wise_level=report.statistics.family_wise_level,
+        exit_code=verdict["exit_code"],
+    )
 
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
@@ -154,50 +152,49 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def format_summary(report: Mapping[str, Any]) -> str:
+def format_summary(report: VerifyReport) -> str:
     """Human-readable closing summary; violated bounds are listed prominently."""
-    s = report["summary"]
-    c = s["counts"]
+    s = report.summary
+    assert s is not None, "the report's summary is set by summary_of"
+    c = s.counts
     lines = []
-    lower = report.get("lower", [])
-    if s.get("exact_bounds") or lower:
-        pw = s.get("power") or {}
-        kinds = "; ".join(
-            f"{k} {d['rejected']}/{d['controls']}" for k, d in (pw.get("by_kind") or {}).items()
-        )
+    lower = report.lower
+    if s.exact_bounds or lower:
+        pw = s.power
+        kinds = "; ".join(f"{k} {d['rejected']}/{d['controls']}" for k, d in pw.by_kind.items())
         ctrl = (
-            f"; negative controls: {pw['rejected']}/{pw['controls']} rejected "
-            f"(detection power {pw['power']:.0%}: {kinds})"
-            if pw.get("controls")
+            f"; negative controls: {pw.rejected}/{pw.controls} rejected "
+            f"(detection power {pw.power:.0%}: {kinds})"
+            if pw.controls
             else ""
         )
-        low = f", {len(lower)} lower bound(s), {len(s['lower_violated'])} violated" if lower else ""
+        low = f", {len(lower)} lower bound(s), {len(s.lower_violated)} violated" if lower else ""
         lines.append(
-            f"exact: {s['exact_bounds']} bound(s) verified on quadratics, "
-            f"{len(s['exact_violated'])} violated{low}{ctrl}"
+            f"exact: {s.exact_bounds} bound(s) verified on quadratics, "
+            f"{len(s.exact_violated)} violated{low}{ctrl}"
         )
-    mc_ran = bool(report["results"]) or not (s.get("exact_bounds") or lower)
+    mc_ran = bool(report.results) or not (s.exact_bounds or lower)
     lines += (
         []
         if not mc_ran
         else [
             f"Monte Carlo: tested {sum(c[v] for v in (HOLDS, VIOLATED, INCONCLUSIVE))} configurations "
-            f"({s['correction']} correction, family-wise level {s['family_wise_level']}): "
+            f"({s.correction} correction, family-wise level {s.family_wise_level}): "
             f"{c[HOLDS]} hold, {c[VIOLATED]} violated, {c[INCONCLUSIVE]} inconclusive; "
             f"{c[OUTSIDE]} outside conditions; {c[NOT_VERIFIABLE]} not verifiable",
         ]
     )
-    if s["median_tightness_ratio"] is not None:
+    if s.median_tightness_ratio is not None:
         lines.append(
-            f"tightness measured/bound: median {s['median_tightness_ratio']:.3g}, "
-            f"max {s['max_tightness_ratio']:.3g}"
+            f"tightness measured/bound: median {s.median_tightness_ratio:.3g}, "
+            f"max {s.max_tightness_ratio:.3g}"
         )
-    for note in s["not_verifiable"]:
+    for note in s.not_verifiable:
         lines.append(f"note: {note}")
-    for a in s["exact_vs_mc_disagreements"]:
+    for a in s.exact_vs_mc_disagreements:
         lines.append(f"WARNING: exact moments and Monte Carlo disagree for {a}")
-    known = {f["bound"] for f in report.get("findings", [])}
-    for r in report.get("exact", []):
+    known = {f["bound"] for f in report.findings}
+    for r in report.exact:
         if r["verdict"] == "violated" and r["bound"] not in known:
             lines.append("")
             lines.append("!" * 78)
@@ -207,7 +204,7 @@ def format_summary(report: Mapping[str, Any]) -> str:
             )
             lines.append(f"  {r['worst_command']}")
             lines.append("!" * 78)
-    for r in report.get("lower", []):
+    for r in report.lower:
         if r["verdict"] == "violated":
             lines.append("")
             lines.append("!" * 78)
@@ -218,19 +215,19 @@ def format_summary(report: Mapping[str, Any]) -> str:
             )
             lines.append(f"  {r['worst_command']}")
             lines.append("!" * 78)
-    lines += crossing_lines(report.get("crossings", []))
-    if s["violated"]:
+    lines += crossing_lines(report.crossings)
+    if s.violated:
         lines.append("")
         lines.append("!" * 78)
-        lines.append(f"BOUND VIOLATED in {len(s['violated'])} configuration(s):")
-        for v in s["violated"]:
+        lines.append(f"BOUND VIOLATED in {len(s.violated)} configuration(s):")
+        for v in s.violated:
             lines.append(
                 f"  [{v['index']}] {v['bound']} on {v['problem']} ({v['summary']}): "
                 f"measured {_fmt(v['measured_mean'])} (lcb {_fmt(v['lcb'])}) > bound "
                 f"{_fmt(v['bound_value'])}, ratio {_fmt(v['ratio'], '.2f')}"
             )
         lines.append("!" * 78)
-    lines += findings_lines(report.get("findings", []))
+    lines += findings_lines(report.findings)
     lines.append("")
     lines.append(result_line(s))
     return "\n".join(lines)
@@ -246,7 +243,7 @@ class AtomicDirectory:
     """
 
     def __init__(self, target: str | os.PathLike[str]):
-        # a symbolic link is followed (theory.validation_files' rule): its target directory
+        # a symbolic link is followed (core.files' rule): its target directory
         # is replaced, the link itself stays
         self.target = Path(os.path.realpath(Path(target).expanduser()))
         self.tmp: Path | None = None
@@ -312,7 +309,7 @@ class AtomicDirectory:
             shutil.rmtree(old, ignore_errors=True)
 
 
-#: (file name, report key, columns) of each CSV file of the report directory
+#: (file name, report table, columns) of each CSV file of the report directory
 _CSV_FILES = (
     ("exact.csv", "exact", EXACT_COLUMNS_CSV),
     ("tightness.csv", "tightness", TIGHTNESS_COLUMNS),
@@ -327,30 +324,26 @@ _CSV_FILES = (
 )
 
 
-def summary_text(report: Mapping[str, Any]) -> str:
+def summary_text(report: VerifyReport) -> str:
     """``summary.txt``: the exact verdicts, tightness and power first, then the
     Monte-Carlo table and the closing summary."""
     parts = [format_exact(report)]
-    if report["results"]:
+    if report.results:
         parts.append("Monte-Carlo tests (problems without an exact oracle)")
-        parts.append(format_table(report["results"]))
+        parts.append(format_table(report.results))
     parts.append(format_summary(report))
     return "\n\n".join(p for p in parts if p)
 
 
-def write_report_files(
-    report: Mapping[str, Any], directory: Path, *, plots: bool = True
-) -> list[str]:
+def write_report_files(report: VerifyReport, directory: Path, *, plots: bool = True) -> list[str]:
     """Write every report file into an existing ``directory``; returns the file names."""
     directory = Path(directory)
     files = []
-    payload = dict(report)
-    payload["columns"] = {name: list(cols) for name, _, cols in _CSV_FILES}
     with open(directory / "results.json", "w") as fh:
-        json.dump(jsonable(payload), fh, indent=1, allow_nan=False)
+        fh.write(report.to_json({name: cols for name, _, cols in _CSV_FILES}))
     files.append("results.json")
     for name, key, cols in _CSV_FILES:
-        write_csv(directory / name, report.get(key, []), cols)
+        write_csv(directory / name, report.table(key), cols)
         files.append(name)
     with open(directory / "summary.txt", "w") as fh:
         fh.write(summary_text(report) + "\n")
@@ -363,7 +356,7 @@ def write_report_files(
 
 
 def write_report(
-    report: Mapping[str, Any], out: str | os.PathLike[str], *, plots: bool = True
+    report: VerifyReport, out: str | os.PathLike[str], *, plots: bool = True
 ) -> list[str]:
     """Write the report directory ``out`` atomically; returns the file names written."""
     with AtomicDirectory(out) as tmp:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import platform
 import subprocess
 import time
@@ -12,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import theory
+from core.errors import UserInputError
+from core.io import package_versions
 from theory import bounds as bound_registry
+from theory import problems
 from theory.bound import Bound
 from theory.check import jsonable
-from theory.io import package_versions
 from theory.lower import lower_bounds
-from theory.validation import UserInputError
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.bound_file import load_bound_file
 from theory.verify.checks import rate_check, speedup_check
@@ -27,6 +27,7 @@ from theory.verify.findings import findings_report
 from theory.verify.montecarlo import _family_resamples, _test_family
 from theory.verify.oracle import family_of
 from theory.verify.report import summary_of
+from theory.verify.report_types import Power, Statistics, VerifyReport
 from theory.verify.sampling import (
     ProblemCache,
     _child_seed,
@@ -87,7 +88,6 @@ def resolve_bounds(names: Sequence[str] | None, bound_file: str | None = None) -
 
 def resolve_problems(names: Sequence[str]) -> list[str]:
     """Check problem names against :data:`theory.problems.PROBLEMS` (error lists the known)."""
-    problems = importlib.import_module("theory.problems")
     known = sorted(problems.PROBLEMS)
     if not names:
         raise UserInputError(f"no problem selected; known problems: {known}")
@@ -165,19 +165,31 @@ def _monte_carlo_plan(
     return items, skipped, verifiable
 
 
-def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict[str, Any]:
-    """The main job: every selected bound on every selected problem; returns the report dict.
+def run_verification(
+    settings: VerifySettings,
+    *,
+    progress: bool = True,
+    bounds: Sequence[Bound] | None = None,
+    problems: Sequence[str] | None = None,
+) -> VerifyReport:
+    """The main job: every selected bound on every selected problem; returns the
+    :class:`~theory.verify.report_types.VerifyReport`.
 
     The report holds ``settings``, ``versions``, ``statistics`` (methods, correction, level),
     ``results`` (one row per configuration, :data:`RESULTS_COLUMNS`), ``rates``,
     ``speedup``, ``exact_vs_mc`` (+ ``exact_vs_mc_summary``), ``consensus``,
     ``constant_checks`` and ``summary`` (verdict counts, the violated configurations).
+    ``bounds`` and ``problems``: the selection already resolved from ``settings`` (by
+    :func:`resolve_bounds` and :func:`resolve_problems`, as the command line does before it
+    writes anything); otherwise the settings are checked and resolved here.
     """
-    settings.validated()
+    if bounds is None or problems is None:
+        settings.validated()
+        bounds = resolve_bounds(settings.bounds, settings.bound_file)
+        problems = resolve_problems(settings.problems)
     t_start = time.perf_counter()
-    bounds = resolve_bounds(settings.bounds, settings.bound_file)
     uppers = [b for b in bounds if not is_lower(b)]
-    pnames = resolve_problems(settings.problems)
+    pnames = list(problems)
     cache = ProblemCache(settings)
     exact_bounds = [b for b in uppers if family_of(b).exact] if settings.search else []
     stages = exact_stage(exact_bounds, settings, progress)
@@ -210,17 +222,25 @@ def run_verification(settings: VerifySettings, *, progress: bool = True) -> dict
             bar.close()
     n_tested = sum(1 for r in rows if r.get("verdict") in (HOLDS, VIOLATED, INCONCLUSIVE))
     report = _report(settings, bounds, cache, stages, t_start)
-    report.update(
-        {
-            "statistics": _statistics(settings, n_tested, len(items)),
-            "constant_checks": cache.checks,
-            "results": jsonable(rows),
-            **jsonable(extra),
-            "elapsed_s": time.perf_counter() - t_start,
-        }
-    )
-    report["summary"] = summary_of(report)
+    report.statistics = _statistics(settings, n_tested, len(items))
+    report.constant_checks = cache.checks
+    report.results = jsonable(rows)
+    report.rates, report.speedup, report.consensus = extra.rates, extra.speedup, extra.consensus
+    report.exact_vs_mc, report.exact_vs_mc_summary = extra.exact_vs_mc, extra.exact_vs_mc_summary
+    report.elapsed_s = time.perf_counter() - t_start
+    report.summary = summary_of(report)
     return report
+
+
+@dataclasses.dataclass
+class _MonteCarloTables:
+    """The row tables of the Monte-Carlo stages (JSON-ready)."""
+
+    rates: list[dict[str, Any]]
+    speedup: list[dict[str, Any]]
+    exact_vs_mc: list[dict[str, Any]]
+    exact_vs_mc_summary: list[dict[str, Any]]
+    consensus: list[dict[str, Any]]
 
 
 def _monte_carlo_stages(
@@ -229,7 +249,7 @@ def _monte_carlo_stages(
     cache: ProblemCache,
     settings: VerifySettings,
     bar: Any,
-) -> dict[str, Any]:
+) -> _MonteCarloTables:
     """Rates in T, speed-up in K, exact vs Monte Carlo and consensus vs H, as report rows."""
     rates: list[dict[str, Any]] = []
     speed: list[dict[str, Any]] = []
@@ -264,30 +284,24 @@ def _monte_carlo_stages(
         cons = consensus_vs_H(
             settings, pnames[0], cache, seed=_child_seed(settings.seed, 14), progress=bar
         )
-    return {
-        "rates": rates,
-        "speedup": speed,
-        "exact_vs_mc": exact_rows,
-        "exact_vs_mc_summary": exact_sum,
-        "consensus": cons,
-    }
+    return _MonteCarloTables(*jsonable([rates, speed, exact_rows, exact_sum, cons]))
 
 
-def _statistics(settings: VerifySettings, n_tested: int, n_items: int) -> dict[str, Any]:
-    """The ``statistics`` entry of the report: what the Monte-Carlo tests measure and how."""
-    return {
-        "measured": "(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
-        "tests": "one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
+def _statistics(settings: VerifySettings, n_tested: int, n_items: int) -> Statistics:
+    """The ``statistics`` section of the report: what the Monte-Carlo tests measure and how."""
+    return Statistics(
+        measured="(1/T) sum_{t<T} ||grad f(xbar_t)||^2 per replica; replicas i.i.d.",
+        tests="one-sided Student t and bootstrap-t (studentised bootstrap) p-values; "
         "verdicts use the larger p-value (the wider confidence bound); diverged "
         "replicas by a Markov-inequality binomial test",
-        "p_value": "two-sided 2*min(p_holds, p_violated)",
-        "correction": settings.correction,
-        "family_wise_level": settings.level,
-        "family_size": n_tested,
-        "bootstrap_resamples": _family_resamples(settings.n_boot, settings.level, n_items),
-        "confidence_bounds": "one-sided at level_i/2, level_i the per-test level of the "
+        p_value="two-sided 2*min(p_holds, p_violated)",
+        correction=settings.correction,
+        family_wise_level=settings.level,
+        family_size=n_tested,
+        bootstrap_resamples=_family_resamples(settings.n_boot, settings.level, n_items),
+        confidence_bounds="one-sided at level_i/2, level_i the per-test level of the "
         "correction; 'holds' iff ucb < bound, 'violated' iff lcb > bound",
-    }
+    )
 
 
 def _describe(bound: Any) -> dict[str, Any]:
@@ -306,34 +320,28 @@ def _describe(bound: Any) -> dict[str, Any]:
     }
 
 
-def _report(settings, bounds, cache, stages, t_start) -> dict[str, Any]:
+def _report(settings, bounds, cache, stages, t_start) -> VerifyReport:
+    """The report of the exact stages (the Monte-Carlo tables empty)."""
     exact_results = stages["exact"]
     controls = stages["controls"]
-    report: dict[str, Any] = {
-        "tool": "palsgd verify",
-        "settings": jsonable(dataclasses.asdict(settings)),
-        "versions": _versions(),
-        "exact": jsonable([r.to_dict() for r in exact_results]),
-        "hetero": jsonable([r.to_dict() for r in stages["hetero"]]),
-        "hetero_skipped": stages["hetero_skipped"],
-        "lower": jsonable([r.to_dict() for r in stages["lower"]]),
-        "crossings": jsonable(stages.get("crossings", [])),
-        "findings": jsonable(findings_report(r.bound for r in exact_results)),
-        "tightness": jsonable(tightness_rows(exact_results)),
-        "controls": jsonable([c.to_dict() for c in controls]),
-        "power": jsonable(power(controls)),
-        "bounds": [_describe(b) for b in bounds],
-        "constant_checks": cache.checks,
-        "results": [],
-        "rates": [],
-        "speedup": [],
-        "exact_vs_mc": [],
-        "exact_vs_mc_summary": [],
-        "consensus": [],
-        "statistics": {"correction": settings.correction, "family_wise_level": settings.level},
-        "elapsed_s": time.perf_counter() - t_start,
-    }
-    report["summary"] = summary_of(report)
+    report = VerifyReport(
+        settings=settings,
+        versions=_versions(),
+        exact=jsonable([r.to_dict() for r in exact_results]),
+        hetero=jsonable([r.to_dict() for r in stages["hetero"]]),
+        hetero_skipped=stages["hetero_skipped"],
+        lower=jsonable([r.to_dict() for r in stages["lower"]]),
+        crossings=jsonable(stages.get("crossings", [])),
+        findings=jsonable(findings_report(r.bound for r in exact_results)),
+        tightness=jsonable(tightness_rows(exact_results)),
+        controls=jsonable([c.to_dict() for c in controls]),
+        power=Power(**jsonable(power(controls))),
+        bounds=[_describe(b) for b in bounds],
+        constant_checks=cache.checks,
+        statistics=Statistics(correction=settings.correction, family_wise_level=settings.level),
+        elapsed_s=time.perf_counter() - t_start,
+    )
+    report.summary = summary_of(report)
     return report
 
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from theory import problems
 from theory.algorithm import AlgorithmSpec
 from theory.bound import Bound
-from theory.validation import UserInputError
 from theory.verify.settings import Config, VerifySettings
 
 
@@ -51,7 +51,6 @@ class ProblemCache:
         zeta = 0.0 if iid or int(K) == 1 else s.zeta  # one worker: no heterogeneity
         key = (name, int(K), zeta)
         if key not in self._cache:
-            problems = importlib.import_module("theory.problems")
             prob = problems.make_problem(
                 name,
                 K=int(K),
@@ -97,7 +96,6 @@ def apply_declared_constants(
                 f"declared constant {k} = {v} is invalid for problem "
                 f"{getattr(problem, 'name', '?')!r}"
             )
-    problems = importlib.import_module("theory.problems")
     prob = problems.with_declared(problem, **{k: float(v) for k, v in declared.items()})
     rep = problems.check_constants(
         prob, n=n, rng=np.random.default_rng(_child_seed(seed, 2)), raise_on_violation=False

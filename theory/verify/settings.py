@@ -8,8 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserInputError
+from core.files import check_memory
+from core.validation import check_number
 from theory.algorithm import AlgorithmSpec
-from theory.validation import UserInputError, check_memory, validate_one
+from theory.validation import validate_one
 
 __all__ = [
     "VERDICTS",
@@ -342,9 +345,7 @@ class VerifySettings:
                 "'device' needs backend 'torch' (the numpy backend runs on the CPU)"
             )
         for name in ("budget", "control_budget"):
-            val = getattr(self, name)
-            if isinstance(val, bool) or not isinstance(val, int | float) or not 0 < val <= 100:
-                raise UserInputError(f"'{name}' must be a number in (0, 100], got {val!r}")
+            check_number(name, getattr(self, name), 0, 100, low_open=True)
         if int(self.seed) < 0:
             raise UserInputError(f"'seed' must be a nonnegative integer, got {self.seed}")
         return self

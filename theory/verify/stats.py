@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from theory.validation import UserInputError
+from core.errors import UserInputError
 from theory.verify.settings import CORRECTIONS, DIVERGENCE_LEVEL, HOLDS, INCONCLUSIVE, VIOLATED
 
 

@@ -1,5 +1,5 @@
 """The error every user-caused failure raises: :class:`UserInputError` (the CLI prints its
-message and exits with 2, no traceback). Re-exported by :mod:`theory.validation`."""
+message and exits with 2, no traceback)."""
 
 from __future__ import annotations
 

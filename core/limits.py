@@ -1,18 +1,18 @@
 """Caps on what one command may ask of the machine it runs on, checked before any work.
 
-A request beyond a cap is refused with a :class:`~theory.errors.UserInputError` naming the
+A request beyond a cap is refused with a :class:`~core.errors.UserInputError` naming the
 flag, the value and the cap (exit code 2), instead of starting work that cannot finish:
 
 * :func:`check_processes`: processes started on this machine (``palsgd cost calibrate
   --world-size``, ``palsgd train --nproc`` on the CPU): at most :data:`PROCESSES_PER_CORE`
   per CPU core (and never fewer than 8 allowed), and their memory
-  (:data:`PROCESS_BYTES` each) within :func:`theory.validation_files.check_memory`.
+  (:data:`PROCESS_BYTES` each) within :func:`core.files.check_memory`.
 * :func:`check_steps`: a run's step count, at most :data:`MAX_STEPS` (``palsgd train --T``,
   ``palsgd probe --steps``): more than a hundred times the longest run of the paper.
 * :func:`check_duration`: a lower estimate of a command's wall-clock (``palsgd cost check``:
   the emulated link delays alone), at most :data:`MAX_PLANNED_S` unless the user confirms.
 
-Memory for arrays is :func:`theory.validation_files.check_memory`.
+Memory for arrays is :func:`core.files.check_memory`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import math
 import os
 from typing import Any
 
-from theory.errors import UserInputError
-from theory.validation_files import check_memory
+from core.errors import UserInputError
+from core.files import check_memory
+from core.validation import check_int
 
 __all__ = [
     "MAX_PLANNED_S",
@@ -58,8 +59,7 @@ def check_processes(n: Any, flag: str, *, cores: int | None = None) -> int:
     """``n`` (processes to start on this machine) if it is at most :func:`process_cap` and
     their memory fits; otherwise :class:`UserInputError` naming ``flag``."""
     cap = process_cap(cores)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise UserInputError(f"{flag} = {n!r}: expected a whole number of processes >= 1")
+    n = check_int(flag, n, 1)
     if n > cap:
         raise UserInputError(
             f"{flag} = {n} processes is more than this machine can run: at most {cap} "

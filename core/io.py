@@ -7,9 +7,9 @@
   file next to the target, fsync, ``os.replace``; a crash or a full disk leaves the old file
   (or none), never a partial one, and no temp file behind. Only a regular file is ever
   replaced: a device, a FIFO, a socket or a directory at the path is refused with a
-  :class:`~theory.errors.UserInputError` before anything is written, and a symbolic link is
+  :class:`~core.errors.UserInputError` before anything is written, and a symbolic link is
   followed (its target replaced, the link kept), by the rule of
-  :func:`theory.validation_files.output_file_target`.
+  :func:`core.files.output_file_target`.
 * :func:`write_csv`: rows of mappings as CSV (cleaned as for JSON, ``None`` as an empty
   cell), written atomically.
 * :func:`package_versions`: installed versions, the provenance every report records.
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.validation_files import output_file_target
+from core.files import output_file_target
 
 __all__ = [
     "json_safe",
@@ -81,7 +81,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, flag: str | None
     """Write ``data`` to ``path`` atomically (temp file, fsync, ``os.replace``); return ``path``.
 
     ``path`` must be a regular file or not exist (a symbolic link is followed to its
-    target); anything else raises :class:`~theory.errors.UserInputError` naming ``flag``
+    target); anything else raises :class:`~core.errors.UserInputError` naming ``flag``
     (or the path) before a byte is written. If writing fails (a full disk, for instance)
     the temp file is removed and the error re-raised: the old file, if any, is untouched.
     """

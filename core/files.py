@@ -1,8 +1,8 @@
 """Checks of what a user names on disk and of the memory a request plans to use: the
 bounded file readers (:func:`read_mapping_file`, :func:`read_input_bytes`), the output-path
 checks (:func:`check_output_dir`, :func:`check_output_file`, :func:`output_file_target`) and
-:func:`check_memory`. Each raises :class:`~theory.validation.UserInputError` naming the flag
-or file. Re-exported by :mod:`theory.validation`.
+:func:`check_memory`. Each raises :class:`~core.errors.UserInputError` naming the flag
+or file.
 
 Inputs: every file a command reads on a user's word (a config, a bound file, a profiles
 file, a run's records) must be a regular file of at most :data:`MAX_INPUT_BYTES`; both are
@@ -13,7 +13,7 @@ Outputs: a file is only ever replaced if it is a regular file. The rule for a sy
 link: it is followed (to its final target) and the target is replaced, the link itself is
 kept; the target is then held to the same rule as a plain path. A device, a FIFO, a socket
 or a directory where a file is expected is refused (:func:`output_file_target`), both by the
-up-front checks and by the atomic writer of :mod:`theory.io`.
+up-front checks and by the atomic writer of :mod:`core.io`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from theory.errors import UserInputError
+from core.errors import UserInputError
 
 __all__ = [
     "TOOLKIT_DIR",

@@ -1,6 +1,6 @@
-"""The one place that maps a command's failures to the exit codes of :mod:`theory.exitcodes`.
+"""The one place that maps a command's failures to the exit codes of :mod:`core.exitcodes`.
 
-:func:`guarded` runs a command: bad input (:class:`theory.validation.UserInputError`, or an
+:func:`guarded` runs a command: bad input (:class:`core.errors.UserInputError`, or an
 OS error on a path the user named) prints one line and exits with 2; Ctrl-C exits with 130;
 a MemoryError or a full disk with 71; a broken pipe on stdout ends quietly with 141;
 anything else is a bug: its traceback is printed and the exit code is 70.
@@ -14,8 +14,8 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from theory import exitcodes
-from theory.errors import UserInputError
+from core import exitcodes
+from core.errors import UserInputError
 
 __all__ = ["guarded"]
 
@@ -34,7 +34,7 @@ def _quiet_stdout() -> None:
 
 
 def guarded(prog: str, func: Callable[[], int | None]) -> int:
-    """Run ``func`` and return its exit code, mapping every failure to :mod:`theory.exitcodes`.
+    """Run ``func`` and return its exit code, mapping every failure to :mod:`core.exitcodes`.
 
     ``prog`` (e.g. ``"palsgd check"``) prefixes the one-line messages, written to stderr.
     """
