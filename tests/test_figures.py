@@ -839,3 +839,24 @@ def test_planned_methods_are_valid_algorithm_specs(scale):
             names.add(name)
     expected = {"ddp", "diloco", "palsgd"} | {"local_sgd" if scale == "quick" else "post_local_sgd"}
     assert names == expected
+
+
+def test_cost_setup_falls_back_to_the_runs_it_has(monkeypatch, tmp_path):
+    """``--only ablation`` trains no main run: the compute per step is timed from the
+    ablation runs instead of failing; with main runs, only those are used."""
+    from types import SimpleNamespace
+
+    import paper_figures.cli.command as command
+
+    seen = {}
+    monkeypatch.setattr(command, "calibrate", lambda *a, runs, **k: seen.update(runs=runs))
+    args = SimpleNamespace(compute_calibration=None, profile="64xGPU-100Gbps")
+    abl = [SimpleNamespace(group="ablation", name=f"a{i}", task="gptneo") for i in range(2)]
+    main = [SimpleNamespace(group="main", name="m", task="gptneo")]
+    loaded = {"a0": "run a0", "a1": "run a1", "m": "run m"}
+    figure = sorted(command.COST_FIGURES)[0]
+    command._cost_setup(SimpleNamespace(runs=abl, scale="quick"), [figure], loaded, args, tmp_path)
+    assert seen["runs"] == {"gptneo": ["run a0", "run a1"]}
+    plan = SimpleNamespace(runs=abl + main, scale="quick")
+    command._cost_setup(plan, [figure], loaded, args, tmp_path)
+    assert seen["runs"] == {"gptneo": ["run m"]}

@@ -58,10 +58,16 @@ def _cost_setup(
         return None
     tasks = sorted({s.task for s in plan.runs})
     mode = args.compute_calibration or ("runs" if plan.scale == "quick" else "measure")
+    # the main runs time the compute per step; a plan without them (--only ablation) uses
+    # the runs it has (their names go into the profile's source)
     by_task: dict[str, list[R.RunData]] = {}
+    fallback: dict[str, list[R.RunData]] = {}
     for s in plan.runs:
-        if s.group == "main" and s.name in loaded:
-            by_task.setdefault(s.task, []).append(loaded[s.name])
+        if s.name in loaded:
+            into = by_task if s.group == "main" else fallback
+            into.setdefault(s.task, []).append(loaded[s.name])
+    for task, runs in fallback.items():
+        by_task.setdefault(task, runs)
     return calibrate(plan, tasks, out, profile=args.profile, compute=mode, runs=by_task)
 
 
