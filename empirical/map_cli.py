@@ -115,6 +115,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(d.methods),
         help="methods to compare (default: all)",
     )
+    a.add_argument(
+        "--sync-delay",
+        type=int,
+        default=0,
+        metavar="TAU",
+        help="overlapped sync of every method with rounds: the outer step lands TAU local "
+        "steps after the sync starts, integer in [0, H-1] for the smallest --H; needs --engine "
+        "montecarlo; "
+        "compare with a map at 0 to read what the delay costs (default 0: blocking sync)",
+    )
     p = parser.add_argument_group("problem")
     p.add_argument(
         "--engine",
@@ -278,6 +288,22 @@ def _spec(args: argparse.Namespace) -> MapSpec:
         raise UserInputError(
             "--budget time:... needs --profile (a cluster profile of the cost model)"
         )
+    tau = args.sync_delay
+    if tau < 0 or (tau and tau > min(args.H) - 1):
+        raise UserInputError(
+            f"--sync-delay must be an integer in [0, min(--H) - 1] = [0, {min(args.H) - 1}], "
+            f"got {tau}"
+        )
+    if tau and "time" in budgets:
+        raise UserInputError(
+            "--budget time:... prices blocking syncs only: with --sync-delay use grads:B or "
+            "rounds:B (benchmarks/bench_overlap.py measures the time an overlapped sync hides)"
+        )
+    if tau and args.engine != "montecarlo":
+        raise UserInputError(
+            "--sync-delay needs --engine montecarlo: the exact engine's round maps have no "
+            "overlapped sync"
+        )
     grid = Grid(n_alpha=args.n_alpha, n_outer=args.n_outer, span=args.span,
                 max_extend=args.max_extend, mu=args.mu)  # fmt: skip
     zeta = args.zeta
@@ -285,7 +311,8 @@ def _spec(args: argparse.Namespace) -> MapSpec:
         zeta = list(MapSpec().zeta)
     return MapSpec(H=tuple(args.H), eta=tuple(args.eta), p=tuple(args.p),
                    zeta=None if zeta is None else tuple(zeta), eps=tuple(args.eps),
-                   budgets=budgets, methods=tuple(args.methods), grid=grid, prices=prices)  # fmt: skip
+                   budgets=budgets, methods=tuple(args.methods), grid=grid, prices=prices,
+                   sync_delay=tau)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -51,6 +51,22 @@ def test_time_budget_with_a_cluster_profile(tmp_path):
         (["--problem", "/nonexistent/p.yaml"], "problem file"),
         (["--profile", "nowhere"], "nowhere"),
         (["--engine", "montecarlo", "--replicas", "1"], "replicas"),
+        (["--sync-delay", "1"], "--sync-delay needs --engine montecarlo"),
+        (["--engine", "montecarlo", "--sync-delay", "-1"], "--sync-delay must be"),
+        (["--engine", "montecarlo", "--H", "4", "--sync-delay", "4"], "[0, 3], got 4"),
+        (
+            [
+                "--engine",
+                "montecarlo",
+                "--sync-delay",
+                "1",
+                "--budget",
+                "time:9",
+                "--profile",
+                "64xGPU-100Gbps",
+            ],
+            "--sync-delay use grads",
+        ),  # fmt: skip
     ],
 )
 def test_bad_input_exits_2_naming_the_flag(argv, flag, capsys):

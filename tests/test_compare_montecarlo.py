@@ -78,3 +78,50 @@ def test_a_small_monte_carlo_map_reports_intervals():
             lo, hi = cell.intervals[m]
             assert lo <= cell.cost[m] <= hi
     assert cell.winner in ("palsgd", "baseline", "undecided", "neither")
+
+
+def test_an_overlapped_sync_reaches_the_simulated_spec_and_changes_the_dynamics():
+    """``sync_delay`` is set on every method with rounds (not on minibatch SGD), refused where
+    it cannot apply, and the simulated trajectories differ from the blocking sync's."""
+    from dataclasses import replace
+
+    kw = dict(H=8, eta=2.0, p=0.5, alpha=0.1, gamma=1.0, mu=0.0, seed=0)
+    delayed = {n: replace(m, sync_delay=3) if m.local else m for n, m in METHODS.items()}
+    assert spec_of(delayed["palsgd"], **kw).sync_delay == 3
+    assert spec_of(delayed["diloco"], **kw).sync_delay == 3
+    assert spec_of(delayed["sgd"], **kw).sync_delay == 0
+    prob = build_family("hetero_cosine", zeta=1.0, K=2, d=2, sigma=0.0, seed=0)
+    eps = np.array([1e-9])
+    runs = [
+        estimate(
+            prob,
+            m,
+            H=8,
+            eta=2.0,
+            p=0.5,
+            alpha=0.05,
+            gamma=1.0,
+            mu=0.0,
+            eps=eps,
+            cap=30,
+            replicas=2,
+            seed=1,
+        )  # fmt: skip
+        for m in (METHODS["local_sgd"], delayed["local_sgd"])
+    ]
+    spec = spec_of(delayed["local_sgd"], **kw)
+    blocking = simulate(prob, spec.replace(sync_delay=0), T=33, R=2, seed=1, record_every=8)
+    overlapped = simulate(prob, spec, T=33, R=2, seed=1, record_every=8)
+    g0, g1 = blocking.grad_norm_sq, overlapped.grad_norm_sq  # (replicas, records)
+    assert g0.shape == g1.shape == (2, 5) and np.allclose(g0[:, 0], g1[:, 0])
+    # round 1's outer step lands 3 steps into round 2: the anchor at the end of round 1 is
+    # still the start, at the end of round 2 it is the blocking sync's round-1 anchor
+    assert np.allclose(g1[:, 1], g0[:, 0]) and np.allclose(g1[:, 2], g0[:, 1])
+    assert not np.allclose(g1[:, 3:], g0[:, 3:])
+    assert all(len(r) == 1 for r in runs)
+    with pytest.raises(UserInputError, match="sync_delay = 8 must be at most H - 1 = 7"):
+        MapSpec(H=(8, 16), sync_delay=8)
+    with pytest.raises(UserInputError, match="needs the Monte-Carlo engine"):
+        from theory.compare import run_map
+
+        run_map(MapSpec(H=(8,), sync_delay=1))

@@ -75,6 +75,8 @@ class Method:
     name: str
     spec: AlgorithmSpec
     label: str = ""
+    #: the overlapped sync's delay in local steps (0: blocking), set on the spec that runs
+    sync_delay: int = 0
 
     @property
     def kind(self) -> str:

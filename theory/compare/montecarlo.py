@@ -66,12 +66,15 @@ def spec_of(
 ) -> AlgorithmSpec:
     """The :class:`AlgorithmSpec` that ``m`` runs with these hyperparameters: its own spec
     (:data:`theory.compare.methods.METHODS`) with them set (Local SGD with an outer rate is
-    the ``"diloco"`` kind with outer SGD; ``gamma = 1, mu = 0`` is averaging)."""
+    the ``"diloco"`` kind with outer SGD; ``gamma = 1, mu = 0`` is averaging; the method's
+    ``sync_delay``, an overlapped sync)."""
     if not m.local:
         return m.spec.replace(alpha=alpha, seed=seed)
     pull = dict(p=p, eta=eta) if m.pulls else {}
     mu = mu if m.nesterov else 0.0
-    return m.spec.replace(alpha=alpha, H=H, gamma=gamma, mu=mu, seed=seed, **pull)
+    return m.spec.replace(
+        alpha=alpha, H=H, gamma=gamma, mu=mu, seed=seed, sync_delay=m.sync_delay, **pull
+    )
 
 
 @dataclass

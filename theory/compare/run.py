@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from core.errors import UserInputError
 from core.io import atomic_write_json
 from theory.compare.bounds_side import agreement, score_bounds
 from theory.compare.exact import Quadratic
@@ -125,6 +126,11 @@ def run_map(
     ``progress``: a bar over the units; ``bounds``: score the registered bounds against the
     result (:mod:`theory.compare.bounds_side`; ``tuned_points``: also at every tuned point).
     """
+    if spec.sync_delay:
+        raise UserInputError(
+            "sync_delay needs the Monte-Carlo engine: the exact engine's round maps have no "
+            "overlapped sync"
+        )
     source = ProblemSource() if source is None else source
     cache = None if cache_dir is None else Path(cache_dir)
     if cache is not None:

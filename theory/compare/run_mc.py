@@ -5,6 +5,7 @@ cell won only where the cost intervals separate."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,10 @@ def run_mc_map(
     if spec.zeta is None:
         raise UserInputError("a Monte-Carlo map needs the family's heterogeneity: give zeta")
     t0 = time.perf_counter()
-    methods = [METHODS[n] for n in spec.methods]
+    methods = [
+        replace(METHODS[n], sync_delay=spec.sync_delay) if METHODS[n].local else METHODS[n]
+        for n in spec.methods
+    ]
     problems: dict[str, Any] = {}
     built = {}
     results, holdouts = {}, {}

@@ -96,6 +96,12 @@ class MapSpec:
     ``budgets``: ``{kind: B}`` with ``kind`` in ``grads`` (gradient evaluations per worker),
     ``rounds`` (communication rounds) and ``time`` (modelled seconds; needs ``prices``).
     ``max_rounds`` caps the rounds examined per configuration whatever the budget.
+    ``sync_delay``: the overlapped sync of every method with rounds (its outer step lands
+    ``sync_delay`` local steps after the sync starts, :mod:`theory.algorithm`; ``0``: the
+    blocking sync). Monte Carlo only (the exact engine's round maps have no overlapped sync);
+    the anchor measured at the end of round ``r`` then holds the outer steps that have
+    landed, round ``r``'s landing ``sync_delay`` steps into round ``r + 1``. Compare a map at
+    ``sync_delay = 0`` with one at ``tau`` to read what the delay costs in convergence.
     """
 
     H: tuple[int, ...] = (16, 64, 256, 1024)
@@ -108,6 +114,7 @@ class MapSpec:
     grid: Grid = field(default_factory=Grid)
     prices: Prices | None = None
     max_rounds: int = 10**6
+    sync_delay: int = 0
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -131,6 +138,19 @@ class MapSpec:
         s(self, "methods", tuple(dict.fromkeys(self.methods)))
         (mr,) = _positive_ints("max_rounds", [self.max_rounds])
         s(self, "max_rounds", mr)
+        tau = check_int("sync_delay", self.sync_delay, 0, integral_floats=True)
+        if tau and tau > min(self.H) - 1:
+            raise UserInputError(
+                f"sync_delay = {tau} must be at most H - 1 = {min(self.H) - 1} for every H of "
+                "the map (the outer step lands before the next sync starts)"
+            )
+        if tau and "time" in budgets:
+            raise UserInputError(
+                "the 'time' budget prices blocking syncs only: with sync_delay use the "
+                "grads or rounds budget (benchmarks/bench_overlap.py measures the time an "
+                "overlapped sync hides, beside the cost model)"
+            )
+        s(self, "sync_delay", tau)
 
     @property
     def zetas(self) -> tuple[float | None, ...]:
