@@ -15,7 +15,6 @@ Targets: >= 1e6 evaluations/s compiled, >= 1000x faster than subs.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from core.io import emit_json
 from theory import bounds as registry
 from theory import symbols as S
 from theory.bound import param_name
@@ -139,13 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         f"max relative difference {res['max_rel_diff']:.1e}",
         file=sys.stderr if args.json == "-" else sys.stdout,
     )
-    if args.json:
-        text = json.dumps(res, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as fh:
-                fh.write(text + "\n")
+    emit_json(args.json, res)
     if res["max_rel_diff"] > 1e-9:
         print("compiled and sympy values disagree", file=sys.stderr)
         return 1

@@ -18,7 +18,6 @@ asserts the counts and the model, ``tests/test_costmodel.py``).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from core.io import emit_json
 from empirical import cost as cm
 from empirical.algorithms import AlgorithmConfig
 
@@ -119,11 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         f"modelled_time: {sp['steps_per_s']:.3g} steps/s ({sp['steps']} steps in "
         f"{sp['modelled_time_s']:.3g} s; step_trace {sp['step_trace_s']:.3g} s)"
     )
-    if args.json == "-":
-        print(json.dumps(res, indent=2))
-    elif args.json:
-        with open(args.json, "w") as fh:
-            json.dump(res, fh, indent=2)
+    emit_json(args.json, res)
     ok = all(v["max_abs"] < 0.15 for v in res["accuracy"]["per_algorithm"].values())
     return 0 if ok else 1
 

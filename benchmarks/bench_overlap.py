@@ -38,13 +38,13 @@ Run: ``python benchmarks/bench_overlap.py [--taus 1 2 3] [--H 4] [--rounds 8]
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from typing import Any
 
 import numpy as np
 
+from core.io import emit_json
 from empirical import cost as cm
 
 __all__ = ["configs", "summarise", "main"]
@@ -206,11 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "per_check": per_check,
         "median": rows,
     }
-    if args.json == "-":
-        print(json.dumps(out, indent=2))
-    elif args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
+    emit_json(args.json, out)
     return 0
 
 

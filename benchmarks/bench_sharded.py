@@ -21,12 +21,13 @@ Run: ``python benchmarks/bench_sharded.py [--model gptneo-8m] [--K 2] [--shards 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
 import sys
 from typing import Any
+
+from core.io import emit_json
 
 __all__ = ["measure", "main"]
 
@@ -113,11 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['algorithm_mib']:8.1f} {r['accounted_mib']:10.1f} {r['peak_rss_delta_mib']:9.1f}"
         )
     out = {"machine": platform.platform(), "args": vars(args), "layouts": rows}
-    if args.json == "-":
-        print(json.dumps(out, indent=2))
-    elif args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
+    emit_json(args.json, out)
     return 0
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
+    "emit_json",
     "write_csv",
     "package_versions",
 ]
@@ -127,6 +128,19 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2) -> 
     """``obj`` as JSON (:func:`json_safe`, sorted keys, final newline), written atomically."""
     text = json.dumps(json_safe(obj), indent=indent, sort_keys=True, allow_nan=False) + "\n"
     return atomic_write_text(path, text)
+
+
+def emit_json(target: str | os.PathLike | None, obj: Any, *, indent: int = 2) -> None:
+    """``obj`` as JSON (keys in their order) to standard output when ``target`` is ``"-"``,
+    written atomically to the file ``target`` otherwise, nowhere when ``target`` is empty or
+    ``None`` (a benchmark's ``--json`` option)."""
+    if not target:
+        return
+    text = json.dumps(obj, indent=indent)
+    if str(target) == "-":
+        print(text)
+    else:
+        atomic_write_text(target, text + "\n")
 
 
 def write_csv(

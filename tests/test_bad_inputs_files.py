@@ -223,3 +223,21 @@ def test_a_trace_is_written_atomically(kinds):
     tr = Trace(**fields)
     with pytest.raises(UserInputError, match="FIFO"):
         tr.save_json("fifo")
+
+
+def test_emit_json_prints_writes_or_does_nothing(tmp_path, capsys):
+    """A benchmark's ``--json``: ``-`` prints, a path is written atomically (keys in their
+    order), nothing given writes nothing."""
+    import json
+
+    from core.io import emit_json
+
+    obj = {"b": 1, "a": [1.5, "x"]}
+    emit_json("-", obj)
+    assert json.loads(capsys.readouterr().out) == obj
+    target = tmp_path / "out.json"
+    emit_json(str(target), obj)
+    assert target.read_text() == json.dumps(obj, indent=2) + "\n"
+    emit_json(None, obj)
+    emit_json("", obj)
+    assert capsys.readouterr().out == "" and [p.name for p in tmp_path.iterdir()] == ["out.json"]
