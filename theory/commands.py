@@ -8,6 +8,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "list the encoded bounds and lower bounds (assumptions, conditions, LaTeX)",
     ),
     "verify": ("theory.verify.cli", "verify every bound: exact oracle, search, controls"),
+    "worst-case": (
+        "theory.worstcase.cli",
+        "the worst case of a method over the whole class (PEP), and a bound against it",
+    ),
 }
 
 #: subcommands that do no linear algebra (one BLAS thread is enough for them)
