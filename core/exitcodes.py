@@ -11,6 +11,8 @@ code  name                 meaning
 4     FAILED               a run the command launched failed (a rank, a figure's run)
 5     CONTRADICTION        ``palsgd check``: an upper bound is below a lower bound where both
                            apply: at least one of them is false (both are named)
+6     UNTESTED             ``palsgd verify``: nothing violated, but a bound was tested on no
+                           design inside its conditions in any stage (it is named)
 70    INTERNAL_ERROR       a bug in the toolkit: a traceback is printed, please report it
 71    OUT_OF_RESOURCES     out of memory or disk space (the message says which)
 130   INTERRUPTED          interrupted by the user (SIGINT, Ctrl-C)
@@ -30,6 +32,7 @@ __all__ = [
     "DIVERGED",
     "FAILED",
     "CONTRADICTION",
+    "UNTESTED",
     "INTERNAL_ERROR",
     "OUT_OF_RESOURCES",
     "INTERRUPTED",
@@ -44,6 +47,7 @@ BAD_INPUT = 2
 DIVERGED = 3
 FAILED = 4
 CONTRADICTION = 5
+UNTESTED = 6
 INTERNAL_ERROR = 70
 OUT_OF_RESOURCES = 71
 INTERRUPTED = 130
@@ -67,6 +71,12 @@ TABLE: dict[int, tuple[str, str]] = {
         "contradiction",
         "`palsgd check`: an upper bound is below a lower bound where both apply, so at least "
         "one of them is false (both are named; `palsgd verify` on both says which)",
+    ),
+    UNTESTED: (
+        "untested",
+        "`palsgd verify`: nothing violated, but a bound was tested on no design inside its "
+        "conditions in any stage (the summary names it: 'untested: no design inside its "
+        "conditions'); a violation takes precedence (1)",
     ),
     INTERNAL_ERROR: (
         "internal error",

@@ -42,12 +42,22 @@ class BatchResult:
 def power_apply(P: np.ndarray, e: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``P^e w`` per design: ``P`` (N, D, n, n), ``e`` (N,) nonnegative ints, ``w`` (N, D, n)."""
     e = np.asarray(e, dtype=np.int64).copy()
+    w = np.array(w, dtype=float)  # the caller's arrays are never written
+    owned = False
     while np.any(e > 0):
-        odd = (e & 1).astype(bool)[:, None, None]
-        w = np.where(odd, np.einsum("ndij,ndj->ndi", P, w), w)
+        odd = (e & 1).astype(bool)
+        if odd.all():
+            w = np.einsum("ndij,ndj->ndi", P, w)
+        elif odd.any():
+            w[odd] = np.einsum("ndij,ndj->ndi", P[odd], w[odd])
         e >>= 1
-        if np.any(e > 0):
-            P = P @ P
+        live = e > 0
+        if live.all():
+            P, owned = P @ P, True
+        elif live.any():  # only the designs with bits left (long and short horizons mix)
+            if not owned:
+                P, owned = P.copy(), True
+            P[live] = P[live] @ P[live]
     return w
 
 
@@ -121,20 +131,31 @@ def _minibatch(lam, y0, s2, K, a, T):
 
 def _local(lam, y0, s2, Q, K, a, T, H, p, eta, gamma, mu, shared, nesterov, heavy_ball,
            at_anchors=False):  # fmt: skip
-    rows = rounds.round_rows(s2, Q, K, shared)  # (4, N, D, 9): AA, VD, CA, CD as rows on u
-    P = rounds.with_accumulators(rounds.step_matrix(lam, a, eta, p), list(rows))  # (N, D, 13, 13)
+    # the within-round state of D = 1 - A (rounds.step_matrix, deviation): E Dbar and
+    # E Dbar^2 keep full precision where A is within rounding of 1, so the round map does
+    # not lose its contraction to cancellation (long horizons, outer momentum near 1)
+    rows = rounds.round_rows(s2, Q, K, shared)  # (4, N, D, 9): DD, VD, CA, CD as rows on u
+    dev_row = rows[0]  # E Dbar^2 (the row of E Abar^2 read on the state of D)
+    aa_row = dev_row.copy()  # E Abar^2 = 1 - 2 E D + E Dbar^2
+    aa_row[..., rounds.C] += 1.0
+    aa_row[..., A1] -= 2.0
+    rows = np.stack([aa_row, *rows[1:]])
+    step = rounds.step_matrix(lam, a, eta, p, deviation=True)
+    P = rounds.with_accumulators(step, list(rows))  # (N, D, 13, 13)
     u0 = np.zeros(lam.shape + (U + 4,))
-    u0[..., :U] = rounds.start_state(lam.shape)
+    u0[..., :U] = rounds.start_state(lam.shape, deviation=True)
     n_full, rem = T // H, T % H
     uH = power_apply(P, H, u0)  # state at j = H and sums over j < H
     uR = power_apply(P, rem, u0)  # the final partial round
     AA_H = np.einsum("ndi,ndi->nd", rows[0], uH[..., :U])
     VD_H = np.einsum("ndi,ndi->nd", rows[1], uH[..., :U])
+    DD_H = np.einsum("ndi,ndi->nd", dev_row, uH[..., :U])
     if not (nesterov or heavy_ball):  # outer SGD without momentum
         zc, bc = rounds.outer_coefficients("sgd", gamma, 0.0)
     else:
         zc, bc = rounds.outer_coefficients("nesterov" if nesterov else "sgd", gamma, mu)
-    M = rounds.round_map(uH[..., A1], AA_H, VD_H, zc, bc)  # (N, D, 6, 6)
+    d1 = uH[..., A1]
+    M = rounds.round_map(1 - d1, AA_H, VD_H, zc, bc, d1=d1, dd=DD_H)  # (N, D, 6, 6)
     lam2 = lam**2
     zero = np.zeros(lam.shape + (6,))
     g_row, c_row = zero.copy(), zero.copy()

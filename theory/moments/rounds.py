@@ -36,23 +36,33 @@ NV = 6
 Z2, ZB, B2, Z1, BUF1, ONE = range(NV)
 
 
-def step_matrix(lam: Any, alpha: Any, eta: Any, p: Any) -> np.ndarray:
-    """The map ``u -> u'`` of one local step, ``(..., 9, 9)``, from the branch means."""
+def step_matrix(lam: Any, alpha: Any, eta: Any, p: Any, deviation: bool = False) -> np.ndarray:
+    """The map ``u -> u'`` of one local step, ``(..., 9, 9)``, from the branch means.
+
+    ``deviation``: the state tracks ``D = 1 - A`` instead of ``A`` (the same layout, ``E D``
+    in place of ``E A`` and so on; start from :func:`start_state` with ``deviation``). A step
+    maps ``D <- s D + (1 - s - c)``, and ``1 - s - c`` is the branch's drift for both
+    branches (gradient: ``alpha lam/(1 - p)``; pull: 0), taken as such, so that ``E D`` and
+    ``E D^2`` carry full relative precision when ``A`` is within rounding of 1 (tiny
+    ``alpha lam H``); ``1 - E A`` computed from ``E A`` would lose it all."""
     shape = np.broadcast_shapes(*(np.shape(x) for x in (lam, alpha, eta, p)))
     br = local_step_branches(lam, alpha, eta, p, 1.0)
 
     def mean(f: Any) -> np.ndarray:
         return sum(np.broadcast_to(np.asarray(b.prob * f(b), dtype=float), shape) for b in br)
 
-    Es, Ec, Ed = mean(lambda b: b.scale), mean(lambda b: b.pull), mean(lambda b: b.drift)
+    def pull(b: Any) -> Any:
+        return b.drift if deviation else b.pull
+
+    Es, Ec, Ed = mean(lambda b: b.scale), mean(pull), mean(lambda b: b.drift)
     Ess, Esc, Esd = (
         mean(lambda b: b.scale**2),
-        mean(lambda b: b.scale * b.pull),
+        mean(lambda b: b.scale * pull(b)),
         mean(lambda b: b.scale * b.drift),
     )
     Ecc, Ecd, Edd = (
-        mean(lambda b: b.pull**2),
-        mean(lambda b: b.pull * b.drift),
+        mean(lambda b: pull(b) ** 2),
+        mean(lambda b: pull(b) * b.drift),
         mean(lambda b: b.drift**2),
     )
     En = mean(lambda b: b.noise)
@@ -69,10 +79,13 @@ def step_matrix(lam: Any, alpha: Any, eta: Any, p: Any) -> np.ndarray:
     return P
 
 
-def start_state(shape: tuple[int, ...]) -> np.ndarray:
-    """``u`` at ``j = 0`` (``A = 1``, ``B = 0``, no noise), ``shape + (9,)``."""
+def start_state(shape: tuple[int, ...], deviation: bool = False) -> np.ndarray:
+    """``u`` at ``j = 0`` (``A = 1``, ``B = 0``, no noise), ``shape + (9,)``; with
+    ``deviation`` the state of ``D = 1 - A`` (:func:`step_matrix`): ``D = 0``."""
     u0 = np.zeros(shape + (U,))
-    u0[..., A1] = u0[..., AA] = u0[..., A1S] = u0[..., C] = 1.0
+    u0[..., C] = 1.0
+    if not deviation:
+        u0[..., A1] = u0[..., AA] = u0[..., A1S] = 1.0
     return u0
 
 
@@ -114,7 +127,16 @@ def outer_coefficients(
 
 
 def round_map(
-    a1: Any, AA_: Any, VD: Any, zc: np.ndarray, bc: np.ndarray, b1: Any = 0.0, ab: Any = 0.0
+    a1: Any,
+    AA_: Any,
+    VD: Any,
+    zc: np.ndarray,
+    bc: np.ndarray,
+    b1: Any = 0.0,
+    ab: Any = 0.0,
+    *,
+    d1: Any = None,
+    dd: Any = None,
 ) -> np.ndarray:
     """The affine map of ``v`` over one round and its sync, ``(..., 6, 6)``.
 
@@ -124,11 +146,14 @@ def round_map(
     ``E ybar^2``), ``b1 = E Bbar`` and ``ab = E Abar Bbar`` (both 0 when the workers share
     one Hessian, :mod:`theory.moments.oracle`; the drift terms of
     :mod:`theory.compare.pairs` otherwise). ``Delta = z - ybar``; ``zc``, ``bc`` from
-    :func:`outer_coefficients`.
+    :func:`outer_coefficients`. ``d1 = E(1 - Abar)`` and ``dd = E(1 - Abar)^2``, when given,
+    replace ``1 - a1`` and ``1 - 2 a1 + AA_`` (computed without cancellation, from the
+    deviation state of :func:`step_matrix`).
     """
     shape = np.broadcast_shapes(np.shape(a1), np.shape(b1), np.shape(ab))
     one = np.ones(shape)
-    u = 1 - a1 + 0 * one
+    u = (1 - a1 if d1 is None else d1) + 0 * one
+    dev2 = 1 - 2 * a1 + AA_ if dd is None else dd
     b1 = np.asarray(b1, dtype=float) + 0 * one
     e = np.eye(NV)
     # second moments of (z, buf, Delta) as linear forms on v
@@ -139,7 +164,7 @@ def round_map(
     G[0][2] = G[2][0] = e[Z2] * u[..., None] - e[Z1] * b1[..., None]
     G[1][2] = G[2][1] = e[ZB] * u[..., None] - e[BUF1] * b1[..., None]
     G[2][2] = (
-        e[Z2] * (1 - 2 * a1 + AA_ + 0 * one)[..., None]
+        e[Z2] * (dev2 + 0 * one)[..., None]
         - 2 * e[Z1] * (b1 - ab)[..., None]
         + e[ONE] * (np.asarray(VD) + 0 * one)[..., None]
     )

@@ -44,7 +44,9 @@ Files: ``settings.py`` (settings, verdicts, columns), ``designs.py``, ``oracle.p
 ``pinned.py`` (bounds stated at one step), ``hetero.py`` (heterogeneous instances),
 ``controls.py`` (negative controls), ``lower.py``, ``lower_designs.py``,
 ``lower_witness.py`` (lower bounds), ``crossings.py`` (contradictions), ``findings.py``
-(known findings), ``bound_file.py`` (user bounds), ``at.py`` (one design), ``sampling.py``,
+(known findings), ``bound_file.py``, ``bound_file_lower.py`` (user bounds, upper and lower),
+``untested.py`` (a bound no design tested: its verdict and exit code 6), ``at.py`` (one
+design), ``sampling.py``,
 ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py`` (Monte Carlo on nonconvex
 problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the whole run), ``stages.py``
 (its exact stages), ``report_types.py`` (the typed report), ``report.py``, ``plots.py``,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from typing import Any
 
 from core.errors import UserInputError
 from theory.check import jsonable
@@ -40,7 +41,7 @@ def run_at(settings: VerifySettings, at: str, *, as_json: bool = False) -> int:
         raise UserInputError("--at needs exactly one --bounds NAME")
     bound = bounds[0]
     if is_lower(bound):
-        return _run_at_lower(bound.name, at, as_json)
+        return _run_at_lower(bound, at, as_json)
     fam = family_of(bound)
     if not fam.exact:
         raise UserInputError(
@@ -78,13 +79,15 @@ def run_at(settings: VerifySettings, at: str, *, as_json: bool = False) -> int:
     return 1 if violated else 0
 
 
-def _run_at_lower(name: str, at: str, as_json: bool) -> int:
+def _run_at_lower(bound: Any, at: str, as_json: bool) -> int:
     """``--at`` for a lower bound (:func:`theory.verify.lower.at`): 1 if refuted there."""
+    name = bound.name
     design = lower_check.parse_at(at)
+    mine = bound if hasattr(bound, "bound_file") else None  # a lower bound of a bound file
     if as_json:
         with contextlib.redirect_stdout(io.StringIO()):
-            out = lower_check.at(name, **design)
+            out = lower_check.at(name, mine, **design)
         print(json.dumps(jsonable({"bound": name, "design": design, **out}), indent=1))
     else:
-        out = lower_check.at(name, **design)
+        out = lower_check.at(name, mine, **design)
     return 1 if out["violated"] else 0

@@ -10,7 +10,15 @@ The file holds one bound, or a list of them under ``bounds:``, each a mapping::
     outer: average                     # the outer update(s) it covers: a name or a list
     assumptions: [A1, A2, A4]          # keys of theory.assumptions; A3iid for i.i.d. data
     recommended_step: sqrt(K/T)/L      # optional
+    measured: iterates                 # iterates (default) | anchors
+    kind: upper                        # upper (default) | lower
     provenance: my notes, eq. 3        # optional
+
+``measured: anchors`` states the bound for ``(1/R) sum_{r<R} E||grad f(z_r)||^2`` over the
+anchors of the ``R = T/H`` full rounds (an algorithm with rounds), which the verifier then
+measures (:attr:`theory.bound.Bound.measured`). ``kind: lower`` states a lower bound on the
+worst case over the class (:mod:`theory.verify.bound_file_lower`: its fields, and how it is
+verified).
 
 A bound is stated for one algorithm (the verifier simulates exactly that spec, with the
 coin model ``coins`` and the outer update(s) ``outer``, default the algorithm's own); the
@@ -32,14 +40,18 @@ from core.files import read_mapping_file, resolve_input_path
 from theory.algorithm import AlgorithmSpec
 from theory.assumptions import ALL_ASSUMPTIONS, COIN_ASSUMPTIONS
 from theory.bound import Bound
+from theory.verify.bound_file_lower import LOWER_FIELDS, FileLowerBound, lower_from_entry
 
 __all__ = ["load_bound_file"]
 
 _KEYS = {a.key: a for a in ALL_ASSUMPTIONS}
 _FIELDS = {
     "name", "expression", "conditions", "algorithm", "coins", "outer", "assumptions",
-    "recommended_step", "provenance", "title", "notes",
-}  # fmt: skip
+    "recommended_step", "provenance", "title", "notes", "measured", "kind",
+} | LOWER_FIELDS  # fmt: skip
+#: what a bound may average (:attr:`theory.bound.Bound.measured`) and the kinds of statement
+MEASURED = ("iterates", "anchors")
+KINDS = ("upper", "lower")
 
 
 def resolve_bound_file(path: str | os.PathLike) -> Path:
@@ -48,15 +60,17 @@ def resolve_bound_file(path: str | os.PathLike) -> Path:
     return resolve_input_path(path, "--bound-file (argument 'path')")
 
 
-def load_bound_file(path: str | os.PathLike) -> list[Bound]:
-    """The bounds defined in ``path`` (:func:`resolve_bound_file`); errors name the file, the
+def load_bound_file(path: str | os.PathLike) -> list[Bound | FileLowerBound]:
+    """The bounds defined in ``path`` (:func:`resolve_bound_file`), upper bounds as
+    :class:`~theory.bound.Bound` and lower bounds (``kind: lower``) as
+    :class:`~theory.verify.bound_file_lower.FileLowerBound`; errors name the file, the
     bound and the field. Two bounds of one name are refused."""
     path = resolve_bound_file(path)
     data = read_mapping_file(path, "--bound-file")
     entries = data.get("bounds", [data]) if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise UserInputError(f"--bound-file '{path}': expected a bound or a list 'bounds:'")
-    bounds = [_one(e, f"--bound-file '{path}'") for e in entries]
+    bounds = [_one(e, f"--bound-file '{path}'", str(path)) for e in entries]
     names = [b.name for b in bounds]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -64,7 +78,7 @@ def load_bound_file(path: str | os.PathLike) -> list[Bound]:
     return bounds
 
 
-def _one(entry: Any, where: str) -> Bound:
+def _one(entry: Any, where: str, path: str) -> Bound | FileLowerBound:
     if not isinstance(entry, dict):
         raise UserInputError(f"{where}: each bound must be a mapping, got {type(entry).__name__}")
     unknown = sorted(set(entry) - _FIELDS)
@@ -75,7 +89,18 @@ def _one(entry: Any, where: str) -> Bound:
             raise UserInputError(f"{where}: field '{need}' (text) is required")
     name = entry["name"].strip()
     where = f"{where}, bound {name!r}"
+    kind = _choice(entry, "kind", KINDS, where)
+    measured = _choice(entry, "measured", MEASURED, where)
+    if kind == "lower":
+        return lower_from_entry(entry, where, path)
+    if "attained_on" in entry:
+        raise UserInputError(f"{where}: 'attained_on' is a field of a lower bound (kind: lower)")
     spec, outers = _algorithm(entry, where)
+    if measured == "anchors" and not spec.definition.rounds:
+        raise UserInputError(
+            f"{where}: 'measured: anchors' needs an algorithm with rounds (anchors); "
+            f"{spec.kind!r} has none"
+        )
     keys = entry.get("assumptions", ["A1", "A2", "A3", "A4"])
     if not isinstance(keys, list):
         raise UserInputError(f"{where}: 'assumptions' must be a list of keys")
@@ -96,10 +121,19 @@ def _one(entry: Any, where: str) -> Bound:
         "provenance": str(entry.get("provenance", f"user bound from {where}")),
         "title": str(entry.get("title", name)),
         "notes": str(entry.get("notes", "")),
+        "measured": measured,
     }
     if entry.get("recommended_step") is not None:
         kw["recommended_step"] = str(entry["recommended_step"])
     return Bound.from_strings(name, entry["expression"], conds, **kw)
+
+
+def _choice(entry: dict[str, Any], key: str, allowed: tuple[str, ...], where: str) -> str:
+    """``entry[key]`` (default the first of ``allowed``), one of ``allowed``."""
+    value = entry.get(key, allowed[0])
+    if not isinstance(value, str) or value not in allowed:
+        raise UserInputError(f"{where}: '{key}' must be one of {list(allowed)}, got {value!r}")
+    return value
 
 
 def _algorithm(entry: dict[str, Any], where: str) -> tuple[AlgorithmSpec, tuple[str, ...]]:

@@ -32,7 +32,9 @@ Exit codes: 0 nothing violated beyond the known findings, each of which reproduc
 bound that is not a known finding is violated, or a known finding no longer reproduces
 (listed prominently at the end); 2 bad input (unknown bound or problem, invalid numbers, a
 declared constant that sampling shows false, an unwritable output directory, a run that
-would check nothing).
+would check nothing); 6 nothing violated, but a bound was tested on no design inside its
+conditions in any stage (its verdict "untested: no design inside its conditions",
+:mod:`theory.verify.untested`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.errors import UserInputError
+from core.exitcodes import OK, UNTESTED
 from theory import verify as V
 from theory.check import jsonable
 from theory.problems.base import NOISE_MODELS
@@ -102,7 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = V.VerifySettings()
     parser.epilog = (
         "exit codes: 0 nothing violated beyond the known findings (each reproduced), 1 a new "
-        "violation or a known finding that no longer reproduces, 2 bad input, 130 interrupted. "
+        "violation or a known finding that no longer reproduces, 2 bad input, 6 nothing "
+        "violated but a bound tested on no design inside its conditions in any stage "
+        "('untested: no design inside its conditions'), 130 interrupted. "
         f"Default problems: {' '.join(V.DEFAULT_PROBLEMS)}."
     )
     _add_sampling_arguments(parser, d)
@@ -226,7 +231,8 @@ def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -
         "--bound-file",
         metavar="FILE",
         help="YAML/JSON file with your own bound(s): name, expression, conditions, "
-        "algorithm, coins, assumptions (read without evaluating any code; at most 4 MiB; a "
+        "algorithm, coins, assumptions, measured (iterates or anchors), kind (upper or lower; "
+        "docs/verification.md, section 10) (read without evaluating any code; at most 4 MiB; a "
         "relative path missing here is also looked up in the toolkit's directory) "
         "(default: none)",
     )
@@ -400,7 +406,7 @@ def _print_report(report: VerifyReport, out: str, total_s: float) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the verification; exit code 0 (nothing violated beyond the known findings, each
     reproduced), 1 (a new violation, or a known finding that no longer reproduces), 2 (bad
-    input)."""
+    input), 6 (nothing violated, but a bound tested on no design inside its conditions)."""
     t0 = time.perf_counter()
     settings = settings_from_args(args)
     if args.configs == 0 and not settings.controls_only:
@@ -425,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
         )
         V.write_report_files(report, tmp, plots=not args.no_plots)
     summary = report.summary
-    if summary.exit_code == 0 and not _checked_anything(report):
+    if summary.exit_code in (OK, UNTESTED) and not _checked_anything(report):
         raise UserInputError(
             "these settings check nothing: no bound has an exact oracle and no Monte-Carlo "
             "configuration reached a verdict (raise --configs / --replicas, or select bounds "

@@ -26,6 +26,7 @@ import numpy as np
 
 from theory.bound import Bound
 from theory.verify.oracle import Family, bound_params, max_steps
+from theory.verify.pinned import pinned_values
 
 __all__ = ["COORDS", "SOURCES", "Space", "space_of", "decode", "isolating", "random_points"]
 
@@ -40,13 +41,13 @@ COORDS = (
     ("log10_zeta2", -3.0, 3.0),
     ("log2_K", 0.0, 7.0),
     ("log2_H", 0.0, 10.0),
-    ("log2_R", 0.0, 13.0),
+    ("log2_R", 0.0, 24.0),
     ("rem", 0.0, 1.0),
     ("logit_p", -6.0, 6.0),
     ("log10_eta", -3.0, 4.0),
     ("log10_afrac", -3.0, 0.0),
     ("log10_gamma", -2.0, 2.0),
-    ("mu", 0.0, 0.99),
+    ("log10_1m_mu", -3.0, 0.0),  # mu = 1 - 10**x in [0, 0.999], log-uniform near 1
     ("heavy_ball", 0.0, 1.0),
 )
 IDX = {name: i for i, (name, _, _) in enumerate(COORDS)}
@@ -54,7 +55,9 @@ LOW = np.array([c[1] for c in COORDS])
 HIGH = np.array([c[2] for c in COORDS])
 #: the three sources; a mask row says which are active
 SOURCES = ("F0", "sigma2", "zeta2")
-T_MAX = 2**17
+#: the longest horizon; the exact oracle costs O(H + log(T/H)) per design (round maps,
+#: repeated squaring), so long horizons stay cheap
+T_MAX = 2**24
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ def space_of(fam: Family) -> Space:
     if not fam.uses_mu or fam.outer in ("heavy_ball", "nesterov"):
         free[IDX["heavy_ball"]] = False
     if not fam.uses_mu:
-        free[IDX["mu"]] = False
+        free[IDX["log10_1m_mu"]] = False
     if fam.full_rounds:  # measured over (or at the anchors of) full rounds only
         free[IDX["rem"]] = False
     if fam.minibatch:
@@ -142,7 +145,7 @@ def decode(
         "p": p,
         "eta": eta,
         "gamma": 10.0 ** g["log10_gamma"] if fam.uses_gamma else np.ones_like(L),
-        "mu": g["mu"] if fam.uses_mu else np.zeros_like(L),
+        "mu": 1.0 - 10.0 ** g["log10_1m_mu"] if fam.uses_mu else np.zeros_like(L),
         "heavy_ball": _heavy_ball(fam, g["heavy_ball"]),
     }
     if fam.pinned:
@@ -165,11 +168,12 @@ def _heavy_ball(fam: Family, coord: np.ndarray) -> np.ndarray:
 def _at_pinned_step(
     bound: Bound, d: dict[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Designs at the bound's own step (a bound stated at one step,
-    :func:`theory.verify.pinned.pinned_step`); admitted where every condition holds there."""
+    """Designs at the bound's own step (a bound stated at one step: its recommended step or
+    the root of its pinning conditions, :func:`theory.verify.pinned.pinned_values`);
+    admitted where every condition holds there."""
     vals = bound_params(bound, {**d, "alpha": d["L"]})
     with np.errstate(all="ignore"):
-        rec = np.asarray(bound.recommended_step_value(**vals), dtype=float) * np.ones_like(d["L"])
+        rec = pinned_values(bound, vals, len(d["L"]))
         good = np.isfinite(rec) & (rec > 0)
         d["alpha"] = np.where(good, rec, 1e-300)
         vals[bound.step_name] = d["alpha"]
@@ -192,13 +196,13 @@ def isolating(space: Space, rng: np.random.Generator, n: int) -> tuple[np.ndarra
         "log10_zeta2": [0.0],
         "log2_K": [0.0, 2.0, 6.0, 1.0],
         "log2_H": [0.0, 3.0, 10.0, 1.0, 6.0],
-        "log2_R": [0.0, 13.0, 3.0, 7.0],
+        "log2_R": [0.0, 13.0, 3.0, 7.0, 24.0],
         "rem": [0.0, 0.5],
         "logit_p": [-4.0, 0.0, 4.0, -6.0, 6.0],
         "log10_eta": [-3.0, 0.0, 1.0, 4.0],
         "log10_afrac": [0.0, -1.0, -3.0],
         "log10_gamma": [0.0, -0.7, 0.25, 1.0, 2.0],
-        "mu": [0.0, 0.9, 0.5, 0.99],
+        "log10_1m_mu": [0.0, -1.0, -0.3010299956639812, -2.0, -3.0],  # mu 0, 0.9, 0.5, 0.99, 0.999
         "heavy_ball": [0.0, 1.0],
     }
     pure = [m for m in space.masks if m.sum() == 1] + [space.masks[-1]]
@@ -219,4 +223,9 @@ def random_points(space: Space, rng: np.random.Generator, n: int) -> tuple[np.nd
     x[top, IDX["log10_afrac"]] = 0.0
     x[rng.random(n) < 0.5, IDX["rem"]] = 0.0
     masks = space.masks[rng.integers(len(space.masks), size=n)]
+    # half of them with the horizon and the momentum drawn as in the box before it grew
+    # (at most 2^13 rounds, mu uniform in [0, 0.99]), so that region keeps its share
+    old = np.flatnonzero(rng.random(n) < 0.5)
+    x[old, IDX["log2_R"]] = rng.uniform(0.0, 13.0, old.size)
+    x[old, IDX["log10_1m_mu"]] = np.log10(1.0 - rng.uniform(0.0, 0.99, old.size))
     return clip(x, space), masks

@@ -30,6 +30,7 @@ from theory.verify.oracle import (
     reproduce_command,
 )
 from theory.verify.search import Pool, climb, evaluate_points, score
+from theory.verify.untested import UNTESTED
 
 __all__ = ["Budget", "TermTightness", "ExactResult", "verify_exact", "QUICK_BUDGET"]
 
@@ -182,6 +183,8 @@ def _result(bound: Bound, fam: Any, ev: Evaluation, bound_file: str | None, dt: 
         res.violations = int(np.sum(r > 1 + REL_TOL))
         res.verdict = VIOLATED if res.violations else HOLDS_EXACT
         res.vacuous_share = float(np.sum(ev.vacuous & inside) / n_in)
+    else:  # no design inside its conditions: nothing tested (theory.verify.untested)
+        res.verdict = UNTESTED
     for j, label in enumerate(labels):
         dom = inside & (np.nan_to_num(share[:, j]) >= 0.5)
         if not dom.any():

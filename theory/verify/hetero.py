@@ -41,6 +41,7 @@ from theory.bounds import get
 from theory.lower import get_lower
 from theory.verify.controls import controls_of
 from theory.verify.oracle import REL_TOL, family_of
+from theory.verify.untested import UNTESTED
 
 __all__ = [
     "HeteroResult", "QUICK", "applies", "at", "coverage", "designs_for", "lower_at", "judge",
@@ -172,7 +173,9 @@ def judge(bound: Bound, d: dict[str, np.ndarray], lower: np.ndarray) -> HeteroRe
     ratio = np.where(inside & (value > 0), lower / np.where(value > 0, value, 1.0), 0.0)
     ratio = np.where(inside & (value <= 0) & (lower > 0), np.inf, ratio)
     res = HeteroResult(bound.name, NOT_SHOWN_FALSE, int(lower.size), int(inside.sum()), None)
-    if inside.any():
+    if not inside.any():
+        res.verdict = UNTESTED
+    else:
         i = int(np.argmax(ratio))
         res.worst_ratio = float(ratio[i])
         res.worst_design = {k: float(d[k][i]) for k in ("alpha", *_KEYS)}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shlex
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from theory.verify.controls import Control
 from theory.verify.lower_designs import designs, perturb
 from theory.verify.lower_witness import hetero_witness, known_worst_case, quadratic_witness
 from theory.verify.oracle import REL_TOL
+from theory.verify.untested import UNTESTED
 
 __all__ = [
     "LowerResult", "ScaledLower", "QUICK", "at", "controls_of", "evaluate_claims", "judge",
@@ -166,13 +168,15 @@ def judge(lb: Any, ds: list[dict[str, Any]], own, known, claimed=None) -> LowerR
     with np.errstate(all="ignore"):
         r = _ratios(claimed, own, known, ds)
     res = LowerResult(lb.name, NOT_SHOWN_FALSE, len(ds), int(np.isfinite(r).sum()), None)
-    if res.inside:
+    if not res.inside:
+        res.verdict = UNTESTED
+    else:
         i = int(np.nanargmax(r))
         res.worst_ratio = float(r[i])
         res.worst_claimed = float(claimed[i])
         res.worst_attained = float(np.fmin(own[i], known[i]))
         res.worst_design = dict(ds[i])
-        res.worst_command = command(lb.name, ds[i])
+        res.worst_command = command(lb.name, ds[i], getattr(lb, "bound_file", None))
         if res.worst_ratio > 1 + REL_TOL:
             res.verdict = VIOLATED
             res.refuted_by = refuted_by(claimed[i], own[i], known[i])
@@ -226,13 +230,15 @@ def controls_of(lb: Any, ds: list[dict[str, Any]] | None = None) -> list[Control
     return out
 
 
-def command(name: str, d: dict[str, Any]) -> str:
-    """The one-line command that evaluates design ``d`` again."""
+def command(name: str, d: dict[str, Any], bound_file: str | None = None) -> str:
+    """The one-line command that evaluates design ``d`` again (``bound_file``: the file
+    that defines the bound, for a lower bound of a bound file)."""
     shown = " ".join(f"{k}={d[k]}" if k in _TEXT_KEYS else f"{k}={d[k]:.17g}" for k in d)
     if "~" in name:
         kw = ", ".join(f"{k}={d[k]!r}" for k in d)
         return f'python -c "from theory.verify.lower import at; at({name!r}, {kw})"'
-    return f"palsgd verify --bounds {name} --at '{shown}'"
+    src = f" --bound-file {shlex.quote(bound_file)}" if bound_file else ""
+    return f"palsgd verify{src} --bounds {name} --at '{shown}'"
 
 
 def _resolve(name: str) -> Any:
@@ -276,11 +282,12 @@ def parse_at(text: str) -> dict[str, Any]:
     return d
 
 
-def at(name: str, **design: Any) -> dict[str, Any]:
+def at(name: str, bound: Any = None, **design: Any) -> dict[str, Any]:
     """Print and return, at one design, what the lower bound ``name`` (registered, or a
-    control ``parent~kind[...]``) claims, what its own instances attain exactly, the known
-    worst case of the class, and whether the claim is refuted there."""
-    lb = _resolve(name)
+    control ``parent~kind[...]``; or ``bound`` itself, a lower bound of a bound file)
+    claims, what its own instances attain exactly, the known worst case of the class, and
+    whether the claim is refuted there."""
+    lb = bound if bound is not None else _resolve(name)
     d = parse_at(" ".join(f"{k}={v}" for k, v in design.items()))
     claimed = float(evaluate_claims(lb, [d])[0])
     own, known = attained(lb, [d])

@@ -215,7 +215,7 @@ def max_steps(bound: Bound, d: Mapping[str, np.ndarray]) -> np.ndarray:
             return comp.feasible(v, a.shape)
 
     tiny = ok(np.full(n, 1e-14))
-    decades = 10.0 ** np.arange(-12, 13, dtype=float)
+    decades = 10.0 ** np.arange(-14, 13, dtype=float)  # from 1e-14: mu near 1 needs it
     feas = ok(np.broadcast_to(decades, (n, decades.size)).copy())
     # the largest feasible decade of the contiguous run from the smallest one
     k = np.cumprod(feas, axis=1).astype(bool).sum(axis=1)

@@ -8,6 +8,7 @@ from typing import Any
 
 from theory.verify.exact_report import ratio_text
 from theory.verify.report_types import Summary
+from theory.verify.untested import untested_line
 
 __all__ = ["crossing_lines", "findings_lines", "result_line"]
 
@@ -76,4 +77,6 @@ def result_line(s: Summary) -> str:
         return f"result: {'; '.join(parts)} (exit code 1)"
     known = [b for b in s.violated_bounds if b not in s.new_violations]
     tail = f" beyond the known finding(s) {', '.join(known)}, reproduced" if known else ""
+    if s.untested:
+        return f"result: no bound violated{tail}; {untested_line(s.untested)} (exit code 6)"
     return f"result: no bound violated{tail} (exit code 0)"

@@ -27,7 +27,7 @@ from theory.verify.exact_report import (
 )
 from theory.verify.findings import classify
 from theory.verify.outcome import crossing_lines, findings_lines, result_line
-from theory.verify.report_types import Summary, VerifyReport
+from theory.verify.report_types import ROW_TABLES, Summary, VerifyReport
 from theory.verify.settings import (
     CONSENSUS_COLUMNS,
     EXACT_COLUMNS,
@@ -41,6 +41,8 @@ from theory.verify.settings import (
     VERDICTS,
     VIOLATED,
 )
+from theory.verify.untested import exit_code as untested_exit_code
+from theory.verify.untested import untested_bounds
 
 
 def summary_of(report: VerifyReport) -> Summary:
@@ -84,6 +86,11 @@ def summary_of(report: VerifyReport) -> Summary:
     crossed = [c["refuted"] for c in report.crossings]
     every = [*ex["exact_violated"], *lower_violated, *crossed, *(v["bound"] for v in violated)]
     verdict = classify(report.findings, every)
+    untested = untested_bounds(
+        [b["name"] for b in report.bounds],
+        [getattr(report, t) for t in ROW_TABLES],  # the rows with "inside" count
+        rows,
+    )
     return Summary(
         **ex,
         lower_violated=lower_violated,
@@ -99,7 +106,8 @@ def summary_of(report: VerifyReport) -> Summary:
         not_verifiable=[r["note"] for r in rows if r.get("verdict") == NOT_VERIFIABLE],
         correction=report.statistics.correction,
         family_wise_level=report.statistics.family_wise_level,
-        exit_code=verdict["exit_code"],
+        exit_code=untested_exit_code(verdict["exit_code"], untested),
+        untested=untested,
     )
 
 

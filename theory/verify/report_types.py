@@ -111,6 +111,9 @@ class Summary:
     correction: str
     family_wise_level: float
     exit_code: int
+    #: bounds tested on no design inside their conditions in any stage
+    #: (:mod:`theory.verify.untested`)
+    untested: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
