@@ -30,6 +30,7 @@ SHORT = {
     ],
     "bench_sharded.py": ["--model", "gptneo-tiny", "--shards", "1", "2", "--H", "2"],
     "bench_compare.py": ["--small", "--sample", "2"],
+    "bench_worstcase.py": ["--repeat", "1", "--no-verify"],
 }  # fmt: skip
 
 

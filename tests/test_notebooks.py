@@ -27,6 +27,7 @@ NAMES = (
     "04_reproduce_figure",
     "05_distributed_run_vs_bound",
     "06_when_pulling_pays",
+    "07_worst_problem_of_the_class",
 )
 #: per-cell time limit (seconds); a notebook as a whole should take about a minute
 CELL_TIMEOUT = 300

@@ -65,6 +65,7 @@ EXAMPLES: dict[str, tuple[str, list[str]]] = {
         "verify",
         [],
     ),
+    "palsgd worst-case --algorithm sgd --K 1 --T 4 --alpha 1 --bound sgd": ("inproc", []),
     "palsgd train": ("proc", ["--T", "4", "--eval-interval", "2", "--no-progress"]),
     "palsgd train --nproc 2 --algorithm diloco --T 200": (
         "proc",
@@ -156,6 +157,9 @@ def test_inprocess_example(line, tmp_path, monkeypatch, capsys):
             assert reported == [0.184, 0.211, 0.244]
     elif argv[0] == "figures":
         assert not (tmp_path / "figures_out").exists()  # a dry run writes nothing
+    elif argv[0] == "worst-case":  # gradient descent at alpha = 1/L: tight at 2 L F0 / T
+        assert "class worst case (full relaxation): 0.5 " in out
+        assert "bound sgd: 0.5;" in out and "verdict: certified" in out
     elif argv[0] == "map":
         assert out.startswith("palsgd map (")
         outdir = tmp_path / argv[argv.index("--out") + 1]

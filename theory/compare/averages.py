@@ -42,7 +42,11 @@ def exact_averages(
     R: np.ndarray | int,
 ) -> dict[str, np.ndarray]:
     """``{"iterates": ..., "anchors": ...}``: the two time averages over ``R`` rounds, for
-    one configuration (numbers) or ``N`` at once (arrays of shape ``(N,)``, broadcast)."""
+    one configuration (numbers) or ``N`` at once (arrays of shape ``(N,)``, broadcast).
+
+    ``mu`` is the outer momentum of a Nesterov method, or of an outer-SGD method whose spec
+    declares momentum (``m.spec.mu > 0``: heavy ball, ``buf <- mu buf + Delta``,
+    ``z <- z - gamma buf``); the map's other methods take none."""
     H, eta, p, alpha, R = np.broadcast_arrays(*(np.atleast_1d(x) for x in (H, eta, p, alpha, R)))
     n = alpha.size
     gamma = np.ones(n) if gamma is None else np.broadcast_to(np.asarray(gamma, float), (n,))
@@ -60,7 +64,8 @@ def exact_averages(
         )
     else:
         outer = m.outer
-        mu = mu if m.nesterov else 0 * mu
+        # momentum: Nesterov, or outer SGD whose spec declares it (heavy ball)
+        mu = mu if (m.nesterov or m.spec.mu) else 0 * mu
         if not m.pulls:
             p, eta = 0 * p, 0 * eta
     end, acc = round_moments(

@@ -87,15 +87,38 @@ def _contraction(G, g, buf0: float):
     if reduce:
         return star, 1.0, reduce  # |G| < 1: every power is a contraction
     # max_k ||G^k||_F (>= the spectral norm) over the powers until they are small
-    (a, b), (c, d) = G.tolist()
-    C, (p, q, r, s) = 1.0, (1.0, 0.0, 0.0, 1.0)
-    for _ in range(10**6):
-        p, q, r, s = a * p + b * r, a * q + b * s, c * p + d * r, c * q + d * s
-        norm = math.sqrt(p * p + q * q + r * r + s * s)
-        C = max(C, norm)
-        if norm < 1e-3:
-            return star, C, reduce
-    return None
+    C = _power_bound(G)
+    return None if C is None else (star, C, reduce)
+
+
+def _power_bound(G: np.ndarray, small: float = 1e-3, limit: int = 10**6) -> float | None:
+    """``max(1, max_{1 <= k <= k*} ||G^k||_F)``, ``k*`` the first power whose norm is below
+    ``small`` (every later power is then below that maximum: the norm is
+    submultiplicative); ``None`` when no power up to ``limit`` is. The powers are built in
+    blocks that double (``G^{n+1..2n} = G^n G^{1..n}``, entrywise on the four entries), so
+    a slow contraction costs ``log2(k*)`` vector operations rather than ``k*`` steps."""
+    (a, b), (c, d) = np.asarray(G, dtype=float).tolist()
+    E = np.empty((4, 1 << (limit - 1).bit_length()))  # entries (0,0), (0,1), (1,0), (1,1)
+    E[:, 0] = a, b, c, d
+    n, C = 1, 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        while True:
+            lo = n // 2 if n > 1 else 0
+            blk = E[:, lo:n]
+            norms = np.sqrt(np.sum(blk * blk, axis=0))
+            below = np.flatnonzero(norms < small)
+            if below.size:
+                return max(C, float(norms[: below[0] + 1].max())) if lo + below[0] < limit else None
+            if not np.all(np.isfinite(norms)) or n >= limit:
+                return None
+            C = max(C, float(norms.max()))
+            p, q, r, t = E[:, n - 1]  # G^n times G^1 .. G^n
+            P = E[:, :n]
+            E[0, n : 2 * n] = p * P[0] + q * P[2]
+            E[1, n : 2 * n] = p * P[1] + q * P[3]
+            E[2, n : 2 * n] = r * P[0] + t * P[2]
+            E[3, n : 2 * n] = r * P[1] + t * P[3]
+            n *= 2
 
 
 def tail_reach(fixed, paths, state) -> float:
@@ -114,29 +137,69 @@ def tail_reach(fixed, paths, state) -> float:
     return max(Z, inner)
 
 
-def _reach_points(groups, lengths, alpha, outer, gamma, mu) -> np.ndarray:
+def _inner_reach(paths, zlo: float, zhi: float) -> float:
+    """The largest ``|q^t z + b_t|`` over every path and every anchor ``z`` in
+    ``[zlo, zhi]``: convex in ``z``, so attained at an end (``inf`` if not finite)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        vals = [float(np.max(np.abs(qt * z + bt))) for qt, bt in paths for z in (zlo, zhi)]
+    return max(vals) if all(math.isfinite(v) for v in vals) else math.inf
+
+
+#: rounds of one length followed at once (:func:`_reach_points`)
+_BLOCK = 64
+
+
+def _block_maps(G: np.ndarray, g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``P[j] = G^(j+1)`` and ``S[j] = sum_{i<=j} G^i g``, ``j < n``: ``j + 1`` rounds after
+    the state ``s`` the state is ``P[j] s + S[j]``."""
+    P, S = np.empty((n, 2, 2)), np.empty((n, 2))
+    P[0], S[0] = G, g
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j in range(1, n):
+            P[j], S[j] = G @ P[j - 1], G @ S[j - 1] + g
+    return P, S
+
+
+def _reach_points(groups, lengths, alpha, outer, gamma, mu, start=0.0) -> np.ndarray:
     """:func:`reach_history` for ``p = 0`` (one entry, the whole run): one deterministic
     path, each round in closed form; after :data:`MAX_ROUNDS` rounds of one length, or
-    once the path has settled, the rest of them are bounded by :func:`tail_reach`."""
-    state = np.zeros(2)  # (z, buf)
-    reach = 0.0
+    once the path has settled, the rest of them are bounded by :func:`tail_reach`.
+
+    The workers' reach within a round is convex in the round's anchor, so over the rounds
+    of one length it is the larger of its values at the least and the largest anchor
+    (:func:`_inner_reach`); the anchors are followed :data:`_BLOCK` rounds at a time
+    (:func:`_block_maps`), the paths evaluated at their ends only."""
+    state = np.array([float(start), 0.0])  # (z, buf)
+    reach = abs(float(start))
     for rounds, n in lengths:
         G, g, paths = _round_affine(groups, n, alpha, outer, gamma, mu)
         fixed = _contraction(G, g, 0.0) if rounds > 64 else None
-        for r in range(rounds):
-            z = float(state[0])
+        P, S = _block_maps(G, g, min(_BLOCK, rounds))
+        lo = hi = float(state[0])  # the anchors that start a round of this length
+        done = 0
+        while done < rounds:
+            k = min(_BLOCK, rounds - done)
             with np.errstate(over="ignore", invalid="ignore"):
-                step = max(float(np.max(np.abs(qt * z + bt))) for qt, bt in paths)
-                state = G @ state + g
-            reach = max(reach, step, abs(float(state[0])))
-            if not (math.isfinite(step) and math.isfinite(reach) and np.isfinite(state[0])):
+                states = P[:k] @ state + S[:k]  # after rounds done + 1 .. done + k
+            if not np.all(np.isfinite(states)):
                 return np.array([math.inf])
-            if r + 1 < rounds and (r + 1 >= MAX_ROUNDS or (r + 1) % 64 == 0):
+            starts = states[:-1, 0]
+            lo = min(lo, float(state[0]), float(starts.min()) if k > 1 else lo)
+            hi = max(hi, float(state[0]), float(starts.max()) if k > 1 else hi)
+            reach = max(reach, float(np.max(np.abs(states[:, 0]))))
+            state, done = states[-1], done + k
+            if done < rounds and (done >= MAX_ROUNDS or done % _BLOCK == 0):
+                reach = max(reach, _inner_reach(paths, lo, hi))
+                if not math.isfinite(reach):
+                    return np.array([math.inf])
                 tail = tail_reach(fixed, paths, state)
-                if r + 1 >= MAX_ROUNDS or tail <= reach * (1 + 1e-9):
+                if done >= MAX_ROUNDS or tail <= reach * (1 + 1e-9):
                     # the bound covers the remaining full rounds and the final partial one:
                     # its anchor obeys the same |z| <= Z, its path is a prefix of a round's
                     return np.array([max(reach, tail)])
+        reach = max(reach, _inner_reach(paths, lo, hi))
+        if not math.isfinite(reach):
+            return np.array([math.inf])
     return np.array([reach])
 
 
@@ -157,7 +220,7 @@ def _sync_box(box, xlo, xhi, outer, gamma, mu):
     return min(zs), max(zs), min(bs), max(bs)
 
 
-def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarray:
+def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu, start=0.0) -> np.ndarray:
     """After each round, the largest ``|x|`` any worker or the anchor has reached so far on
     any coin path of the ``c = 1`` run (one entry per round, the partial one included;
     without coins one entry, for the whole run).
@@ -166,12 +229,14 @@ def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu) -> np.ndarra
     the gradient branch's and the pull branch's images of the current interval (the pull
     mixes with the anchor's interval, with either sign of ``1 - alpha eta/p``), and at each
     sync the box of :func:`_sync_box`: every coin path's iterates lie inside.
+    ``start``: the first anchor (0 for the instances of :mod:`theory.lower.hetero`; the
+    instances started away from the optimum of :mod:`theory.verify.joint` set it).
     """
     if p == 0:
-        return _reach_points(groups, lengths, alpha, outer, gamma, mu)
+        return _reach_points(groups, lengths, alpha, outer, gamma, mu, start)
     beta = pull_coefficient(alpha, eta, p)
-    box = (0.0, 0.0, 0.0, 0.0)  # z and buf intervals
-    reach, hist = 0.0, []
+    box = (float(start), float(start), 0.0, 0.0)  # z and buf intervals
+    reach, hist = abs(float(start)), []
     for k, (rounds, n) in enumerate(lengths):
         for _ in range(rounds):
             zlo, zhi = box[0], box[1]

@@ -14,7 +14,7 @@ docs/verification.md, section "The class"); the bound is then judged at
 ``K`` in :data:`KS` with that one value, so a design certified covers each of them.
 PALSGD with independent coins is judged at ``K = 2`` only (the coin paths of different
 workers differ). Designs: ``L``, ``F0`` log-uniform in ``[0.1, 10]``, ``zeta`` 0 or
-log-uniform around ``sqrt(L F0)``, ``H`` 2 or 3, horizons of 4-6 steps (2-4 with pulls:
+log-uniform around ``sqrt(L F0)``, ``H`` 2 or 3, horizons of 2-6 steps (2-4 with pulls:
 every coin path is enumerated), the step at fractions of the bound's largest or, for a
 statement made at one step, that step. The bound's negative controls are judged on the same
 designs and the same ``W`` (rejected only when an explicit instance refutes them).
@@ -35,18 +35,43 @@ from theory.algorithm import AlgorithmSpec
 from theory.verify.pinned import pinned_step
 from theory.worstcase.design import ClassDesign
 from theory.worstcase.judge import (
-    CERTIFIED, EXCEEDED, REFUTED, UNSOLVED, ClassVerdict, bound_args, judge_lower, judge_upper,
+    CERTIFIED,
+    CONSISTENT,
+    EXCEEDED,
+    REFUTED,
+    SOLVER_RTOL,
+    UNSOLVED,
+    ClassVerdict,
+    bound_args,
+    inside,
+    judge_lower,
+    judge_upper,
+    tightness,
 )  # fmt: skip
-from theory.worstcase.lift import lift
+from theory.worstcase.lift import lift, probe
 from theory.worstcase.pep import solve
 
-__all__ = ["ClassResult", "KS", "QUICK", "class_coverage", "class_designs", "verify_class"]
+__all__ = [
+    "ClassResult", "KS", "QUICK", "CLASS_COLUMNS", "CLASS_DESIGN_COLUMNS", "class_coverage",
+    "class_designs", "class_stage", "class_lines", "verify_class",
+]  # fmt: skip
+
+#: columns of ``class.csv`` (one row per bound) and ``class_designs.csv`` (one per design)
+CLASS_COLUMNS = (
+    "bound", "kind", "verdict", "designs", "inside", "certified", "exceeded", "refuted",
+    "class_tightness", "relaxation", "note", "elapsed_s",
+)  # fmt: skip
+CLASS_DESIGN_COLUMNS = (
+    "bound", "kind", "verdict", "bound_value", "class_value", "tightness", "relaxation",
+    "lifted", "dual_residual", "status", "elapsed_s", "design",
+)  # fmt: skip
 
 #: the numbers of workers a compact design judges a bound at
 KS = (2, 3, 4, 8, 64)
 #: designs per bound (default run) and in ``--quick``
 DESIGNS, QUICK = 4, 2
-#: explicit instances built per bound at most (each takes seconds)
+#: designs lifted to explicit instances per bound at most (each takes seconds; the bound's
+#: controls reuse them)
 LIFTS = 1
 
 
@@ -68,8 +93,13 @@ class ClassResult:
     note: str = ""
     elapsed_s: float = 0.0
 
+    @property
+    def inside(self) -> int:
+        """Designs judged inside the bound's conditions (:mod:`theory.verify.untested`)."""
+        return self.designs
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "inside": self.inside}
 
 
 def _spec(bound: Any) -> AlgorithmSpec | None:
@@ -95,13 +125,27 @@ def _symmetric(spec: AlgorithmSpec) -> bool:
     return not (spec.pulls and not spec.shared_coins)
 
 
+def _iid(bound: Any) -> bool:
+    """Whether ``bound`` declares identical workers (its class has ``zeta = 0``)."""
+    if getattr(bound, "kind", "upper") == "lower":
+        return "zeta" not in bound.parameters
+    from theory.verify.oracle import family_of
+
+    return bool(family_of(bound).iid)
+
+
 def _candidates(bound: Any, spec: AlgorithmSpec, rng: np.random.Generator, n: int):
     """Random designs (parameters only; the step is set by :func:`class_designs`)."""
     row, measured = spec.definition, getattr(bound, "measured", "iterates")
+    iid = _iid(bound)
     outers = getattr(bound, "outers", (spec.outer,))
     for _ in range(n):
         L, F0 = 10 ** rng.uniform(-1, 1, 2)
-        zeta = 0.0 if rng.random() < 0.25 else float(np.sqrt(L * F0) * 10 ** rng.uniform(-1, 0.7))
+        zeta = (
+            0.0
+            if iid or rng.random() < 0.25
+            else float(np.sqrt(L * F0) * 10 ** rng.uniform(-1, 0.7))
+        )
         H = int(rng.choice((2, 3))) if row.rounds else 1
         kw: dict[str, Any] = {"H": H, "coins": spec.coins} if row.rounds else {}
         if row.pulls:
@@ -115,7 +159,11 @@ def _candidates(bound: Any, spec: AlgorithmSpec, rng: np.random.Generator, n: in
         elif row.pulls:
             T = 4 if measured == "iterates" or kw["H"] == 2 else 3
         else:
-            T = int(rng.choice((4, 6))) if measured == "iterates" else H * int(rng.choice((2, 3)))
+            T = (
+                int(rng.choice((2, 3, 4, 6)))
+                if measured == "iterates"
+                else H * int(rng.choice((2, 3)))
+            )
         T = T if measured == "iterates" else max(kw.get("H", 1), T - T % kw.get("H", 1))
         yield dict(L=float(L), F0=float(F0), zeta=zeta, T=T, kw=kw, measured=measured)
 
@@ -148,12 +196,39 @@ def class_designs(bound: Any, n: int, seed: int) -> list[ClassDesign]:
             d = dataclasses.replace(d, spec=base.replace(alpha=alpha))
         except UserInputError:
             continue
-        with np.errstate(all="ignore"):
-            inside = bool(np.asarray(bound.conditions_hold(**bound_args(bound, d))))
-        if inside:
+        if inside(bound, d):
             out.append(d)
         if len(out) >= n:
             break
+    return out
+
+
+def _neighbours(bound: Any, designs: list[ClassDesign], values: list[Any]) -> list[ClassDesign]:
+    """The search step: around the design where the class uses most of the bound (at
+    ``K = 2``), the same design with the step halved and doubled, ``zeta`` divided and
+    multiplied by 3, and the shortest horizon (2 steps; one round for anchors); those
+    inside the bound's conditions."""
+    if not designs:
+        return []
+    lower = _kind(bound) == "lower"
+
+    def share(d: ClassDesign, w: Any) -> float:
+        b = float(np.asarray(bound.evaluate(**bound_args(bound, d))))
+        return tightness(b, w.value) if lower else tightness(w.value, b)
+
+    best = max(zip(designs, values, strict=True), key=lambda dw: share(*dw))[0]
+    s, out = best.spec, []
+    short = s.H if best.measured == "anchors" else 2
+    tries = [dict(spec=s.replace(alpha=s.alpha * f)) for f in (0.5, 2.0)]
+    tries += [dict(zeta=best.zeta * f) for f in (1 / 3, 3.0) if best.zeta > 0]
+    tries += [dict(T=short)] if best.T > short else []
+    for change in tries:
+        try:
+            d = dataclasses.replace(best, **change)
+        except UserInputError:
+            continue
+        if inside(bound, d):
+            out.append(d)
     return out
 
 
@@ -165,29 +240,82 @@ def _ks(bound: Any, design: ClassDesign) -> list[ClassDesign]:
     out = []
     for K in KS:
         d = dataclasses.replace(design, K=K)
-        with np.errstate(all="ignore"):
-            if bool(np.asarray(bound.conditions_hold(**bound_args(bound, d)))):
-                out.append(d)
+        if inside(bound, d):
+            out.append(d)
     return out
 
 
-def _judge(bound: Any, design: ClassDesign, wc: Any, lifts: list[int]) -> ClassVerdict:
-    """The worst ``K`` of ``design`` for ``bound`` (one oracle value for all of them)."""
+class _Lifter:
+    """The explicit instances of one bound's designs, built at most ``budget`` times and kept:
+    the bound and its controls share them (an instance's value does not depend on the
+    statement)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.values, self.full = budget, {}, {}
+
+    def full_value(self, design: ClassDesign) -> Any:
+        key = id(design)
+        if key not in self.full:
+            self.full[key] = solve(design, "full")
+        return self.full[key]
+
+    def __call__(self, design: ClassDesign, target: float) -> float | None:
+        """The largest explicit value found at ``design``: the :func:`probe` instances
+        (milliseconds), then, while the budget lasts and only for a design without coin
+        paths, the :func:`lift` search (seconds), unless the probes already exceed
+        ``target``."""
+        key = id(design)
+        if key not in self.values:
+            self.values[key] = (probe(design).value, False)
+        value, searched = self.values[key]
+        if (value is None or value <= target) and not searched and self.budget > 0:
+            if design.paths == 1:
+                self.budget -= 1
+                found = lift(design, starts=3).value
+                value = found if value is None or (found or 0) > value else value
+            self.values[key] = (value, True)
+        return value
+
+
+def _judge(
+    bound: Any, design: ClassDesign, wc: Any, lifter: _Lifter, control: bool = False
+) -> ClassVerdict | None:
+    """The worst ``K`` of ``design`` for ``bound``, judged with one oracle value for every
+    ``K`` (the compact relaxation's). An exceeded upper bound is then tried on the full
+    relaxation at ``K = 2`` and on an explicit instance (at most ``lifts[0]`` per bound): the
+    one-dimensional instance of :mod:`theory.worstcase.lift` runs the same way for every even
+    ``K``, so its value refutes the bound at each even ``K`` where it is larger."""
     lower = getattr(bound, "kind", "upper") == "lower"
-    worst = None
+    judged = []
     for d in _ks(bound, design):
         w = dataclasses.replace(wc, design=d)
-        v = (judge_lower(bound, d, relaxation="compact", wc=w) if lower
-             else judge_upper(bound, d, relaxation="compact", wc=w, do_lift=False))  # fmt: skip
-        if worst is None or v.tightness > worst[0].tightness:
-            worst = (v, d)
-    if worst is None:
+        judged.append(judge_lower(bound, d, relaxation="compact", wc=w) if lower
+                      else judge_upper(bound, d, relaxation="compact", wc=w, do_lift=False,
+                                       refine=False))  # fmt: skip
+    if not judged:
         return None
-    v, d = worst
-    if v.verdict == EXCEEDED and lifts[0] > 0:
-        lifts[0] -= 1
-        v = judge_upper(bound, d, relaxation="compact", do_lift=True)
-    return v
+    worst = max(judged, key=lambda v: v.tightness)
+    if lower or worst.verdict != EXCEEDED:
+        return worst
+    refine = design.paths == 1 and not control  # a control is only ever refuted by an instance
+    full = lifter.full_value(design) if refine else wc  # design is at K = 2
+    exceeded = [v for v in judged if full.ok and v.bound_value < full.value * (1 - SOLVER_RTOL)]
+    if not exceeded:
+        v = dataclasses.replace(worst, verdict=CERTIFIED, class_value=full.value,
+                                relaxation="full" if refine else "compact", tightness=tightness(full.value, worst.bound_value))  # fmt: skip
+        return v
+    worst = max(exceeded, key=lambda v: v.tightness)
+    relax = "full" if refine else "compact"
+    worst = dataclasses.replace(worst, class_value=full.value, relaxation=relax,
+                                tightness=tightness(full.value, worst.bound_value))  # fmt: skip
+    value = lifter(design, max(v.bound_value for v in exceeded))
+    if value is None:
+        return worst
+    even = [v for v in exceeded if v.design["K"] % 2 == 0 and value > v.bound_value * (1 + 1e-9)]
+    if even:
+        return dataclasses.replace(max(even, key=lambda v: v.tightness), verdict=REFUTED,
+                                   lifted=value)  # fmt: skip
+    return dataclasses.replace(worst, lifted=value)
 
 
 def verify_class(
@@ -203,11 +331,15 @@ def verify_class(
         return ClassResult(bound.name, _kind(bound), "not covered", 0, 0, 0, 0, None, note=why), []
     designs = class_designs(bound, n, seed)
     values = [solve(d, "compact") for d in designs]
+    for d in _neighbours(bound, designs, values):
+        designs.append(d)
+        values.append(solve(d, "compact"))
     rows: list[dict[str, Any]] = []
-    result = _summarise(bound, designs, values, [lifts], rows)
+    lifter = _Lifter(lifts)
+    result = _summarise(bound, designs, values, lifter, rows)
     result.elapsed_s = time.perf_counter() - start
     for c in controls:
-        c.klass = _summarise(c.bound, designs, values, [lifts], None)
+        c.klass = _summarise(c.bound, designs, values, lifter, None, control=True)
     return result, rows
 
 
@@ -215,12 +347,13 @@ def _kind(bound: Any) -> str:
     return getattr(bound, "kind", "upper")
 
 
-def _summarise(bound, designs, values, lifts, rows) -> ClassResult:
+def _summarise(bound, designs, values, lifter, rows, control: bool = False) -> ClassResult:
     verdicts = [v for d, wc in zip(designs, values, strict=True)
-                if (v := _judge(bound, d, wc, lifts)) is not None]  # fmt: skip
+                if (v := _judge(bound, d, wc, lifter, control)) is not None]  # fmt: skip
     if rows is not None:
         rows += [v.to_dict() for v in verdicts]
     count = {k: sum(v.verdict == k for v in verdicts) for k in (CERTIFIED, EXCEEDED, REFUTED)}
+    count[CERTIFIED] += sum(v.verdict == CONSISTENT for v in verdicts)
     unsolved = sum(v.verdict == UNSOLVED for v in verdicts)
     judged = [v for v in verdicts if v.verdict != UNSOLVED]
     tight = max((v.tightness for v in judged), default=None)
@@ -231,9 +364,50 @@ def _summarise(bound, designs, values, lifts, rows) -> ClassResult:
         verdict, note = REFUTED, f"an explicit instance exceeds it ({count[REFUTED]} design(s))"
     elif count[EXCEEDED]:
         verdict, note = EXCEEDED, "above the relaxed class only: not shown false"
+    elif _kind(bound) == "lower":
+        verdict, note = CONSISTENT, f"at most the class worst case at {len(judged)} design(s)"
     else:
         verdict, note = CERTIFIED, f"at {len(judged)} design(s), compact relaxation"
     if unsolved:
         note += f"; {unsolved} design(s) unsolved"
     return ClassResult(bound.name, _kind(bound), verdict, len(judged), count[CERTIFIED],
                        count[EXCEEDED], count[REFUTED], tight, worst, "compact", note)  # fmt: skip
+
+
+def class_stage(
+    bounds: Sequence[Any], controls: Sequence[Any], *, n: int, seed: int, progress: Any = None
+) -> tuple[list[ClassResult], list[dict[str, Any]]]:
+    """Every bound of the run (upper and lower) through :func:`verify_class`, its negative
+    controls (``controls``, matched by ``parent``) judged on the same values; returns the
+    per-bound results and the design rows."""
+    from theory.verify.sampling import _child_seed
+
+    results, rows = [], []
+    for i, b in enumerate(bounds):
+        mine = [c for c in controls if c.parent == b.name]
+        res, design_rows = verify_class(b, n=n, seed=_child_seed(seed, 30, i), controls=mine)
+        results.append(res)
+        rows += design_rows
+        if progress is not None:
+            progress.update(1)
+    return results, rows
+
+
+def class_lines(results: Sequence[dict[str, Any]]) -> list[str]:
+    """The summary's lines on the class stage (one per bound it judged)."""
+    judged = [r for r in results if r["designs"]]
+    if not results:
+        return []
+    counts = {v: sum(r["verdict"] == v for r in judged) for v in (CERTIFIED, EXCEEDED, REFUTED)}
+    lines = [
+        f"class stage (worst case over every L-smooth problem of the class, sigma = 0, "
+        f"compact relaxation at K = 2 judged at K in {list(KS)}): {len(judged)} bound(s) "
+        f"judged, {counts[CERTIFIED]} certified at every design, {counts[EXCEEDED]} exceeded on "
+        f"the relaxed class only, {counts[REFUTED]} refuted by an explicit instance",
+        "  class tightness = class worst case / bound (1: some problem of the class attains it)",
+    ]
+    for r in results:
+        t = "-" if r["class_tightness"] is None else f"{r['class_tightness']:.3g}"
+        lines.append(f"  {r['bound']}: {r['verdict']}, {r['designs']} design(s), class tightness "
+                     f"{t}; {r['note']}")  # fmt: skip
+    return lines

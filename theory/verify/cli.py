@@ -244,6 +244,17 @@ def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -
     )
     parser.add_argument("--no-controls", action="store_true", help="skip the negative controls")
     parser.add_argument(
+        "--no-class",
+        action="store_true",
+        help="skip the class stage (every bound against the worst case over its whole class)",
+    )
+    parser.add_argument(
+        "--class-designs",
+        type=_positive_int,
+        metavar="N",
+        help="designs per bound in the class stage (default: 4; --quick: 2)",
+    )
+    parser.add_argument(
         "--budget",
         type=float,
         metavar="X",
@@ -324,12 +335,15 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
         declared=_parse_declared(args.declare),
         bound_file=args.bound_file,
         controls=not args.no_controls,
+        class_stage=not args.no_class,
         controls_only=args.controls,
         backend=args.backend,
         device=args.device,
     )
     if args.controls and args.no_controls:
         raise UserInputError("--controls and --no-controls exclude each other")
+    if args.class_designs is not None:
+        kw["class_designs"] = args.class_designs
     if args.budget is not None:
         if not 0 < args.budget <= 100:  # NaN fails too
             raise UserInputError(f"--budget must be a number in (0, 100], got {args.budget}")

@@ -13,7 +13,7 @@ is the share of rejected controls.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,14 +40,23 @@ class Control:
     bound: Bound
     result: ExactResult | None = None
     hetero: Any = None  # a theory.verify.hetero.HeteroResult, for heterogeneous bounds
+    #: theory.verify.combined.JointResult, one per joint stage (heterogeneous bounds)
+    joint: list[Any] = field(default_factory=list)
+    klass: Any = None  # a theory.verify.classstage.ClassResult: the class stage's verdict
 
     @property
     def rejected_by(self) -> str:
-        """``"quadratics"``, ``"heterogeneous instances"`` (the first that rejects) or ``""``."""
+        """``"quadratics"``, ``"heterogeneous instances"``, ``"joint instances (STAGE)"``
+        (:mod:`theory.verify.combined`; the first that rejects) or ``""``."""
         if self.result is not None and self.result.verdict == VIOLATED:
             return getattr(self.result, "refuted_by", "") or "quadratics"
         if self.hetero is not None and self.hetero.verdict == VIOLATED:
             return "heterogeneous instances"
+        for j in self.joint:
+            if j.verdict == VIOLATED:
+                return f"joint instances ({j.stage})"
+        if self.klass is not None and self.klass.verdict == "refuted":
+            return "class (explicit instance)"
         return ""
 
     @property
@@ -56,8 +65,16 @@ class Control:
             return "not run"
         return REJECTED if self.rejected_by else NOT_SHOWN_FALSE
 
+    def _evidence(self) -> Any:
+        """The result that rejected the control (the exact stage's when none did)."""
+        by = self.rejected_by
+        if by == "heterogeneous instances":
+            return self.hetero
+        return next((j for j in self.joint if by == f"joint instances ({j.stage})"), self.result)
+
     def to_dict(self) -> dict:
-        r = self.result if self.rejected_by != "heterogeneous instances" else self.hetero
+        r = self._evidence()
+        k = self.klass
         return {
             "bound": self.parent,
             "control": self.bound.name,
@@ -67,6 +84,8 @@ class Control:
             "rejected_by": self.rejected_by,
             "worst_ratio": None if r is None else r.worst_ratio,
             "command": "" if r is None else r.worst_command,
+            "class_verdict": None if k is None else k.verdict,
+            "class_tightness": None if k is None else k.class_tightness,
         }
 
 

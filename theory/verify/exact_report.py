@@ -25,10 +25,14 @@ EXACT_COLUMNS_CSV = (
     "elapsed_s", "worst_command",
 )  # fmt: skip
 #: columns of ``tightness.csv`` (one row per bound and term)
-TIGHTNESS_COLUMNS = ("bound", "term_index", "term", "designs", "max_ratio", "status", "command")
+TIGHTNESS_COLUMNS = (
+    "bound", "term_index", "term", "designs", "max_ratio", "status", "command",
+    "class_tightness", "class_verdict",
+)  # fmt: skip
 #: columns of ``controls.csv`` (one row per negative control)
 CONTROLS_COLUMNS = (
     "bound", "control", "kind", "term", "status", "rejected_by", "worst_ratio", "command",
+    "class_verdict", "class_tightness",
 )  # fmt: skip
 #: columns of ``hetero.csv`` (one row per bound checked on the heterogeneous instances)
 HETERO_COLUMNS = (

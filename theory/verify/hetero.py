@@ -17,9 +17,12 @@ heterogeneity it ignores. Minibatch SGD and all-reduce algorithms are not: their
 take every gradient at one common point, so the mean step is ``grad f`` plus noise on any
 instance and heterogeneity has no effect to test.
 
-Designs: ``sigma = 0``, ``F0 = 0`` (every term without ``zeta`` vanishes), random ``L``,
-``K``, ``H``, ``T``, ``p``, ``eta``, ``gamma``, ``mu`` and a step up to the bound's largest,
-then a few rounds of perturbing the worst ones (step, ``H``, ``T``, ``p``, ``eta``). A bound
+Designs (:mod:`theory.verify.hetero_designs`): ``sigma = 0``, ``F0 = 0`` (every term
+without ``zeta`` vanishes), random ``L``, ``K``, ``H``, ``T``, ``p``, ``eta``, ``gamma``,
+``mu``, a step up to the bound's largest and the curvature ``b`` of the second group drawn
+freely (not from the grid of the registered lower bound), a block of long-horizon designs
+where the family is worst (``T`` up to ``2^22``, small steps, ``b`` near ``-L``), then a
+few rounds of perturbing the worst ones (step, ``b``, ``H``, ``T``, ``p``, ``eta``). A bound
 with an outer optimiser is checked under SGD momentum and under Nesterov (it claims both);
 one that averages the anchors is compared on the anchors. Reproduce a design with
 :func:`at` (the command in the report).
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,6 +42,7 @@ from core.validation import check_choice
 from theory.bound import Bound
 from theory.bounds import get
 from theory.lower import get_lower
+from theory.verify import hetero_designs
 from theory.verify.controls import controls_of
 from theory.verify.oracle import REL_TOL, family_of
 from theory.verify.untested import UNTESTED
@@ -51,7 +55,7 @@ __all__ = [
 LOWER = "local_sgd_heterogeneity_lower"
 VIOLATED, NOT_SHOWN_FALSE = "violated", "not shown false"
 #: the sizes of :func:`verify_hetero` for ``palsgd verify --quick``
-QUICK = {"n": 8, "rounds": 1, "top": 2, "k": 2}
+QUICK = {"n": 8, "free": 4, "long": 4, "rounds": 1, "top": 2, "k": 2}
 #: the design keys passed to the lower bound (besides ``alpha``)
 _KEYS = ("L", "zeta", "K", "H", "T", "p", "eta", "gamma", "mu")
 
@@ -117,35 +121,19 @@ def _value(bound: Bound, d: dict[str, np.ndarray]) -> np.ndarray:
         return np.asarray(bound.evaluate(**_args(bound, d)), dtype=float)
 
 
-def _with_step(bound: Bound, d: dict[str, np.ndarray], u: np.ndarray) -> dict[str, np.ndarray]:
-    """``d`` with ``alpha = max_step * exp(-3 u)`` (``u`` in ``[0, 1]``)."""
-    args = {k: v for k, v in d.items() if k in bound.parameters and k != "alpha"}
-    with np.errstate(all="ignore"):
-        amax = np.asarray(bound.max_step(**args), dtype=float)
-    amax = np.where(np.isfinite(amax) & (amax > 0), amax, np.nan)
-    return {**d, "alpha": amax * np.exp(-3.0 * u)}
-
-
-def designs_for(bound: Bound, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """``n`` random designs for ``bound`` (``sigma = F0 = 0``), the step still to set."""
-    uses = set(bound.parameters)
-    H = np.round(2.0 ** rng.uniform(1, 8 if "p" not in uses else 6, n))
-    T = H * np.round(2.0 ** rng.uniform(1, 7, n)) + rng.integers(0, 2, n) * np.floor(H / 2)
-    d = {
-        "L": np.exp(rng.uniform(-1, 1, n)),
-        "zeta": np.ones(n),
-        "K": rng.integers(2, 17, n).astype(float),
-        "H": H,
-        "T": np.minimum(T, 2048.0 if "p" in uses else 32768.0),
-        "sigma": np.zeros(n),
-        "F0": np.zeros(n),
-        "p": rng.uniform(0.05, 0.9, n) if "p" in uses else np.zeros(n),
-        "eta": np.exp(rng.uniform(-2, 3, n)) if "eta" in uses else np.zeros(n),
-        "gamma": rng.uniform(0.2, 1.5, n) if "gamma" in uses else np.ones(n),
-        "mu": rng.uniform(0.0, 0.95, n) if "mu" in uses else np.zeros(n),
-    }
-    d["eta"] = np.where(d["eta"] > 0, d["eta"] * d["L"], d["eta"])
-    return _with_step(bound, d, rng.uniform(0, 1, n))
+def designs_for(
+    bound: Bound, n: int, rng: np.random.Generator, *, free: int = 0, long: int = 0
+) -> dict[str, np.ndarray]:
+    """``n`` random designs for ``bound`` (``sigma = F0 = 0``) on the registered grid of
+    ``b``, ``free`` more with ``b`` free and ``long`` long-horizon ones
+    (:mod:`theory.verify.hetero_designs`), each with its step."""
+    parts = [
+        hetero_designs.draw(bound, n, rng, grid=True),
+        hetero_designs.draw(bound, free, rng),
+        hetero_designs.long_horizon(bound, long, rng),
+    ]
+    parts = [p for p in parts if p]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def lower_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
@@ -157,8 +145,10 @@ def lower_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.nda
     out = np.full(mask.shape, np.nan)
     for i in np.flatnonzero(mask):
         args = {k: float(d[k][i]) for k in _KEYS}
+        b = float(d["b"][i]) if "b" in d else math.nan
+        one = replace(lb, b_grid=(b,)) if math.isfinite(b) else lb  # no b: the grid
         out[i] = max(
-            lb.evaluate(
+            one.evaluate(
                 alpha=float(d["alpha"][i]), **args, outer=o, measured=measured, coins=fam.coins
             )
             for o in bound.outers
@@ -178,7 +168,8 @@ def judge(bound: Bound, d: dict[str, np.ndarray], lower: np.ndarray) -> HeteroRe
     else:
         i = int(np.argmax(ratio))
         res.worst_ratio = float(ratio[i])
-        res.worst_design = {k: float(d[k][i]) for k in ("alpha", *_KEYS)}
+        keys = ("alpha", *_KEYS, *(("b",) if "b" in d else ()))
+        res.worst_design = {k: float(d[k][i]) for k in keys}
         shown = ", ".join(f"{k}={v:.6g}" for k, v in res.worst_design.items())
         res.worst_command = (
             f"python -c \"from theory.verify.hetero import at; at('{bound.name}', {shown})\""
@@ -188,28 +179,16 @@ def judge(bound: Bound, d: dict[str, np.ndarray], lower: np.ndarray) -> HeteroRe
     return res
 
 
-def _perturb(bound, d, worst, rng, k):
-    """``k`` proposals around each design index in ``worst``."""
-    idx = np.repeat(worst, k)
-    m = idx.size
-    new = {key: v[idx].copy() for key, v in d.items()}
-    new["H"] = np.maximum(2.0, np.round(new["H"] * 2.0 ** rng.choice([-1, 0, 1], m)))
-    rounds = np.maximum(1.0, np.round(new["T"] / new["H"] * 2.0 ** rng.normal(0, 0.7, m)))
-    new["T"] = np.minimum(new["H"] * rounds, d["T"].max())
-    if np.any(d["p"] > 0):
-        new["p"] = np.clip(new["p"] * np.exp(rng.normal(0, 0.3, m)), 0.02, 0.95)
-        new["eta"] = new["eta"] * np.exp(rng.normal(0, 0.5, m))
-    return _with_step(bound, new, rng.uniform(0, 0.7, m))
-
-
 def verify_hetero(
-    bound: Bound, *, n: int = 24, rounds: int = 2, top: int = 4, k: int = 3, seed: int = 0
-) -> tuple[HeteroResult, dict[str, np.ndarray], np.ndarray]:
-    """Check ``bound`` on ``n`` random designs plus ``rounds`` of ``top x k`` perturbations
-    of the worst; returns the result, the designs and the exact values (for the controls)."""
+    bound: Bound, *, n: int = 24, free: int = 12, long: int = 12, rounds: int = 2,
+    top: int = 4, k: int = 3, seed: int = 0,
+) -> tuple[HeteroResult, dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+    """Check ``bound`` on ``n`` random designs on the grid of ``b``, ``free`` with ``b``
+    free and ``long`` long-horizon ones, plus ``rounds`` of ``top x k`` perturbations of the
+    worst; returns the result, the designs and the exact values (for the controls)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    d = designs_for(bound, n, rng)
+    d = designs_for(bound, n, rng, free=free, long=long)
     lower = lower_at(bound, d, _inside(bound, d))
     for _ in range(rounds):
         value = _value(bound, d)
@@ -220,7 +199,7 @@ def verify_hetero(
         worst = worst[score[worst] > 0]
         if worst.size == 0:  # no design with a finite ratio to climb from
             break
-        new = _perturb(bound, d, worst, rng, k)
+        new = hetero_designs.perturb(bound, d, worst, rng, k)
         if new["alpha"].size == 0:
             break
         low_new = lower_at(bound, new, _inside(bound, new))
@@ -237,7 +216,9 @@ def at(name: str, **design: float) -> dict[str, Any]:
 
     ``name``: a registered bound or a negative control of one (``parent~kind[i]``).
     ``design``: ``alpha, L, zeta, K, H, T`` and, where the bound uses them, ``p, eta, gamma,
-    mu`` (``sigma`` and ``F0`` are 0 on these instances).
+    mu`` (``sigma`` and ``F0`` are 0 on these instances); ``b``: the second group's
+    curvature as a fraction of ``L`` (without it, the largest value over the grid
+    :data:`theory.lower.hetero.B_GRID`).
     """
     parent = name.split("~", 1)[0]
     bound = get(parent)

@@ -15,6 +15,8 @@ import numpy as np
 
 from core.errors import UserInputError
 from core.io import write_csv
+from theory.verify.classstage import CLASS_COLUMNS, CLASS_DESIGN_COLUMNS, class_lines
+from theory.verify.combined import COMBINED_COLUMNS, combined_lines
 from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
     EXACT_COLUMNS_CSV,
@@ -84,7 +86,10 @@ def summary_of(report: VerifyReport) -> Summary:
     ex = exact_summary(report)
     lower_violated = [r["bound"] for r in report.lower if r["verdict"] == VIOLATED]
     crossed = [c["refuted"] for c in report.crossings]
-    every = [*ex["exact_violated"], *lower_violated, *crossed, *(v["bound"] for v in violated)]
+    refuted = [r["bound"] for r in report.class_results if r["verdict"] == "refuted"]
+    every = [*ex["exact_violated"], *lower_violated, *crossed, *refuted]
+    every += [r["bound"] for r in report.combined if r["verdict"] == VIOLATED]
+    every += [v["bound"] for v in violated]
     verdict = classify(report.findings, every)
     untested = untested_bounds(
         [b["name"] for b in report.bounds],
@@ -323,7 +328,10 @@ _CSV_FILES = (
     ("tightness.csv", "tightness", TIGHTNESS_COLUMNS),
     ("controls.csv", "controls", CONTROLS_COLUMNS),
     ("hetero.csv", "hetero", HETERO_COLUMNS),
+    ("combined.csv", "combined", COMBINED_COLUMNS),
     ("lower.csv", "lower", LOWER_COLUMNS),
+    ("class.csv", "class_results", CLASS_COLUMNS),
+    ("class_designs.csv", "class_designs", CLASS_DESIGN_COLUMNS),
     ("results.csv", "results", RESULTS_COLUMNS),
     ("rates.csv", "rates", RATES_COLUMNS),
     ("exact_vs_mc.csv", "exact_vs_mc", EXACT_COLUMNS),
@@ -335,10 +343,11 @@ _CSV_FILES = (
 def summary_text(report: VerifyReport) -> str:
     """``summary.txt``: the exact verdicts, tightness and power first, then the
     Monte-Carlo table and the closing summary."""
-    parts = [format_exact(report)]
+    parts = [format_exact(report), "\n".join(combined_lines(report.combined)).lstrip("\n")]
     if report.results:
         parts.append("Monte-Carlo tests (problems without an exact oracle)")
         parts.append(format_table(report.results))
+    parts.append("\n".join(class_lines(report.class_results)))
     parts.append(format_summary(report))
     return "\n\n".join(p for p in parts if p)
 

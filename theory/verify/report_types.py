@@ -32,11 +32,14 @@ ROW_TABLES = (
     "exact",
     "hetero",
     "hetero_skipped",
+    "combined",
     "lower",
     "crossings",
     "findings",
     "tightness",
     "controls",
+    "class_results",
+    "class_designs",
 )
 _MC_TABLES = ("rates", "speedup", "exact_vs_mc", "exact_vs_mc_summary", "consensus")
 
@@ -141,6 +144,9 @@ class VerifyReport:
     constant_checks: list[Row]
     statistics: Statistics
     elapsed_s: float
+    class_results: list[Row] = field(default_factory=list)
+    combined: list[Row] = field(default_factory=list)  # the joint stages (combined.csv)
+    class_designs: list[Row] = field(default_factory=list)
     results: list[Row] = field(default_factory=list)
     rates: list[Row] = field(default_factory=list)
     speedup: list[Row] = field(default_factory=list)

@@ -21,6 +21,8 @@ from theory.lower import lower_bounds
 from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
 from theory.verify.bound_file import load_bound_file
 from theory.verify.checks import rate_check, speedup_check
+from theory.verify.classstage import QUICK as QUICK_CLASS
+from theory.verify.classstage import class_stage
 from theory.verify.controls import power
 from theory.verify.exact import ExactResult
 from theory.verify.findings import findings_report
@@ -194,6 +196,15 @@ def run_verification(
     exact_bounds = [b for b in uppers if family_of(b).exact] if settings.search else []
     stages = exact_stage(exact_bounds, settings, progress)
     stages["lower"] = lower_stage([b for b in bounds if is_lower(b)], uppers, settings, stages)
+    if settings.class_stage:
+        n = QUICK_CLASS if settings.quick else settings.class_designs
+        bar = progress_bar(len(bounds), progress, "class stage")
+        try:
+            stages["class"] = class_stage(bounds, stages["controls"], n=n, seed=settings.seed,
+                                          progress=bar)  # fmt: skip
+        finally:
+            if bar is not None:
+                bar.close()
     if settings.controls_only or not uppers:
         return _report(settings, bounds, cache, stages, t_start)
     done_exactly = {b.name for b in exact_bounds}
@@ -324,16 +335,26 @@ def _report(settings, bounds, cache, stages, t_start) -> VerifyReport:
     """The report of the exact stages (the Monte-Carlo tables empty)."""
     exact_results = stages["exact"]
     controls = stages["controls"]
+    klass, klass_rows = stages.get("class", ([], []))
+    tight = tightness_rows(exact_results)
+    by_bound = {r.bound: r for r in klass}
+    for row in tight:
+        r = by_bound.get(row["bound"])
+        row["class_tightness"] = None if r is None else r.class_tightness
+        row["class_verdict"] = None if r is None else r.verdict
     report = VerifyReport(
         settings=settings,
         versions=_versions(),
         exact=jsonable([r.to_dict() for r in exact_results]),
         hetero=jsonable([r.to_dict() for r in stages["hetero"]]),
         hetero_skipped=stages["hetero_skipped"],
+        combined=jsonable([r.to_dict() for r in stages.get("combined", [])]),
         lower=jsonable([r.to_dict() for r in stages["lower"]]),
         crossings=jsonable(stages.get("crossings", [])),
         findings=jsonable(findings_report(r.bound for r in exact_results)),
-        tightness=jsonable(tightness_rows(exact_results)),
+        tightness=jsonable(tight),
+        class_results=jsonable([r.to_dict() for r in klass]),
+        class_designs=jsonable(klass_rows),
         controls=jsonable([c.to_dict() for c in controls]),
         power=Power(**jsonable(power(controls))),
         bounds=[_describe(b) for b in bounds],

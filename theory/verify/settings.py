@@ -255,6 +255,8 @@ class VerifySettings:
     designs and the adversarial search of :mod:`theory.verify.exact` with its budget
     scaled by ``budget``; ``controls`` also verifies every bound's negative controls
     (budget ``control_budget``); ``controls_only`` skips the Monte-Carlo parts.
+    ``class_stage``: judge every bound against the worst case over its whole class
+    (:mod:`theory.verify.classstage`) at ``class_designs`` designs per bound.
     ``bound_file``: a YAML/JSON file of user bounds (:mod:`theory.verify.bound_file`).
     ``backend`` (``numpy`` | ``torch``) and ``device`` run the Monte-Carlo simulations
     (:func:`theory.simulate.simulate`).
@@ -296,6 +298,8 @@ class VerifySettings:
     bound_file: str | None = None
     backend: str = "numpy"
     device: str | None = None
+    class_stage: bool = True
+    class_designs: int = 4
 
     def __post_init__(self) -> None:
         self.validated()
@@ -343,6 +347,10 @@ class VerifySettings:
         if self.device is not None and self.backend != "torch":
             raise UserInputError(
                 "'device' needs backend 'torch' (the numpy backend runs on the CPU)"
+            )
+        if not isinstance(self.class_designs, int | np.integer) or self.class_designs < 1:
+            raise UserInputError(
+                f"'class_designs' must be a positive integer, got {self.class_designs!r}"
             )
         for name in ("budget", "control_budget"):
             check_number(name, getattr(self, name), 0, 100, low_open=True)

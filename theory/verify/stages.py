@@ -11,6 +11,7 @@ import numpy as np
 from tqdm import tqdm
 
 from theory.bound import Bound
+from theory.verify import combined as joint_oracle
 from theory.verify import hetero as hetero_oracle
 from theory.verify import lower as lower_check
 from theory.verify.controls import Control, controls_of, run_controls
@@ -19,14 +20,16 @@ from theory.verify.exact import QUICK_BUDGET, Budget, ExactResult, verify_exact
 from theory.verify.sampling import _child_seed
 from theory.verify.settings import VerifySettings
 
-__all__ = ["exact_stage", "lower_stage", "hetero_stage", "progress_bar"]
+__all__ = ["exact_stage", "lower_stage", "hetero_stage", "joint_stage", "progress_bar"]
 
 
 def exact_stage(bounds: Sequence[Bound], settings: VerifySettings, progress: bool) -> dict:
     """Exact verification of every bound with an exact oracle, then its negative controls;
     a bound that admits heterogeneous workers and its controls also on the heterogeneous
-    instances (:func:`theory.verify.hetero.coverage`). Returns ``exact`` (results),
-    ``controls``, ``hetero`` (results) and ``hetero_skipped`` (the others, with the reason)."""
+    instances (:func:`theory.verify.hetero.coverage`) and on the joint instances
+    (:mod:`theory.verify.combined`). Returns ``exact`` (results), ``controls``, ``hetero``
+    (results), ``hetero_skipped`` (the others, with the reason) and ``combined`` (the joint
+    stages' results)."""
     budget = Budget().scaled(settings.budget) if not settings.quick else QUICK_BUDGET
     cbudget = Budget().scaled(settings.control_budget) if not settings.quick else QUICK_BUDGET
     variants = {b.name: controls_of(b) for b in bounds} if settings.controls else {}
@@ -35,6 +38,7 @@ def exact_stage(bounds: Sequence[Bound], settings: VerifySettings, progress: boo
     results: list[ExactResult] = []
     ctrls: list[Control] = []
     hetero: list[hetero_oracle.HeteroResult] = []
+    joint: list[joint_oracle.JointResult] = []
     skipped: list[dict[str, str]] = []
     try:
         for bi, bound in enumerate(bounds):
@@ -53,10 +57,14 @@ def exact_stage(bounds: Sequence[Bound], settings: VerifySettings, progress: boo
                 skipped.append({"bound": bound.name, "reason": why})
             else:
                 hetero.append(hetero_stage(bound, variants.get(bound.name, []), settings, seed))
+                joint += joint_stage(bound, variants.get(bound.name, []), settings, seed)
     finally:
         if bar is not None:
             bar.close()
-    return {"exact": results, "controls": ctrls, "hetero": hetero, "hetero_skipped": skipped}
+    return {
+        "exact": results, "controls": ctrls, "hetero": hetero, "hetero_skipped": skipped,
+        "combined": joint,
+    }  # fmt: skip
 
 
 def lower_stage(
@@ -93,6 +101,22 @@ def hetero_stage(
     for c in controls:
         c.hetero = hetero_oracle.judge(c.bound, designs, lower)
     return res
+
+
+def joint_stage(
+    bound: Bound, controls: Sequence[Control], settings: VerifySettings, seed: int
+) -> list[joint_oracle.JointResult]:
+    """``bound`` in each joint stage (:data:`theory.verify.combined.STAGES`: initial gap and
+    heterogeneity together, noise with per-worker Hessians); its controls judged on the same
+    rows (``Control.joint``)."""
+    size = joint_oracle.QUICK if settings.quick else {}
+    out = []
+    for k, stage in enumerate(joint_oracle.STAGES):
+        res, rows, exact = joint_oracle.verify_joint(bound, stage, seed=seed + k, **size)
+        for c in controls:
+            c.joint.append(joint_oracle.judge(c.bound, rows, exact, stage))
+        out.append(res)
+    return out
 
 
 def progress_bar(total: int, enabled: bool, desc: str = "palsgd verify") -> Any:

@@ -35,8 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or no --bound), 1 the --bound is refuted, 2 bad input, 130 interrupted."
     )
     a = parser.add_argument
-    a("--algorithm", required=True, choices=[*NAMES, *PRESETS], metavar="NAME",
-      help=f"the method: one of {', '.join([*NAMES, *PRESETS])}")
+    a(
+        "--algorithm",
+        required=True,
+        choices=[*NAMES, *PRESETS],
+        metavar="NAME",
+        help=f"the method: one of {', '.join([*NAMES, *PRESETS])}",
+    )
     a("--K", type=int, default=2, help="workers")
     a("--H", "--sync_interval", dest="H", type=int, default=1, help="local steps per round")
     a("--R", type=int, help="rounds (T = R*H); or give --T")
@@ -55,14 +60,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--pulls", metavar="ROWS",
       help="a fixed pull pattern instead of every coin path: one 0/1 row per worker, rows "
            "separated by commas (e.g. 0100,1000 for K = 2, T = 4)")  # fmt: skip
-    a("--measured", choices=MEASURED, default="iterates",
-      help="iterates: (1/T) sum_t ||grad f(xbar_t)||^2; anchors: (1/R) sum_r ||grad f(z_r)||^2")
+    a(
+        "--measured",
+        choices=MEASURED,
+        default="iterates",
+        help="iterates: (1/T) sum_t ||grad f(xbar_t)||^2; anchors: (1/R) sum_r ||grad f(z_r)||^2",
+    )
     a("--relaxation", choices=RELAXATIONS, default="full",
       help="where A3 and A4 are imposed: full (every visited point) or compact (the shared "
            "points; the same value for every K >= 2)")  # fmt: skip
     a("--bound", metavar="NAME", help="judge this bound (upper or lower) at the design")
-    a("--lift", action="store_true",
-      help="build an explicit worst instance (1-D) and report its value")
+    a(
+        "--lift",
+        action="store_true",
+        help="build an explicit worst instance (1-D) and report its value",
+    )
     a("--json", action="store_true", help="print one JSON object (key 'value')")
 
 
@@ -138,7 +150,9 @@ def _print(out: dict[str, Any]) -> None:
       f"{out['points']} points per function, {out['elapsed_s']:.2f} s]\n")  # fmt: skip
     if out.get("bound"):
         where = "" if out["inside_conditions"] else " (outside its conditions: not a statement)"
-        w(f"bound {out['bound']}: {out['bound_value']:.6g}{where}; class tightness "
-          f"(worst case / bound) {out['class_tightness']:.4g}; verdict: {out['verdict']}\n")
+        w(
+            f"bound {out['bound']}: {out['bound_value']:.6g}{where}; class tightness "
+            f"(worst case / bound) {out['class_tightness']:.4g}; verdict: {out['verdict']}\n"
+        )
     if out.get("lifted") is not None:
         w(f"explicit 1-D instance (lifted): {out['lifted']:.6g}\n")

@@ -141,4 +141,3 @@ class ClassDesign:
             "pulls": None if self.pulls is None else [list(r) for r in self.pulls],
             "paths": self.paths,
         }  # fmt: skip
-

@@ -5,7 +5,7 @@ class. At one design :func:`judge_upper` compares ``B`` with the class oracle's 
 (an upper bound on the true worst case, :mod:`theory.worstcase.pep`):
 
 * ``B >= W (1 - SOLVER_RTOL)``: **certified** at that design, on the relaxation named (the
-  SDP is solved to a relative gap of about 1e-6; :data:`SOLVER_RTOL` allows for it);
+  SDP's value is accurate to about 2e-5 relative; :data:`SOLVER_RTOL` allows for it);
 * ``B < W (1 - SOLVER_RTOL)``: **exceeded** on the relaxed class; then :func:`lift` builds
   explicit functions of the class: if one reaches above ``B`` the statement is **refuted**
   there (the instance's value, recomputed on the built function, is the proof); otherwise it
@@ -31,13 +31,15 @@ from theory.worstcase.pep import WorstCase, solve
 
 __all__ = [
     "ClassVerdict", "CERTIFIED", "EXCEEDED", "REFUTED", "CONSISTENT", "OUTSIDE", "UNSOLVED",
-    "SOLVER_RTOL", "bound_args", "covers", "inside", "judge_upper", "judge_lower",
+    "SOLVER_RTOL", "bound_args", "tightness", "covers", "inside", "judge_upper", "judge_lower",
 ]  # fmt: skip
 
 CERTIFIED, EXCEEDED, REFUTED = "certified", "exceeded (relaxed class)", "refuted"
 CONSISTENT, OUTSIDE, UNSOLVED = "consistent", "outside its conditions", "solver failed"
-#: relative accuracy allowed for the SDP's value (Clarabel's gap is about 1e-6)
-SOLVER_RTOL = 1e-5
+#: relative accuracy allowed for the SDP's value: Clarabel often stops "almost solved" on
+#: these problems, its dual value then within about 2e-5 of the exact worst case (measured:
+#: Local SGD at zeta = 0, where the worst case is the quadratic's closed form)
+SOLVER_RTOL = 1e-4
 
 
 @dataclass
@@ -45,7 +47,9 @@ class ClassVerdict:
     """One bound at one class design: the values and the verdict (module docstring).
 
     ``bound_value``: the statement's right-hand side at the design (``sigma = 0``);
-    ``class_value``: the oracle's ``W``; ``tightness``: ``W / B``; ``lifted``: the value
+    ``class_value``: the oracle's ``W``; ``tightness``: ``W / B`` for an upper bound (the
+    share of the bound the worst problem uses), ``B / W`` for a lower bound (the share of the
+    worst case it reaches); ``lifted``: the value
     reached by an explicit instance (when one was built); ``dual_residual``: the dual
     certificate's residual (normalised units)."""
 
@@ -92,9 +96,16 @@ def covers(bound: Any, design: ClassDesign) -> bool:
     return design.spec.kind in tuple(getattr(bound, "algorithms", ()))
 
 
+def tightness(w: float, b: float) -> float:
+    """``w / b``, the class tightness (``inf`` for a positive worst case over a zero bound)."""
+    if b > 0:
+        return w / b
+    return float(np.inf) if w > 0 else 1.0
+
+
 def _verdict(bound: Any, kind: str, verdict: str, b: float, wc: WorstCase, relaxation: str,
              lifted: float | None = None) -> ClassVerdict:  # fmt: skip
-    tight = wc.value / b if b > 0 else (np.inf if wc.value > 0 else 1.0)
+    tight = tightness(wc.value, b)
     return ClassVerdict(
         bound.name, kind, verdict, float(b), float(wc.value), float(tight), relaxation, lifted,
         float(wc.dual_residual), wc.status, float(wc.elapsed_s), wc.design.describe(),
@@ -103,10 +114,11 @@ def _verdict(bound: Any, kind: str, verdict: str, b: float, wc: WorstCase, relax
 
 def judge_upper(
     bound: Any, design: ClassDesign, *, relaxation: str = "full", do_lift: bool = True,
-    wc: WorstCase | None = None,
+    wc: WorstCase | None = None, refine: bool = True,
 ) -> ClassVerdict:  # fmt: skip
     """The upper bound ``bound`` at ``design`` (module docstring); ``wc``: an oracle value
-    already computed for ``design`` on ``relaxation``."""
+    already computed for ``design`` on ``relaxation``. ``refine``: an exceeded bound on the
+    compact relaxation is judged again on the full one (at ``K <= 2``)."""
     wc = solve(design, relaxation) if wc is None else wc
     b = float(np.asarray(bound.evaluate(**bound_args(bound, design))))
     if not inside(bound, design):
@@ -115,7 +127,7 @@ def judge_upper(
         return _verdict(bound, "upper", UNSOLVED, b, wc, relaxation)
     if b >= wc.value * (1 - SOLVER_RTOL):
         return _verdict(bound, "upper", CERTIFIED, b, wc, relaxation)
-    if relaxation != "full" and design.K <= 4:
+    if refine and relaxation != "full" and design.K <= 2:
         full = solve(design, "full")  # the tighter relaxation before any lift
         if full.ok and b >= full.value * (1 - SOLVER_RTOL):
             return _verdict(bound, "upper", CERTIFIED, b, full, "full")
@@ -137,4 +149,6 @@ def judge_lower(
     if not wc.ok and wc.status != "trivial":
         return _verdict(bound, "lower", UNSOLVED, b, wc, relaxation)
     ok = b <= wc.value * (1 + SOLVER_RTOL)
-    return _verdict(bound, "lower", CONSISTENT if ok else REFUTED, b, wc, relaxation)
+    v = _verdict(bound, "lower", CONSISTENT if ok else REFUTED, b, wc, relaxation)
+    v.tightness = tightness(b, wc.value)  # a lower bound reaches this share of the worst case
+    return v

@@ -151,7 +151,8 @@ def _sum(items: list[Any]) -> Any:
 
 
 def solve(design: ClassDesign, relaxation: str = "full") -> WorstCase:
-    """The class worst case of ``design`` (module docstring): PEPit + cvxpy + Clarabel.
+    """The class worst case of ``design`` (module docstring): PEPit states the problem, the
+    SDP goes to Clarabel through cvxpy as one vectorised constraint (:func:`_sdp`).
 
     The value is in the design's units (``u`` times the normalised value,
     :attr:`ClassDesign.unit`); a trivial class (``F0 = zeta = 0``) has worst case 0.
@@ -160,38 +161,77 @@ def solve(design: ClassDesign, relaxation: str = "full") -> WorstCase:
     u = design.unit
     if u == 0.0:
         return WorstCase(design, 0.0, 0.0, "trivial", 0.0, 0.0, 1, time.perf_counter() - start)
+    problem, traj, n = _build(design, relaxation)
+    dual, primal, status, dres, pres = _sdp(problem)
+    return WorstCase(design, dual * u, primal * u, status, dres, pres, n,
+                     time.perf_counter() - start, trajectory=traj)  # fmt: skip
+
+
+def _rows(problem: Any) -> tuple[Any, Any, np.ndarray, int]:
+    """Every constraint ``expression <= 0`` of the PEPit problem as sparse rows over
+    ``vec(G)`` (Gram matrix, ``n x n``) and ``F`` (function values and the objective)."""
+    import scipy.sparse as sps
+    from PEPit.expression import Expression
+    from PEPit.point import Point
+
+    problem._prepare_constraints(verbose=0)
+    n, m = Point.counter, Expression.counter
+    gi, gj, gv, fi, fj, fv = [], [], [], [], [], []
+    const = np.zeros(len(problem._list_of_prepared_constraints))
+    for r, c in enumerate(problem._list_of_prepared_constraints):
+        if c.equality_or_inequality != "inequality":
+            raise RuntimeError("the class oracle states inequalities only")
+        e = c.expression
+        items = [(e, 1.0)] if e.get_is_leaf() else e.decomposition_dict.items()
+        for key, w in items:
+            if isinstance(key, Expression):
+                fi.append(r)
+                fj.append(key.counter)
+                fv.append(w)
+            elif isinstance(key, tuple):
+                a, b = key[0].counter, key[1].counter
+                gi += [r, r]
+                gj += [a + b * n, b + a * n]
+                gv += [w / 2, w / 2]
+            else:
+                const[r] += w
+    rows = len(const)
+    AG = sps.csr_matrix((gv, (gi, gj)), shape=(rows, n * n))
+    AF = sps.csr_matrix((fv, (fi, fj)), shape=(rows, m))
+    return AG, AF, const, n
+
+
+def _sdp(problem: Any) -> tuple[float, float, str, float, float]:
+    """Solve the SDP of ``problem``: maximise the objective ``tau`` subject to the rows of
+    :func:`_rows` and ``G >= 0``. Returns ``(dual value, primal value, status, dual residual,
+    primal residual)``; the dual value ``-c . lambda`` is a bound on the primal up to the
+    dual residual (the most negative eigenvalue of ``sum_i lambda_i A_i``, the mismatch of
+    the multipliers on ``F``, in normalised units)."""
     import cvxpy as cp
 
-    problem, traj, n = _build(design, relaxation)
+    AG, AF, c, n = _rows(problem)
+    G = cp.Variable((n, n), symmetric=True)
+    F = cp.Variable(AF.shape[1])
+    rows = AG @ cp.vec(G, order="F") + AF @ F + c <= 0
+    tau = problem.objective.counter
+    prob = cp.Problem(cp.Maximize(F[tau]), [G >> 0, rows])
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         try:
-            dual = problem.solve(wrapper="cvxpy", solver=getattr(cp, SOLVER), verbose=0)
+            prob.solve(solver=getattr(cp, SOLVER))
         except cp.error.SolverError as exc:
-            return WorstCase(design, float("nan"), float("nan"), f"solver error: {exc}",
-                             float("nan"), float("nan"), n, time.perf_counter() - start)  # fmt: skip
-    status = str(problem.wrapper.prob.status)
-    if dual is None:
-        return WorstCase(design, float("inf"), float("inf"), status, float("nan"),
-                         float("nan"), n, time.perf_counter() - start)  # fmt: skip
-    primal = float(problem.objective.eval())
-    dres = _dual_residual(problem)
-    pres = _primal_residual(problem)
-    return WorstCase(
-        design, float(dual) * u, primal * u, status, dres, pres, n,
-        time.perf_counter() - start, trajectory=traj,
-    )  # fmt: skip
-
-
-def _dual_residual(problem: Any) -> float:
-    eig = float(np.min(np.linalg.eigvalsh(problem.residual)))
-    duals = [c.eval_dual() for c in problem._list_of_prepared_constraints
-             if c.equality_or_inequality == "inequality"]  # fmt: skip
-    return max(0.0, -eig, -min(duals, default=0.0))
-
-
-def _primal_residual(problem: Any) -> float:
-    errs = [c.eval() for c in problem._list_of_prepared_constraints
-            if c.equality_or_inequality == "inequality"]  # fmt: skip
-    eig = float(np.min(np.linalg.eigvalsh(problem.G_value)))
-    return max(0.0, max(errs, default=0.0), -eig)
+            nan = float("nan")
+            return nan, nan, f"solver error: {exc}", nan, nan
+    status = str(prob.status)
+    if rows.dual_value is None or G.value is None:
+        return float("inf"), float("inf"), status, float("nan"), float("nan")
+    lam = np.maximum(np.asarray(rows.dual_value, dtype=float), 0.0)
+    S = (AG.T @ lam).reshape(n, n, order="F")
+    e_tau = np.zeros(AF.shape[1])
+    e_tau[tau] = 1.0
+    dres = max(0.0, -float(np.min(np.linalg.eigvalsh((S + S.T) / 2))),
+               float(np.max(np.abs(AF.T @ lam - e_tau))))  # fmt: skip
+    g = np.asarray(G.value)
+    viol = AG @ g.reshape(-1, order="F") + AF @ np.asarray(F.value) + c
+    pres = max(0.0, float(np.max(viol)), -float(np.min(np.linalg.eigvalsh(g))))
+    return float(-c @ lam), float(F.value[tau]), status, dres, pres

@@ -110,7 +110,9 @@ def _move(spec: AlgorithmSpec, oracle: Oracle, k: int, s: _State, pull: bool) ->
     return s.x[k] - spec.grad_lr * oracle.grad(k, s.x[k])
 
 
-def _branches(spec: AlgorithmSpec, K: int, t: int, pulls: Any) -> list[tuple[tuple[bool, ...], float]]:
+def _branches(
+    spec: AlgorithmSpec, K: int, t: int, pulls: Any
+) -> list[tuple[tuple[bool, ...], float]]:
     """The coin outcomes of local step ``t`` with their probabilities."""
     if not spec.pulls:
         return [((False,) * K, 1.0)]
