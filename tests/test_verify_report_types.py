@@ -15,8 +15,9 @@ from theory.verify.report_types import Power, Statistics, VerifyReport
 
 #: the order of results.json's sections (the files written before the report was typed)
 SECTIONS = [
-    "tool", "settings", "versions", "exact", "hetero", "hetero_skipped", "lower", "crossings",
-    "findings", "tightness", "controls", "power", "bounds", "constant_checks", "results",
+    "tool", "settings", "versions", "exact", "hetero", "hetero_skipped", "combined", "lower",
+    "crossings",
+    "findings", "tightness", "controls", "class_results", "class_designs", "power", "bounds", "constant_checks", "results",
     "rates", "speedup", "exact_vs_mc", "exact_vs_mc_summary", "consensus", "statistics",
     "elapsed_s", "summary", "columns",
 ]  # fmt: skip

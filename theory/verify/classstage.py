@@ -10,12 +10,12 @@ as the proof.
 
 Every ``K``: the designs use the ``"compact"`` relaxation at ``K = 2``, whose value is the
 same for every ``K >= 2`` when the workers are exchangeable (no pulls, or shared coins;
-docs/verification.md, section "The class"); the bound is then judged at
+docs/verification.md, section 11, "Two relaxations, and every K from one small SDP"); the bound is then judged at
 ``K`` in :data:`KS` with that one value, so a design certified covers each of them.
 PALSGD with independent coins is judged at ``K = 2`` only (the coin paths of different
 workers differ). Designs: ``L``, ``F0`` log-uniform in ``[0.1, 10]``, ``zeta`` 0 or
-log-uniform around ``sqrt(L F0)``, ``H`` 2 or 3, horizons of 2-6 steps (2-4 with pulls:
-every coin path is enumerated), the step at fractions of the bound's largest or, for a
+log-uniform around ``sqrt(L F0)``, ``H`` 2 or 3, horizons of 2-6 steps (2-3 with pulls, or
+one round at the anchors: every coin path is enumerated), the step at fractions of the bound's largest or, for a
 statement made at one step, that step. The bound's negative controls are judged on the same
 designs and the same ``W`` (rejected only when an explicit instance refutes them).
 """
@@ -157,7 +157,7 @@ def _candidates(bound: Any, spec: AlgorithmSpec, rng: np.random.Generator, n: in
         if row.pulls and not spec.shared_coins:
             kw["H"], T = 2, 2
         elif row.pulls:
-            T = 4 if measured == "iterates" or kw["H"] == 2 else 3
+            T = 3 if measured == "iterates" else kw["H"]
         else:
             T = (
                 int(rng.choice((2, 3, 4, 6)))
@@ -220,8 +220,9 @@ def _neighbours(bound: Any, designs: list[ClassDesign], values: list[Any]) -> li
     s, out = best.spec, []
     short = s.H if best.measured == "anchors" else 2
     tries = [dict(spec=s.replace(alpha=s.alpha * f)) for f in (0.5, 2.0)]
-    tries += [dict(zeta=best.zeta * f) for f in (1 / 3, 3.0) if best.zeta > 0]
-    tries += [dict(T=short)] if best.T > short else []
+    if best.paths == 1:  # a coin-path design costs seconds: its step only
+        tries += [dict(zeta=best.zeta * f) for f in (1 / 3, 3.0) if best.zeta > 0]
+        tries += [dict(T=short)] if best.T > short else []
     for change in tries:
         try:
             d = dataclasses.replace(best, **change)

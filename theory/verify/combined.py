@@ -52,7 +52,7 @@ __all__ = [
 STAGES = {"gap": "initial gap + heterogeneity", "noise": "noise + per-worker Hessians"}
 #: default sizes per stage (random, long-horizon, search rounds, top designs, moves each)
 SIZES = {
-    "gap": {"n": 8, "long": 16, "rounds": 3, "top": 4, "k": 3},
+    "gap": {"n": 12, "long": 16, "rounds": 3, "top": 5, "k": 3},
     "noise": {"n": 32, "long": 0, "rounds": 3, "top": 4, "k": 3},
 }
 #: the sizes for ``palsgd verify --quick``
