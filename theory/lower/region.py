@@ -13,6 +13,7 @@ of ``(rounds, steps per round)``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -87,8 +88,15 @@ def _contraction(G, g, buf0: float):
     if reduce:
         return star, 1.0, reduce  # |G| < 1: every power is a contraction
     # max_k ||G^k||_F (>= the spectral norm) over the powers until they are small
-    C = _power_bound(G)
+    C = _power_bound_of(*(float(x) for x in np.asarray(G, dtype=float).ravel()))
     return None if C is None else (star, C, reduce)
+
+
+@functools.lru_cache(maxsize=1024)
+def _power_bound_of(a: float, b: float, c: float, d: float) -> float | None:
+    """:func:`_power_bound` of ``[[a, b], [c, d]]``, remembered (the runs of one design
+    with other starts or offsets share their round map's linear part)."""
+    return _power_bound(np.array([[a, b], [c, d]]))
 
 
 def _power_bound(G: np.ndarray, small: float = 1e-3, limit: int = 10**6) -> float | None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from core.errors import UserInputError
 from theory.algorithm import AlgorithmSpec
-from theory.verify.pinned import pinned_step
+from theory.verify.pinned import pinned_step, pinned_values
 from theory.worstcase.design import ClassDesign
 from theory.worstcase.judge import (
     CERTIFIED,
@@ -182,8 +182,9 @@ def class_designs(bound: Any, n: int, seed: int) -> list[ClassDesign]:
             continue
         args = {k: v for k, v in bound_args(bound, d).items() if k != "alpha"}
         with np.errstate(all="ignore"):
-            if pinned:
-                alpha = float(np.asarray(bound.recommended_step_value(**args)))
+            if pinned:  # the step the statement is made at (a root of its pinning conditions)
+                vals = {k: np.asarray([v], dtype=float) for k, v in args.items()}
+                alpha = float(pinned_values(bound, vals, 1)[0])
             elif getattr(bound, "kind", "upper") == "lower":
                 alpha = float(rng.choice((1.0, 0.5, 0.1))) / c["L"]
             else:

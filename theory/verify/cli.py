@@ -252,7 +252,7 @@ def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -
         "--class-designs",
         type=_positive_int,
         metavar="N",
-        help="designs per bound in the class stage (default: 4; --quick: 2)",
+        help="designs per bound in the class stage, in [1, inf) (default: 4; --quick: 2)",
     )
     parser.add_argument(
         "--budget",

@@ -52,13 +52,13 @@ __all__ = [
 STAGES = {"gap": "initial gap + heterogeneity", "noise": "noise + per-worker Hessians"}
 #: default sizes per stage (random, long-horizon, search rounds, top designs, moves each)
 SIZES = {
-    "gap": {"n": 12, "long": 16, "rounds": 3, "top": 5, "k": 3},
+    "gap": {"n": 16, "long": 24, "rounds": 3, "top": 5, "k": 3},
     "noise": {"n": 32, "long": 0, "rounds": 3, "top": 4, "k": 3},
 }
 #: the sizes for ``palsgd verify --quick``
 QUICK = {"n": 4, "long": 2, "rounds": 1, "top": 2, "k": 2}
 #: more workers cost ``K^2`` in the engine; the instances need only two groups
-MAX_K = 4
+MAX_K = 3
 #: the design values shown and passed to :func:`at`
 _SHOWN = ("alpha", "L", "zeta", "K", "H", "T", "p", "eta", "gamma", "mu", "b", "start", "noise")
 #: columns of ``combined.csv`` (one row per bound and joint stage)
@@ -90,12 +90,13 @@ def exact_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.nda
     """The exact value at each row in ``mask`` (NaN elsewhere, 0 where the run leaves every
     region); sets the rows' ``F0`` and ``sigma`` to the instance's."""
     out = np.full(mask.shape, np.nan)
+    fam = family_of(bound)
     for i in np.flatnonzero(mask):
         ins = joint_instance(
             zeta=float(d["zeta"][i]),
             start=float(d["start"][i]),
             noise=float(d["noise"][i]),
-            **_instance_args(bound, d, i),
+            **_instance_args(bound, d, i, fam),
         )
         out[i] = ins.value
         d["F0"][i], d["sigma"][i] = ins.F0, ins.sigma
@@ -106,9 +107,9 @@ def exact_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.nda
 _STARTS = np.concatenate([-np.geomspace(1e-4, 1e2, 41), np.geomspace(1e-4, 1e2, 41)])
 
 
-def _instance_args(bound: Bound, d: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-    """The keyword arguments of :func:`theory.verify.joint.joint_instance` at row ``i``."""
-    fam = family_of(bound)
+def _instance_args(bound: Bound, d: dict[str, np.ndarray], i: int, fam: Any) -> dict[str, Any]:
+    """The keyword arguments of :func:`theory.verify.joint.joint_instance` at row ``i``
+    (``fam``: the bound's :func:`theory.verify.oracle.family_of`)."""
     v = {k: float(d[k][i]) for k in _SHOWN}
     outer = str(d["outer"][i])
     return dict(
@@ -129,8 +130,9 @@ def solve_starts(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> No
     it (:func:`theory.verify.joint.start_profile`), so the ratio is known in closed form
     on a grid; the exact instance at the chosen start has a region no larger, hence a larger
     ``c``, and is evaluated afterwards (:func:`exact_at`)."""
+    fam = family_of(bound)
     for i in np.flatnonzero(mask):
-        kw = _instance_args(bound, d, i)
+        kw = _instance_args(bound, d, i, fam)
         prof = start_profile(**kw)
         if prof is None:
             continue
@@ -201,6 +203,19 @@ def _designs(bound: Bound, stage: str, n: int, long: int, rng) -> dict[str, np.n
     return _expand(bound, d)
 
 
+def _top(bound: Bound, d, exact, stage: str, top: int) -> np.ndarray:
+    score = _score(bound, d, exact, stage)
+    worst = np.argsort(-score)[:top]
+    return worst[score[worst] > 0]
+
+
+def _with_solved_starts(bound: Bound, d: dict[str, np.ndarray], rows: np.ndarray):
+    """Copies of ``rows`` with their start solved for (:func:`solve_starts`)."""
+    new = {key: v[rows].copy() for key, v in d.items()}
+    solve_starts(bound, new, _inside(bound, new))
+    return new
+
+
 def verify_joint(
     bound: Bound, stage: str, *, n: int | None = None, long: int | None = None,
     rounds: int | None = None, top: int | None = None, k: int | None = None, seed: int = 0,
@@ -208,7 +223,9 @@ def verify_joint(
     """Check ``bound`` in ``stage`` (:data:`STAGES`) on ``n`` random and ``long``
     long-horizon designs, then ``rounds`` of ``top x k`` moves around the worst, each round's
     moves ``0.6`` times as wide (defaults: :data:`SIZES`); returns the result, the rows and
-    their exact values (for the controls)."""
+    their exact values (for the controls). In the ``gap`` stage each round also adds its
+    ``top`` designs with their start solved for (:func:`solve_starts`), and so does a last
+    pass after the rounds."""
     check_choice("joint stage", stage, tuple(STAGES))
     size = {**SIZES[stage]}
     for key, val in (("n", n), ("long", long), ("rounds", rounds), ("top", top), ("k", k)):
@@ -217,25 +234,23 @@ def verify_joint(
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     d = _designs(bound, stage, size["n"], size["long"], rng)
-    if stage == "gap":
-        solve_starts(bound, d, _inside(bound, d))
     exact = exact_at(bound, d, _inside(bound, d))
-    for r in range(size["rounds"]):
-        score = _score(bound, d, exact, stage)
-        worst = np.argsort(-score)[: size["top"]]
-        worst = worst[score[worst] > 0]
+    for r in range(size["rounds"] + (stage == "gap")):
+        worst = _top(bound, d, exact, stage, size["top"])
         if worst.size == 0:
             break
-        base = {key: v for key, v in d.items() if key != "outer"}
-        new = hetero_designs.perturb(bound, base, worst, rng, size["k"], scale=0.6**r)
-        new["T"] = np.maximum(new["H"], np.floor(new["T"] / new["H"]) * new["H"])
-        new["outer"] = np.repeat(d["outer"][worst], size["k"])
-        new["F0"], new["sigma"] = np.zeros_like(new["L"]), np.zeros_like(new["L"])
-        if stage == "gap":
-            solve_starts(bound, new, _inside(bound, new))
-        low = exact_at(bound, new, _inside(bound, new))
-        d = {key: np.concatenate([d[key], new[key]]) for key in d}
-        exact = np.concatenate([exact, low])
+        parts = [_with_solved_starts(bound, d, worst)] if stage == "gap" else []
+        if r < size["rounds"]:
+            base = {key: v for key, v in d.items() if key != "outer"}
+            new = hetero_designs.perturb(bound, base, worst, rng, size["k"], scale=0.6**r)
+            new["T"] = np.maximum(new["H"], np.floor(new["T"] / new["H"]) * new["H"])
+            new["outer"] = np.repeat(d["outer"][worst], size["k"])
+            parts.append(new)
+        for new in parts:
+            new["F0"], new["sigma"] = np.zeros_like(new["L"]), np.zeros_like(new["L"])
+            low = exact_at(bound, new, _inside(bound, new))
+            d = {key: np.concatenate([d[key], new[key]]) for key in d}
+            exact = np.concatenate([exact, low])
     res = judge(bound, d, exact, stage)
     res.elapsed_s = time.perf_counter() - t0
     return res, d, exact

@@ -34,42 +34,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"The class: {CLASS_TEXT}. Exit codes: 0 done (certified, exceeded on the relaxed class "
         "or no --bound), 1 the --bound is refuted, 2 bad input, 130 interrupted."
     )
-    a = parser.add_argument
+    from theory.validation import PARAMS
+
+    def a(*flags: str, help: str, **kw) -> None:
+        name = kw.get("dest") or flags[0].lstrip("-")
+        if kw.get("type") in (int, float) and name in PARAMS:
+            help = f"{help}, in {PARAMS[name].allowed}"
+        if kw.get("default") is None and not kw.get("required") and "default" not in help:
+            help += " (default: none)"
+        parser.add_argument(*flags, help=help, **kw)
+
+    names = [*NAMES, *PRESETS]
     a(
         "--algorithm",
         required=True,
-        choices=[*NAMES, *PRESETS],
+        choices=names,
         metavar="NAME",
-        help=f"the method: one of {', '.join([*NAMES, *PRESETS])}",
+        help=f"the method (required, no default): one of {', '.join(names)}",
     )
     a("--K", type=int, default=2, help="workers")
     a("--H", "--sync_interval", dest="H", type=int, default=1, help="local steps per round")
     a("--R", type=int, help="rounds (T = R*H); or give --T")
     a("--T", type=int, help="steps (instead of --R)")
     a("--L", type=float, default=1.0, help="smoothness of every f_k")
-    a("--alpha", "--lr", dest="alpha", type=float, required=True, help="inner learning rate")
+    a(
+        "--alpha",
+        "--lr",
+        dest="alpha",
+        type=float,
+        required=True,
+        help="inner learning rate (required, no default)",
+    )
     a("--zeta", type=float, default=0.0, help="heterogeneity (A3)")
     a("--F0", type=float, default=1.0, help="initial gap f(x0) - inf f (A4)")
     a("--outer", choices=OUTERS, help="outer update (default: the algorithm's)")
-    a("--gamma", "--outer_lr", dest="gamma", type=float, help="outer learning rate")
-    a("--mu", type=float, help="outer momentum")
-    a("--p", "--prob_no_grad", dest="p", type=float, help="pull probability")
-    a("--eta", type=float, help="pull (mixing) rate")
-    a("--T0", "--local_sgd_start_iter", dest="T0", type=int, help="DDP warm-up steps")
+    a(
+        "--gamma",
+        "--outer_lr",
+        dest="gamma",
+        type=float,
+        help="outer learning rate (default: the algorithm's)",
+    )
+    a("--mu", type=float, help="outer momentum (default: the algorithm's)")
+    a("--p", "--prob_no_grad", dest="p", type=float, help="pull probability (default: 0)")
+    a("--eta", type=float, help="pull (mixing) rate (default: 0)")
+    a("--T0", "--local_sgd_start_iter", dest="T0", type=int, help="DDP warm-up steps (default: 0)")
     a("--coins", choices=COINS, help="coin model of the pull steps (default: independent)")
-    a("--pulls", metavar="ROWS",
-      help="a fixed pull pattern instead of every coin path: one 0/1 row per worker, rows "
-           "separated by commas (e.g. 0100,1000 for K = 2, T = 4)")  # fmt: skip
+    a(
+        "--pulls",
+        metavar="ROWS",
+        help="a fixed pull pattern instead of every coin path: one 0/1 row per worker, rows "
+        "separated by commas (e.g. 0100,1000 for K = 2, T = 4; default: every coin path)",
+    )
     a(
         "--measured",
         choices=MEASURED,
         default="iterates",
         help="iterates: (1/T) sum_t ||grad f(xbar_t)||^2; anchors: (1/R) sum_r ||grad f(z_r)||^2",
     )
-    a("--relaxation", choices=RELAXATIONS, default="full",
-      help="where A3 and A4 are imposed: full (every visited point) or compact (the shared "
-           "points; the same value for every K >= 2)")  # fmt: skip
-    a("--bound", metavar="NAME", help="judge this bound (upper or lower) at the design")
+    a(
+        "--relaxation",
+        choices=RELAXATIONS,
+        default="full",
+        help="where A3 and A4 are imposed: full (every visited point) or compact (the shared "
+        "points; the same value for every K >= 2)",
+    )
+    a(
+        "--bound",
+        metavar="NAME",
+        help="judge this bound (upper or lower) at the design (default: none)",
+    )
     a(
         "--lift",
         action="store_true",

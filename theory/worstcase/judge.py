@@ -82,12 +82,13 @@ def bound_args(bound: Any, design: ClassDesign) -> dict[str, float]:
 
 
 def inside(bound: Any, design: ClassDesign) -> bool:
-    """Whether ``design`` is inside the bound's conditions (a lower bound without conditions:
-    always)."""
+    """Whether ``design`` is inside the bound's conditions (a statement without
+    ``conditions_hold``, such as a lower bound: where its value is a finite number, ``nan``
+    marking a failed condition)."""
     held = getattr(bound, "conditions_hold", None)
-    if held is None:
-        return True
     with np.errstate(all="ignore"):
+        if held is None:
+            return bool(np.isfinite(np.asarray(bound.evaluate(**bound_args(bound, design)))))
         return bool(np.asarray(held(**bound_args(bound, design))))
 
 
