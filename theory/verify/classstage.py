@@ -52,19 +52,10 @@ from theory.worstcase.lift import lift, probe
 from theory.worstcase.pep import solve
 
 __all__ = [
-    "ClassResult", "KS", "QUICK", "CLASS_COLUMNS", "CLASS_DESIGN_COLUMNS", "class_coverage",
-    "class_designs", "class_stage", "class_lines", "verify_class",
+    "ClassResult", "KS", "QUICK", "class_coverage", "class_designs", "class_stage",
+    "verify_class",
 ]  # fmt: skip
 
-#: columns of ``class.csv`` (one row per bound) and ``class_designs.csv`` (one per design)
-CLASS_COLUMNS = (
-    "bound", "kind", "verdict", "designs", "inside", "certified", "exceeded", "refuted",
-    "class_tightness", "relaxation", "note", "elapsed_s",
-)  # fmt: skip
-CLASS_DESIGN_COLUMNS = (
-    "bound", "kind", "verdict", "bound_value", "class_value", "tightness", "relaxation",
-    "lifted", "dual_residual", "status", "elapsed_s", "design",
-)  # fmt: skip
 
 #: the numbers of workers a compact design judges a bound at
 KS = (2, 3, 4, 8, 64)
@@ -393,23 +384,3 @@ def class_stage(
         if progress is not None:
             progress.update(1)
     return results, rows
-
-
-def class_lines(results: Sequence[dict[str, Any]]) -> list[str]:
-    """The summary's lines on the class stage (one per bound it judged)."""
-    judged = [r for r in results if r["designs"]]
-    if not results:
-        return []
-    counts = {v: sum(r["verdict"] == v for r in judged) for v in (CERTIFIED, EXCEEDED, REFUTED)}
-    lines = [
-        f"class stage (worst case over every L-smooth problem of the class, sigma = 0, "
-        f"compact relaxation at K = 2 judged at K in {list(KS)}): {len(judged)} bound(s) "
-        f"judged, {counts[CERTIFIED]} certified at every design, {counts[EXCEEDED]} exceeded on "
-        f"the relaxed class only, {counts[REFUTED]} refuted by an explicit instance",
-        "  class tightness = class worst case / bound (1: some problem of the class attains it)",
-    ]
-    for r in results:
-        t = "-" if r["class_tightness"] is None else f"{r['class_tightness']:.3g}"
-        lines.append(f"  {r['bound']}: {r['verdict']}, {r['designs']} design(s), class tightness "
-                     f"{t}; {r['note']}")  # fmt: skip
-    return lines

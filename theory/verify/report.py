@@ -15,7 +15,7 @@ import numpy as np
 
 from core.errors import UserInputError
 from core.io import write_csv
-from theory.verify.classstage import CLASS_COLUMNS, CLASS_DESIGN_COLUMNS, class_lines
+from theory.verify.class_report import CLASS_COLUMNS, CLASS_DESIGN_COLUMNS, class_lines
 from theory.verify.combined import COMBINED_COLUMNS, combined_lines
 from theory.verify.exact_report import (
     CONTROLS_COLUMNS,
