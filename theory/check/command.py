@@ -81,6 +81,12 @@ def load_config(path: str | Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``palsgd check``."""
+    parser.epilog = (
+        "Tightness: check prints none (a bound's value is not compared with a measured one "
+        "here); palsgd verify reports two: the instance tightness (measured / bound on its "
+        "own exact instances, tightness.csv) and the class tightness (worst case over every "
+        "problem of the class / bound, class.csv; palsgd worst-case for one design)."
+    )
     g = parser.add_argument_group(
         "parameters", "problem constants and hyperparameters (authors' flag names accepted)"
     )
