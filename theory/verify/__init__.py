@@ -50,7 +50,10 @@ design), ``sampling.py``,
 ``montecarlo.py``, ``stats.py``, ``checks.py``, ``agreement.py`` (Monte Carlo on nonconvex
 problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the whole run), ``stages.py``
 (its exact stages), ``report_types.py`` (the typed report), ``report.py``, ``plots.py``,
-``plots_exact.py``, ``cli.py``.
+``plots_exact.py``, ``classstage.py``, ``class_report.py`` (the class stage: every bound
+against the worst case over its class, :mod:`theory.worstcase`), ``combined.py``,
+``joint.py``, ``hetero_designs.py`` (the joint gap + heterogeneity and noise stages),
+``options.py`` (the command's flags and settings), ``cli.py`` (the command).
 """
 
 from theory.verify import settings
