@@ -106,11 +106,27 @@ def tightness(w: float, b: float) -> float:
 
 def _verdict(bound: Any, kind: str, verdict: str, b: float, wc: WorstCase, relaxation: str,
              lifted: float | None = None) -> ClassVerdict:  # fmt: skip
-    tight = tightness(wc.value, b)
+    # an upper bound: the share of it the worst problem uses; a lower bound: the share of the
+    # worst case it reaches
+    tight = tightness(b, wc.value) if kind == "lower" else tightness(wc.value, b)
     return ClassVerdict(
         bound.name, kind, verdict, float(b), float(wc.value), float(tight), relaxation, lifted,
         float(wc.dual_residual), wc.status, float(wc.elapsed_s), wc.design.describe(),
     )  # fmt: skip
+
+
+def _start(
+    bound: Any, design: ClassDesign, kind: str, relaxation: str, wc: WorstCase | None
+) -> tuple[WorstCase, float, ClassVerdict | None]:
+    """The oracle value (solved unless given), the bound's value, and the verdict already
+    decided: outside the bound's conditions, or the solver failed."""
+    wc = solve(design, relaxation) if wc is None else wc
+    b = float(np.asarray(bound.evaluate(**bound_args(bound, design))))
+    if not inside(bound, design):
+        return wc, b, _verdict(bound, kind, OUTSIDE, b, wc, relaxation)
+    if not wc.ok:
+        return wc, b, _verdict(bound, kind, UNSOLVED, b, wc, relaxation)
+    return wc, b, None
 
 
 def judge_upper(
@@ -120,12 +136,9 @@ def judge_upper(
     """The upper bound ``bound`` at ``design`` (module docstring); ``wc``: an oracle value
     already computed for ``design`` on ``relaxation``. ``refine``: an exceeded bound on the
     compact relaxation is judged again on the full one (at ``K <= 2``)."""
-    wc = solve(design, relaxation) if wc is None else wc
-    b = float(np.asarray(bound.evaluate(**bound_args(bound, design))))
-    if not inside(bound, design):
-        return _verdict(bound, "upper", OUTSIDE, b, wc, relaxation)
-    if not wc.ok and wc.status != "trivial":
-        return _verdict(bound, "upper", UNSOLVED, b, wc, relaxation)
+    wc, b, done = _start(bound, design, "upper", relaxation, wc)
+    if done is not None:
+        return done
     if b >= wc.value * (1 - SOLVER_RTOL):
         return _verdict(bound, "upper", CERTIFIED, b, wc, relaxation)
     if refine and relaxation != "full" and design.K <= 2:
@@ -143,13 +156,8 @@ def judge_lower(
     bound: Any, design: ClassDesign, *, relaxation: str = "full", wc: WorstCase | None = None
 ) -> ClassVerdict:
     """The lower bound ``bound`` at ``design``: refuted when above the class worst case."""
-    wc = solve(design, relaxation) if wc is None else wc
-    b = float(np.asarray(bound.evaluate(**bound_args(bound, design))))
-    if not inside(bound, design):
-        return _verdict(bound, "lower", OUTSIDE, b, wc, relaxation)
-    if not wc.ok and wc.status != "trivial":
-        return _verdict(bound, "lower", UNSOLVED, b, wc, relaxation)
+    wc, b, done = _start(bound, design, "lower", relaxation, wc)
+    if done is not None:
+        return done
     ok = b <= wc.value * (1 + SOLVER_RTOL)
-    v = _verdict(bound, "lower", CONSISTENT if ok else REFUTED, b, wc, relaxation)
-    v.tightness = tightness(b, wc.value)  # a lower bound reaches this share of the worst case
-    return v
+    return _verdict(bound, "lower", CONSISTENT if ok else REFUTED, b, wc, relaxation)

@@ -33,7 +33,7 @@ import contextlib
 import io
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -69,8 +69,8 @@ class WorstCase:
     certificate is from feasible (the most negative eigenvalue of the dual matrix and of the
     inequality multipliers, in normalised units; 0 when exact). ``primal_residual``: the
     largest violation of a primal constraint. ``points``: the points each ``f_k`` is
-    evaluated at; ``elapsed_s``: wall time. ``gram``, ``values``: the worst case's Gram
-    matrix and function values (normalised units), kept for :mod:`theory.worstcase.lift`.
+    evaluated at; ``elapsed_s``: wall time. ``ok`` for an optimal (or almost optimal)
+    solution and for the trivial class.
     """
 
     design: ClassDesign
@@ -82,12 +82,12 @@ class WorstCase:
     points: int
     elapsed_s: float
     solver: str = SOLVER
-    trajectory: Any = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
-        """Whether the solver reports an optimal solution."""
-        return self.status in ("optimal", "optimal_inaccurate")
+        """Whether the value is usable: the solver reports an optimal (or almost optimal)
+        solution, or the class is trivial (worst case 0)."""
+        return self.status in ("optimal", "optimal_inaccurate", "trivial")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,9 +106,9 @@ class _PepOracle:
         return self.fs[k].gradient(y)
 
 
-def _build(design: ClassDesign, relaxation: str = "full") -> tuple[Any, Any, int]:
-    """The PEPit problem of ``design`` (normalised: ``L = 1``, unit 1), its trajectory and
-    the points per function (:data:`RELAXATIONS`)."""
+def _build(design: ClassDesign, relaxation: str = "full") -> tuple[Any, int]:
+    """The PEPit problem of ``design`` (normalised: ``L = 1``, unit 1) and the points per
+    function (:data:`RELAXATIONS`)."""
     from PEPit import PEP
     from PEPit.functions import SmoothFunction
 
@@ -140,7 +140,7 @@ def _build(design: ClassDesign, relaxation: str = "full") -> tuple[Any, Any, int
     metric = _sum([w * ((1.0 / K) * _sum([f.gradient(y) for f in fs])) ** 2
                    for w, y in traj.metric])  # fmt: skip
     problem.set_performance_metric(metric)
-    return problem, traj, n
+    return problem, n
 
 
 def _sum(items: list[Any]) -> Any:
@@ -161,10 +161,10 @@ def solve(design: ClassDesign, relaxation: str = "full") -> WorstCase:
     u = design.unit
     if u == 0.0:
         return WorstCase(design, 0.0, 0.0, "trivial", 0.0, 0.0, 1, time.perf_counter() - start)
-    problem, traj, n = _build(design, relaxation)
+    problem, n = _build(design, relaxation)
     dual, primal, status, dres, pres = _sdp(problem)
     return WorstCase(design, dual * u, primal * u, status, dres, pres, n,
-                     time.perf_counter() - start, trajectory=traj)  # fmt: skip
+                     time.perf_counter() - start)  # fmt: skip
 
 
 def _rows(problem: Any) -> tuple[Any, Any, np.ndarray, int]:
