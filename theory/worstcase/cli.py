@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
                    verdict=v.verdict, class_tightness=v.tightness, lifted=v.lifted,
                    inside_conditions=inside(bound, design))  # fmt: skip
         code = exitcodes.BOUND_VIOLATED if v.verdict == REFUTED else code
-    if args.lift and "lifted" not in out or (args.lift and out.get("lifted") is None):
+    if args.lift and out.get("lifted") is None:
         out["lifted"] = lift(design).value
     if args.json:
         print(json.dumps(out, allow_nan=False, default=str))
