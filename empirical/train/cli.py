@@ -98,6 +98,14 @@ def entry() -> None:  # pragma: no cover - exercised through torchrun in the tes
     """``python -m empirical.train``: :func:`main` under torchrun's error recorder. A rank
     of torchrun ends with torchrun's agent, even when the agent is killed with SIGKILL
     (:func:`empirical.train.lifeline.die_with_parent`)."""
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        die_with_parent(expected_parent(ENV_AGENT_PID) or os.getppid())
-    sys.exit(record(main)())
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        sys.exit(record(main)())
+    die_with_parent(expected_parent(ENV_AGENT_PID) or os.getppid())
+    code = record(main)()
+    # A rank has closed its files and left the process group by now; what remains is the
+    # interpreter's and the C++ libraries' teardown, where gloo has been seen to abort a
+    # rank whose peer was still tearing down ("terminate called without an active
+    # exception", SIGABRT), replacing the run's exit code. The rank ends here instead.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

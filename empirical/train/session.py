@@ -4,6 +4,7 @@ because a peer died ends the rank with one line and exit code 4."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -30,8 +31,11 @@ def train(cfg: TrainConfig) -> int:
     backend = backend_of(cfg, prep.device)
     own_group = _init_group_after_restart(backend, device)
     ctx = init_distributed(backend, bound=device)
+    finished = False
     try:
-        return Trainer(prep, ctx).fit()
+        code = Trainer(prep, ctx).fit()
+        finished = True
+        return code
     except RuntimeError as exc:
         if ctx.world_size == 1 or not _from_collective(exc):
             raise
@@ -42,9 +46,21 @@ def train(cfg: TrainConfig) -> int:
         )
         return exitcodes.FAILED
     finally:
+        if finished:
+            _leave_together(ctx.world_size)
         cleanup(ctx)
         if own_group and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _leave_together(world_size: int) -> None:
+    """Wait for every rank to finish before any leaves the group: a rank that ends early
+    (a failed checkpoint ends all ranks, rank 0 still writing the summary) must not tear
+    down its connections while a peer still holds them. A peer that died instead is left
+    to torchrun (the barrier's error is not this rank's failure)."""
+    if world_size > 1:
+        with contextlib.suppress(RuntimeError):
+            dist.barrier()
 
 
 def _from_collective(exc: BaseException) -> bool:
