@@ -9,6 +9,9 @@
 #   3. a multi-process CUDA launch over NCCL (`palsgd train --nproc N --device cuda`, N =
 #      the GPUs, at most 4; skipped with one GPU, where NCCL refuses two ranks),
 #   4. two processes sharing one GPU over gloo (`--nproc 2 --device cuda --backend gloo`),
+#      then the paper recipe's K = 4 workers on one GPU (`palsgd figures --scale paper
+#      --smoke-runs 1 --gpus 1`: one run of the plan, shrunk, its 4 ranks on cuda:0 over
+#      gloo with CUDA tensors, launched as the real plan launches its runs),
 #   5. one process, NCCL, bf16,
 #   6. measured step costs of GPT-Neo-8M and GPT-Neo-125M written as a profile JSON and
 #      read back by `palsgd cost predict --profiles-file`,
@@ -129,7 +132,7 @@ run_step() {
   limit=$((limit * SCALE))
   [ "$limit" -gt "$left" ] && limit="$left"
   file="$OUT/steps/$(printf '%02d' "$n")-$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-' | cut -c1-40).log"
-  defs="$(declare -p PY OUT HARNESS COMMON PROFILE_ARGS); $(declare -f fake train profile_and_predict overlap_and_shards)"
+  defs="$(declare -p PY OUT HARNESS COMMON PROFILE_ARGS); $(declare -f fake train profile_and_predict overlap_and_shards paper_recipe_one_gpu shared_gpu)"
   CURRENT="$n"
   start=$SECONDS
   timeout --kill-after=10 "$limit" bash -c "$defs; \"\$@\"" "step-$n" "$@" \
@@ -184,6 +187,24 @@ else
 fi
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -p no:randomly)
 train() { "$PY" -m palsgd train "${COMMON[@]}" --overwrite "$@"; }
+# the paper recipe's K = 4 workers sharing one GPU: one run of the plan, shrunk
+paper_recipe_one_gpu() {
+  "$PY" -m palsgd figures --scale paper --smoke-runs 1 --nproc 4 --gpus 1 --no-progress \
+    --out "$OUT/paper-recipe-1gpu"
+}
+# step 4: two gloo ranks on one GPU, then the paper recipe's four
+if [ "$DRY" = 1 ]; then
+  shared_gpu() {
+    fake 1 "$OUT/fake-gpu-log-4" train --nproc 2 --device cuda --backend gloo \
+      --output-dir "$OUT/run-gloo-2proc" &&
+    fake 1 "$OUT/fake-gpu-log-4-paper" paper_recipe_one_gpu
+  }
+else
+  shared_gpu() {
+    train --nproc 2 --device cuda --backend gloo --output-dir "$OUT/run-gloo-2proc" &&
+    paper_recipe_one_gpu
+  }
+fi
 profile_and_predict() {
   "$PY" benchmarks/gpu_profile.py --out "$OUT" "${PROFILE_ARGS[@]}" &&
   "$PY" -m palsgd cost predict --setting gptneo-8m-tinystories --profile measured-local \
@@ -197,9 +218,7 @@ if [ "$DRY" = 1 ]; then
     "${PYTEST[@]}" tests/test_sync_free_steps.py -k "no_host_sync and gptneo"
   run_step 3 "2 ranks over NCCL, one fake GPU each" 60 \
     fake 2 "$OUT/fake-gpu-log-3" train --nproc 2 --device cuda --output-dir "$OUT/run-nccl"
-  run_step 4 "2 ranks sharing one fake GPU over gloo" 60 \
-    fake 1 "$OUT/fake-gpu-log-4" train --nproc 2 --device cuda --backend gloo \
-    --output-dir "$OUT/run-gloo-2proc"
+  run_step 4 "2 ranks + the paper recipe's 4 share one fake GPU (gloo)" 60 shared_gpu
   run_step 5 "1 process, NCCL, on a fake GPU" 40 \
     fake 1 "$OUT/fake-gpu-log-5" train --nproc 1 --device cuda --backend nccl \
     --output-dir "$OUT/run-1proc"
@@ -214,8 +233,7 @@ else
   else
     skip_step 3 "ranks over NCCL, one GPU each" "one GPU: NCCL needs a GPU per rank"
   fi
-  run_step 4 "2 ranks sharing one GPU over gloo" 45 \
-    train --nproc 2 --device cuda --backend gloo --output-dir "$OUT/run-gloo-2proc"
+  run_step 4 "2 ranks + the paper recipe's 4 share one GPU (gloo)" 90 shared_gpu
   run_step 5 "1 process, NCCL, bf16" 40 \
     train --nproc 1 --device cuda --backend nccl --precision bf16 --output-dir "$OUT/run-1proc"
 fi

@@ -2,13 +2,18 @@
 
 ``palsgd figures [--scale quick|paper] [--only NAME ...] [--out DIR] [--nproc N] [--seed S]
 [--dry-run] [--data NAME=PATH ...] [--runs-dir DIR] [--no-train] [--verify-report DIR]
-[--profile NAME]``
+[--profile NAME] [--gpus G] [--max-parallel-runs N] [--smoke-runs N]``
 
-1. Plan the training runs the selected figures need (:func:`paper_figures.runs.plan_runs`);
-   ``--dry-run`` prints the plan and what the machine lacks for it, and stops.
-2. Train the runs that are not cached in ``--runs-dir`` (default ``OUT/runs``), all in one
-   ``torchrun`` launch of ``--nproc`` processes (quick: 2 gloo processes on the CPU;
-   paper: one process per GPU).
+1. Plan the training runs the selected figures need (:func:`paper_figures.runs.plan_runs`)
+   and, at paper scale, where they train (:mod:`paper_figures.runs.placement`: ``--gpus``,
+   ``--max-parallel-runs``); ``--dry-run`` prints the plan (paper scale: each run's GPUs
+   and estimated duration, the total wall time) and what the machine lacks, and stops.
+   ``--smoke-runs N`` trains the first N runs shrunk to a few steps on the same GPUs
+   (into ``OUT/smoke-runs``) and stops.
+2. Train the runs that are not cached in ``--runs-dir`` (default ``OUT/runs``): quick, all
+   in one ``torchrun`` launch of ``--nproc`` gloo processes on the CPU; paper, one launch
+   of ``--nproc`` processes per run on its GPU set, runs side by side on spare GPUs
+   (docs/paper_figures_gpus.md).
 3. Calibrate the cost model (cached in ``OUT/calibration.json``): quick scale, the gloo
    all-reduce with the emulated slow link (:func:`empirical.cost.measure_allreduce` +
    :func:`~empirical.cost.calibrate_link`) and each task's gradient and pull step
@@ -26,6 +31,7 @@ Files:
 
 * ``options.py``: the options (:func:`add_arguments`) and their checks.
 * ``calibration.py``: :func:`calibrate`, the cost model of this machine.
+* ``plan_view.py``: the GPUs of a paper-scale invocation and the printed plan.
 * ``draw.py``: one command per figure, its inputs taken from the plan, runs and options.
 * ``manifest.py``: ``OUT/manifest.json``.
 * ``command.py``: :func:`run`, the command end to end (and ``--dry-run``).

@@ -7,6 +7,7 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,37 +18,10 @@ from paper_figures import runs as R
 from paper_figures.cli.calibration import calibrate
 from paper_figures.cli.manifest import hardware, write_manifest
 from paper_figures.cli.options import COST_FIGURES, check_inputs
+from paper_figures.cli.plan_view import GpuPlan, gpu_plan, print_plan
+from paper_figures.runs.smoke import smoke_plan
 
 __all__ = ["run"]
-
-#: the plan fields printed per run by ``--dry-run``
-_PLAN_FIELDS = ("model", "algorithm", "T", "H", "p", "eta", "outer", "gamma", "mu")
-
-
-def _print_plan(plan: R.Plan, runs_dir: Path, problems: Sequence[str]) -> None:
-    dev = R.current_device_kind()
-    print(
-        f"palsgd figures plan: scale {plan.scale}, {plan.nproc} process(es), seed {plan.seed}, "
-        f"{len(plan.runs)} run(s)"
-    )
-    for note in plan.notes:
-        print(f"  note: {note}")
-    width = max((len(r.name) for r in plan.runs), default=10)
-    seen = set()
-    for r in plan.runs:
-        cfg = R.resolve_spec(r)
-        key = R.run_key(cfg, plan.nproc, dev)
-        d = R.run_directory(runs_dir, r, key)
-        state = "cached" if R.cached(d, key) else ("same as above" if key in seen else "to train")
-        seen.add(key)
-        fields = ", ".join(f"{k}={cfg[k]}" for k in _PLAN_FIELDS if cfg.get(k) is not None)
-        if r.group == "ablation":
-            fields += f"; switch: {r.x}"
-        print(f"  {r.name:<{width}}  [{state}]  {fields}")
-    if problems:
-        print("missing on this machine:")
-        for p in problems:
-            print(f"  - {p}")
 
 
 def _cost_setup(
@@ -110,29 +84,76 @@ def _since(t0: float) -> float:
     return round(time.perf_counter() - t0, 3)
 
 
-def _plan_or_refuse(args: argparse.Namespace) -> tuple[R.Plan, list[str], Path, list[str]]:
-    """The checked options' plan, the paper scale's problems here, the runs directory and
-    the figures; raises :class:`UserInputError` when the paper scale cannot run here."""
+@dataclass(frozen=True)
+class Prepared:
+    """What an invocation runs: the plan, what this machine lacks for it, the runs
+    directory, the figures and (paper scale) where the runs train."""
+
+    plan: R.Plan
+    problems: list[str]
+    runs_dir: Path
+    figures: list[str]
+    gpus: GpuPlan | None
+
+
+def _plan_or_refuse(args: argparse.Namespace) -> Prepared:
+    """The plan, what this machine lacks for it, the runs directory, the figures and the
+    GPUs; raises :class:`UserInputError` when the paper scale cannot run here."""
     scale, figures, data_paths, nproc = check_inputs(args)
     runs_dir = Path(args.runs_dir) if args.runs_dir else Path(args.out) / "runs"
     plan = R.plan_runs(scale, figures, seed=args.seed, nproc=nproc, data=data_paths)
-    problems = R.check_paper_requirements(plan, data_paths) if scale == "paper" else []
-    if problems and not args.dry_run and (plan.runs or set(figures) & COST_FIGURES):
+    gp = None
+    problems: list[str] = []
+    if scale == "paper":
+        gp = gpu_plan(args, nproc)
+        if args.smoke_runs:  # embedded data: only the GPUs are needed
+            plan = smoke_plan(plan, args.smoke_runs)
+            runs_dir = Path(args.out) / "smoke-runs"
+            problems = R.check_paper_requirements(replace(plan, runs=[]), {}, gpus=args.gpus)
+        else:
+            problems = R.check_paper_requirements(plan, data_paths, gpus=args.gpus)
+    wants = plan.runs or (set(figures) & COST_FIGURES and not args.smoke_runs)
+    if problems and not args.dry_run and wants:
         raise UserInputError(
             "--scale paper cannot run on this machine: "
             + "; ".join(problems)
             + " (use --dry-run to see the plan)"
         )
-    return plan, problems, runs_dir, figures
+    return Prepared(plan, problems, runs_dir, figures, gp)
+
+
+def _smoke(prep: Prepared) -> int:
+    """``--smoke-runs``: train the shrunk runs on the GPUs and report; no figure."""
+    check_output_dir(prep.runs_dir, "--out (its smoke-runs/ folder)")
+    assert prep.gpus is not None
+    results = R.execute(
+        prep.plan,
+        prep.runs_dir,
+        progress=False,
+        placement=prep.gpus.placement,
+        gpu=prep.gpus.gpu,
+    )
+    failed = {n: r for n, r in results.items() if r.status not in ("finished", "diverged")}
+    print(
+        f"palsgd figures: smoke: {len(results) - len(failed)}/{len(results)} run(s) finished "
+        f"on {prep.gpus.placement.describe()}; in {prep.runs_dir}",
+        file=sys.stderr,
+    )
+    for name, res in failed.items():
+        print(f"palsgd figures: smoke: {name} failed: {res.message}", file=sys.stderr)
+    return exitcodes.FAILED if failed else exitcodes.OK
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``palsgd figures`` (see :mod:`paper_figures.cli` for exit codes)."""
     started = time.perf_counter()
-    plan, problems, runs_dir, figures = _plan_or_refuse(args)
+    prep = _plan_or_refuse(args)
+    plan, runs_dir, figures = prep.plan, prep.runs_dir, prep.figures
     if args.dry_run:
-        _print_plan(plan, runs_dir, problems)
+        print_plan(plan, runs_dir, prep.problems, prep.gpus)
         return 0
+    if args.smoke_runs and prep.gpus is not None:
+        return _smoke(prep)
     out = Path(args.out)
     progress = not args.no_progress
     check_output_dir(out, "--out")
@@ -140,7 +161,14 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(runs_dir, "--runs-dir" if args.runs_dir else "--out (its runs/ folder)")
     hardware_start = hardware()
     t_runs = time.perf_counter()
-    results = R.execute(plan, runs_dir, train_missing=not args.no_train, progress=progress)
+    results = R.execute(
+        plan,
+        runs_dir,
+        train_missing=not args.no_train,
+        progress=progress,
+        placement=prep.gpus.placement if prep.gpus else None,
+        gpu=prep.gpus.gpu if prep.gpus else "A100-SXM4-80GB",
+    )
     runs_elapsed = time.perf_counter() - t_runs
     loaded = {
         name: R.load_run(res.directory, res.spec)
@@ -169,14 +197,20 @@ def run(args: argparse.Namespace) -> int:
         figures=records,
         durations=durations,
         hardware_start=hardware_start,
+        placement=prep.gpus.placement.to_dict() if prep.gpus else None,
     )
     print(
         f"palsgd figures: {len(figures) - len(failed_figs)}/{len(figures)} figure(s) in "
         f"{out} ({time.perf_counter() - started:.0f} s; manifest.json)",
         file=sys.stderr,
     )
-    if failed_runs:
-        print(f"palsgd figures: failed run(s): {', '.join(failed_runs)}", file=sys.stderr)
+    for name in failed_runs:
+        res = results[name]
+        print(
+            f"palsgd figures: run {name} failed; its directory: {res.directory}"
+            + (f" ({res.message})" if res.message else ""),
+            file=sys.stderr,
+        )
     if failed_figs:
         print(f"palsgd figures: not drawn: {', '.join(failed_figs)}", file=sys.stderr)
     return exitcodes.FAILED if (failed_figs or failed_runs) else exitcodes.OK

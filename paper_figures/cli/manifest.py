@@ -108,8 +108,10 @@ def write_manifest(
     figures: Mapping[str, Any],
     durations: Mapping[str, float],
     hardware_start: Mapping[str, Any],
+    placement: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write ``out/manifest.json`` (the records of earlier ``--only`` figures kept)."""
+    """Write ``out/manifest.json`` (the records of earlier ``--only`` figures kept);
+    ``placement``: the paper scale's GPUs per run (None at the quick scale)."""
     cmd = sys.argv[2:] if sys.argv[1:2] == ["figures"] else sys.argv[1:]
     manifest = {
         "command": "palsgd figures " + " ".join(cmd),
@@ -123,6 +125,7 @@ def write_manifest(
         "git_commit": _git_commit(),
         "hardware": {"start": dict(hardware_start), "end": hardware()},
         "plan": plan.to_dict(),
+        "placement": dict(placement) if placement is not None else None,
         "runs_dir": str(runs_dir),
         "runs": {n: _run_record(r) for n, r in results.items()},
         "durations_s": {k: round(v, 3) for k, v in durations.items()},

@@ -59,6 +59,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{process_cap()} on this machine (default: 2 at quick scale, 4 at paper scale)",
     )
     parser.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        metavar="G",
+        help="paper scale: GPUs to use, the first G torch sees, integer in [1, inf); with "
+        "fewer than K the K workers share them (gloo), with 2K or more runs train side by "
+        "side; with --dry-run on a machine without GPUs, the GPUs to plan for (default: "
+        "every GPU torch sees; a dry run without GPUs plans for K)",
+    )
+    parser.add_argument(
+        "--max-parallel-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="paper scale: at most N runs train at the same time, integer in [1, inf) "
+        "(default: one per GPU set, G // GPUs per run)",
+    )
+    parser.add_argument(
+        "--smoke-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="paper scale: train only the first N runs of the plan, shrunk to 4 steps at "
+        "tiny sizes on the embedded data, on the same GPUs, workers and launches, into "
+        "OUT/smoke-runs, then stop (no figure): a check of the launch before the long "
+        "run, integer in [1, inf) (default: the real plan)",
+    )
+    parser.add_argument(
         "--seed",
         type=int,
         default=0,
@@ -183,4 +211,25 @@ def check_inputs(args: argparse.Namespace) -> tuple[str, list[str], dict[str, st
             "exist or holds no results.json"
         )
     _check_profile(args.profile)
+    _check_gpu_options(args)
     return args.scale, figures, data, nproc
+
+
+#: the options read at the paper scale only
+_PAPER_ONLY = ("gpus", "max_parallel_runs", "smoke_runs")
+
+
+def _check_gpu_options(args: argparse.Namespace) -> None:
+    """``--gpus``, ``--max-parallel-runs`` and ``--smoke-runs``: integers >= 1, paper
+    scale only (a note at the quick scale, which runs on the CPU)."""
+    for name in _PAPER_ONLY:
+        value = getattr(args, name, None)
+        flag = "--" + name.replace("_", "-")
+        if value is not None and value < 1:
+            raise UserInputError(f"{flag} must be >= 1, got {value}")
+        if value is not None and args.scale == "quick":
+            print(
+                f"palsgd figures: note: {flag} is not read at quick scale (2 CPU processes); "
+                "it is for --scale paper",
+                file=sys.stderr,
+            )

@@ -11,13 +11,19 @@ missing ones (:func:`execute`).
   :mod:`empirical.algorithms.slowlink`) so that communication costs something on one
   machine. ``paper``: the paper's model sizes and the authors' settings
   (docs/reference-implementation.md §7): GPT-Neo-8M and
-  GPT-Neo-125M on TinyStories, ResNet-50 on ImageNet-1K and ResNet-18 on CIFAR-10, one
-  process per GPU (NCCL), no injected delay. Both scales use the same code path.
+  GPT-Neo-125M on TinyStories, ResNet-50 on ImageNet-1K and ResNet-18 on CIFAR-10, ``K``
+  processes per run on the GPUs there are (:mod:`paper_figures.runs.placement`: a GPU per
+  rank over NCCL, or ranks sharing GPUs over gloo; runs side by side on spare GPUs), no
+  injected delay. Both scales use the same training code.
 * Cache. A run's directory is ``RUNS_DIR/<task>-<variant>-<key>``, where ``key`` hashes the
   complete resolved :class:`~empirical.config.TrainConfig` (output directory, progress and
   launcher fields excluded), the worker count and the device kind. A run is reused when its
   ``figrun.json`` carries the same key and it finished (or diverged: a finding, kept).
-* Launch. The missing runs of one invocation go into one plan file; ``nproc > 1`` starts
+* Launch on GPUs (paper scale): one ``torchrun`` launch per run with
+  ``CUDA_VISIBLE_DEVICES`` naming its GPU set, the longest runs (by the cost model's
+  estimate, :mod:`paper_figures.runs.estimate`) first, at most one run per GPU set at a
+  time; a failed run does not stop the others (:mod:`paper_figures.runs.parallel`).
+* Launch on the CPU (quick scale). The missing runs of one invocation go into one plan file; ``nproc > 1`` starts
   ``python -m torch.distributed.run --standalone --nproc-per-node N -m paper_figures.runs
   --plan FILE`` once, and every rank trains the runs one after another in the same process
   group (:func:`empirical.train.train` joins an existing group), so process start-up and
@@ -34,7 +40,12 @@ Files:
   and what the paper scale needs on this machine (:func:`check_paper_requirements`).
 * ``cache.py``: a run's resolved config, cache key, directory and status record.
 * ``device.py``: torch imported when asked: the device kind and the GPU count.
-* ``launch.py``: :func:`execute` (one launch for the missing runs) and the rank entry.
+* ``launch.py``: :func:`execute` (one launch for the missing runs, or one per run on
+  GPUs) and the rank entry.
+* ``placement.py``: :class:`Placement`, :func:`place`: K workers on G GPUs.
+* ``estimate.py``: a run's duration from the cost model, the schedule of a plan.
+* ``parallel.py``: runs side by side on GPU sets, one launch each.
+* ``smoke.py``: ``--smoke-runs``: the plan's first runs shrunk to a few steps.
 * ``load.py``: :class:`RunData` and :func:`load_run`, a run directory as the figures read it.
 * ``__main__.py``: ``python -m paper_figures.runs --plan FILE`` (one rank, under torchrun).
 """
@@ -44,6 +55,7 @@ from paper_figures.runs.cache import STATUS_FILE, cached, resolve_spec, run_dire
 from paper_figures.runs.device import current_device_kind, torch_module
 from paper_figures.runs.launch import RunResult, execute
 from paper_figures.runs.load import RunData, load_run
+from paper_figures.runs.placement import Placement, place
 from paper_figures.runs.plan import (
     ABLATION_SWITCHES,
     REPEATED_OUTER_STEPS,
@@ -79,6 +91,8 @@ __all__ = [
     "STATUS_FILE",
     "RunData",
     "RunResult",
+    "Placement",
+    "place",
     "tasks_for",
     "plan_runs",
     "resolve_spec",

@@ -35,10 +35,14 @@ _NOT_IN_KEY = frozenset(
 STATUS_FILE = "figrun.json"
 
 
-def resolve_spec(spec: RunSpec) -> dict[str, Any]:
-    """The complete, validated TrainConfig of a run as a dict (output_dir not yet set)."""
+def resolve_spec(spec: RunSpec, backend: str | None = None) -> dict[str, Any]:
+    """The complete, validated TrainConfig of a run as a dict (output_dir not yet set);
+    ``backend``: its process-group backend when given (the placement's:
+    :attr:`paper_figures.runs.placement.Placement.config_backend`; part of the key)."""
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     ov = {k: v for k, v in spec.overrides.items() if k in known}
+    if backend is not None:
+        ov["backend"] = backend
     cfg = resolve_config(overrides=ov)
     return config_to_dict(cfg)
 

@@ -1,4 +1,6 @@
-"""Training the missing runs of a plan: one ``torchrun`` launch (or this process) for all."""
+"""Training the missing runs of a plan: one ``torchrun`` launch (or this process) for all,
+or, on GPUs (:class:`~paper_figures.runs.placement.Placement`), one launch per run with
+runs side by side on GPU sets (:mod:`paper_figures.runs.parallel`)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from core.io import atomic_write_json
 from empirical.config import config_from_dict
 from paper_figures.runs.cache import STATUS_FILE, cached, resolve_spec, run_directory, run_key
 from paper_figures.runs.device import current_device_kind
+from paper_figures.runs.estimate import estimate_run
+from paper_figures.runs.parallel import LAUNCH_LOG, run_side_by_side
+from paper_figures.runs.placement import Placement
 from paper_figures.runs.specs import Plan, RunSpec
 
 __all__ = ["RunResult", "execute"]
@@ -82,13 +87,21 @@ def _worker(plan_file: str) -> int:
     :mod:`empirical.distributed` (torch) is imported here, in the ranks only."""
     from empirical.distributed import cleanup, init_distributed
 
-    items = json.loads(Path(plan_file).read_text())["runs"]
+    plan = json.loads(Path(plan_file).read_text())
+    items = plan["runs"]
     on_cpu = all(it["config"].get("device") == "cpu" for it in items)
     device = "cuda" if current_device_kind() == "cuda" and not on_cpu else "cpu"
-    ctx = init_distributed(device=device)
+    # gloo when the plan's ranks share GPUs (placement), else NCCL on CUDA, gloo on the CPU
+    ctx = init_distributed(plan.get("backend") if device == "cuda" else None, device=device)
     failures = 0
     try:
-        bar = tqdm(items, desc="figure runs", unit="run", disable=ctx.rank != 0, dynamic_ncols=True)
+        bar = tqdm(
+            items,
+            desc="figure runs",
+            unit="run",
+            disable=ctx.rank != 0 or len(items) == 1,
+            dynamic_ncols=True,
+        )
         for item in bar:
             bar.set_postfix_str(item["name"])
             if _train_one(item, ctx.rank) not in (0, 3):
@@ -120,14 +133,15 @@ def _launch(plan_file: Path, nproc: int, log: Callable[[str], None]) -> int:
 
 
 def _locate(
-    plan: Plan, runs_dir: Path, progress: bool
+    plan: Plan, runs_dir: Path, progress: bool, backend: str | None = None
 ) -> tuple[dict[str, RunResult], list[dict[str, Any]]]:
-    """Each run's result (cached, or missing) and the plan items of the missing ones."""
+    """Each run's result (cached, or missing) and the plan items of the missing ones;
+    ``backend``: the runs' process-group backend (the placement's), None to leave it."""
     results: dict[str, RunResult] = {}
     todo: list[dict[str, Any]] = []
     dev = current_device_kind()
     for spec in plan.runs:
-        cfg = resolve_spec(spec)
+        cfg = resolve_spec(spec, backend)
         key = run_key(cfg, plan.nproc, dev)
         directory = run_directory(runs_dir, spec, key)
         rec = cached(directory, key)
@@ -170,17 +184,38 @@ def _train_missing(
             _train_one(item, 0)
 
 
-def _read_status(res: RunResult) -> None:
-    """Set a trained run's status from the record its training wrote."""
+def _train_side_by_side(
+    todo: Sequence[dict[str, Any]],
+    placement: Placement,
+    gpu: str,
+    log: Callable[[str], None],
+) -> None:
+    """The missing runs on the placement's GPU sets, the longest (estimated) first."""
+
+    def longest_first(item: Mapping[str, Any]) -> float:
+        est = estimate_run(item["config"], placement, gpu).total_s
+        return -est if est is not None else 0.0
+
+    order = sorted(todo, key=longest_first)
+    log(f"palsgd figures: training {len(order)} run(s) on {placement.describe()}")
+    run_side_by_side(order, placement, log=log)
+
+
+def _read_status(res: RunResult, own_log: bool = False) -> None:
+    """Set a trained run's status from the record its training wrote; ``own_log``: the
+    run was launched alone, its output in its directory's launch.log."""
     status_path = res.directory / STATUS_FILE
+    where = f"see {res.directory / LAUNCH_LOG}" if own_log else "see the training output above"
     if status_path.is_file():
         rec = json.loads(status_path.read_text())
         res.status = rec.get("status", "failed") if rec.get("key") == res.key else "failed"
         res.elapsed_s = rec.get("elapsed_s")
         res.message = rec.get("message", "")
+        if res.status == "failed" and own_log:
+            res.message = f"{res.message} ({where})".strip()
     else:
         res.status = "failed"
-        res.message = "the run did not finish (see the training output above)"
+        res.message = f"the run did not finish ({where})"
 
 
 def execute(
@@ -190,28 +225,39 @@ def execute(
     train_missing: bool = True,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    placement: Placement | None = None,
+    gpu: str = "A100-SXM4-80GB",
 ) -> dict[str, RunResult]:
     """Make every run of ``plan`` available in ``runs_dir``; returns name -> RunResult.
 
     Cached runs are reused; missing ones are trained in one launch (see
-    :mod:`paper_figures.runs`) unless ``train_missing`` is False, in which case a missing
-    run raises :class:`UserInputError` naming it. A run that fails for another reason than
-    divergence is reported with status ``failed`` (its figures mark it as missing).
+    :mod:`paper_figures.runs`), or with a ``placement`` (GPUs) one launch per run on its
+    GPU sets, runs side by side, the longest first by the estimate on ``gpu``
+    (:mod:`paper_figures.runs.parallel`), unless ``train_missing`` is False, in which
+    case a missing run raises :class:`UserInputError` naming it. A run that fails for
+    another reason than divergence is reported with status ``failed`` and where its
+    output is (its figures mark it as missing); the other runs are still trained.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     runs_dir = Path(runs_dir)
-    results, todo = _locate(plan, runs_dir, progress)
+    backend = placement.config_backend if placement is not None else None
+    if placement is not None and placement.parallel > 1:
+        progress = False  # runs side by side: no progress bars in their logs
+    results, todo = _locate(plan, runs_dir, progress, backend)
     if todo and not train_missing:
         names = ", ".join(t["name"] for t in todo)
         raise UserInputError(
             f"run(s) not found in the runs directory '{runs_dir}' (and "
             f"--no-train was given): {names}"
         )
-    if todo:
+    if todo and placement is not None:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        _train_side_by_side(todo, placement, gpu, log)
+    elif todo:
         _train_missing(plan, runs_dir, todo, log)
     for res in results.values():
         if not res.cached:
-            _read_status(res)
+            _read_status(res, own_log=placement is not None)
     return results
 
 

@@ -134,7 +134,10 @@ def _plan_notes(scale: str, nproc: int, tasks: Mapping[str, TaskSpec]) -> list[s
                 "--nproc 1: K = 1, one process, no communication: not the paper's comparison"
             )
     else:
-        notes.append(f"paper scale: {nproc} process(es), one per GPU (NCCL)")
+        notes.append(
+            f"paper scale: K = {nproc} worker(s), one process each: a GPU each (NCCL) when "
+            "there are enough, else sharing GPUs (gloo); runs side by side on spare GPUs"
+        )
     notes += [f"{t.name}: {t.note}" for t in tasks.values() if t.note]
     return notes
 
@@ -178,12 +181,18 @@ def plan_runs(
     return Plan(scale, nproc, seed, tasks, list(seen.values()), _plan_notes(scale, nproc, tasks))
 
 
-def check_paper_requirements(plan: Plan, data: Mapping[str, str]) -> list[str]:
-    """What the paper scale lacks here (GPUs, data sets); an empty list when runnable."""
+def check_paper_requirements(
+    plan: Plan, data: Mapping[str, str], *, gpus: int | None = None
+) -> list[str]:
+    """What the paper scale lacks here (a GPU, the ``gpus`` asked for, data sets); an empty
+    list when runnable. Any number of GPUs will do: with fewer than ``K`` the workers share
+    them (:mod:`paper_figures.runs.placement`)."""
     problems = []
     n_gpu = cuda_device_count()
-    if n_gpu < plan.nproc:
-        problems.append(f"--scale paper needs {plan.nproc} CUDA GPU(s) (--nproc), found {n_gpu}")
+    if n_gpu < 1:
+        problems.append("--scale paper needs at least one CUDA GPU, found none")
+    elif gpus is not None and gpus > n_gpu:
+        problems.append(f"--gpus {gpus}: only {n_gpu} CUDA GPU(s) found")
     needed = sorted({plan.tasks[r.task].data for r in plan.runs if plan.tasks[r.task].data})
     for name in needed:
         path = data.get(name)
