@@ -71,7 +71,7 @@ def test_gap_and_heterogeneity_together_are_caught(tmp_path):
 
 
 def test_exceeding_the_relaxation_only_is_never_called_false():
-    d = design_of("local_sgd", K=2, H=2, T=6, L=1.0, alpha=0.3, zeta=1.0, F0=1.0)
+    d = design_of("local_sgd", K=2, H=2, T=4, L=1.0, alpha=0.3, zeta=1.0, F0=1.0)
     w = solve(d).value
 
     class Between:  # a statement just below the relaxed class, above every instance found

@@ -92,6 +92,18 @@ def test_the_lift_is_an_explicit_instance_below_the_class():
     assert abs(s.mean()) < 1e-12 and np.mean(s**2) == pytest.approx(1.0)
 
 
+def test_the_lift_stops_at_the_first_instance_above_its_target():
+    d = design_of("local_sgd", K=2, H=2, R=2, L=1.0, alpha=0.1, zeta=1.0, F0=1.0,
+                  measured="anchors")  # fmt: skip
+    full = lift(d, starts=2)
+    assert full.starts == 2 and full.value is not None
+    early = lift(d, starts=2, target=0.5 * full.value)
+    assert early.value is not None and early.value > 0.5 * full.value
+    assert early.starts < 2  # the search ended once an instance was above the target
+    out_of_reach = lift(d, starts=2, target=10 * full.value)
+    assert out_of_reach.starts == 2 and out_of_reach.value == full.value
+
+
 def test_a_true_bound_is_certified_and_its_controls_refuted():
     sgd = bounds.get("sgd")
     d = design_of("sgd", K=2, T=4, L=1.0, alpha=1.0, zeta=0.0, F0=1.0)

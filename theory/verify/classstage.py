@@ -264,7 +264,7 @@ class _Lifter:
         if (value is None or value <= target) and not searched and self.budget > 0:
             if design.paths == 1:
                 self.budget -= 1
-                found = lift(design, starts=3).value
+                found = lift(design, starts=3, target=target).value
                 value = found if value is None or (found or 0) > value else value
             self.values[key] = (value, True)
         return value

@@ -146,7 +146,7 @@ def judge_upper(
         if full.ok and b >= full.value * (1 - SOLVER_RTOL):
             return _verdict(bound, "upper", CERTIFIED, b, full, "full")
         wc, relaxation = (full, "full") if full.ok else (wc, relaxation)
-    lifted = lift(design).value if do_lift else None
+    lifted = lift(design, target=b * (1 + 1e-9)).value if do_lift else None
     if lifted is not None and lifted > b * (1 + 1e-9):
         return _verdict(bound, "upper", REFUTED, b, wc, relaxation, lifted)
     return _verdict(bound, "upper", EXCEEDED, b, wc, relaxation, lifted)

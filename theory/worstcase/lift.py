@@ -267,9 +267,18 @@ def _relabel(phi: Piecewise) -> Piecewise:
     return Piecewise(knots, curv, value, slope)
 
 
-def lift(design: ClassDesign, *, starts: int = 6, seed: int = 0, maxiter: int = 300) -> Lifted:
+def lift(
+    design: ClassDesign,
+    *,
+    starts: int = 6,
+    seed: int = 0,
+    maxiter: int = 300,
+    target: float | None = None,
+) -> Lifted:
     """The largest value found on explicit one-dimensional instances (module docstring);
-    the :func:`probe` instances are tried first."""
+    the :func:`probe` instances are tried first. ``target``: the search stops at the first
+    instance whose value exceeds it (one explicit instance above a bound refutes it; the
+    remaining starts could only raise the value further)."""
     _, _, F0 = design.normalised()
     u = design.unit
     if u == 0:
@@ -277,8 +286,11 @@ def lift(design: ClassDesign, *, starts: int = 6, seed: int = 0, maxiter: int = 
     n = len(_unroll(design, np.zeros(0))[2])
     rng = np.random.default_rng(seed)
     best = probe(design)
-    best.starts = starts
+    tried = 0
     for s in range(starts):
+        if target is not None and best.value is not None and best.value > target:
+            break
+        tried += 1
         scale = math.sqrt(2 * F0) * (1.0 - 0.6 * s / max(1, starts - 1))
         v0 = scale * (1.0 + (0.3 * rng.standard_normal(n) if s else np.zeros(n)))
         sol = _solve(design, v0, F0 * (1 - SHRINK), maxiter, 1 - SHRINK)
@@ -293,7 +305,8 @@ def lift(design: ClassDesign, *, starts: int = 6, seed: int = 0, maxiter: int = 
         if checks["max_curvature"] > 1 + CHECK_TOL or gap > F0 + CHECK_TOL:
             continue
         if best.value is None or value * u > best.value:
-            best = Lifted(value * u, phi, path, checks, starts)
+            best = Lifted(value * u, phi, path, checks)
+    best.starts = tried
     return best
 
 
