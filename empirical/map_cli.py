@@ -32,6 +32,7 @@ from core.files import check_output_dir, check_output_file
 from theory.compare import BUDGET_KINDS, METHODS, Grid, MapSpec, Prices, ProblemSource
 from theory.compare.montecarlo import FAMILIES
 from theory.compare.report import format_summary
+from theory.compare.spec import CRITERIA
 
 __all__ = ["add_arguments", "run", "prices_for"]
 
@@ -135,8 +136,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--family",
         choices=sorted(FAMILIES),
-        default="hetero_cosine",
+        default=None,
         help="nonconvex family of --engine montecarlo (default hetero_cosine)",
+    )
+    p.add_argument(
+        "--family-file",
+        metavar="FILE",
+        help="--engine montecarlo on your own problem: a YAML/JSON file of per-worker "
+        "quadratics plus an optional common cosine (docs/examples/hetero_cosine_family.yaml; "
+        "the map computes and states L, sigma2, zeta2, F0); instead of --family (default: none)",
     )
     p.add_argument(
         "--replicas",
@@ -157,76 +165,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(K lists of d numbers), minimisers (K lists of d), x0 (d), sigma2",
     )
     s = ProblemSource()
-    p.add_argument(
-        "--K",
-        type=int,
-        default=s.K,
-        help=f"workers of the generated family, in [2, inf) (default {s.K})",
-    )
-    p.add_argument(
-        "--d",
-        type=int,
-        default=s.d,
-        help=f"dimension of the generated family, in [1, inf) (default {s.d})",
-    )
-    p.add_argument(
-        "--L", type=float, default=s.L, help=f"largest curvature L, in (0, inf) (default {s.L:g})"
-    )
-    p.add_argument(
-        "--lam-min",
-        type=float,
-        default=s.lam_min,
-        help=f"smallest curvature, in (0, L] (default {s.lam_min:g})",
-    )
-    p.add_argument(
-        "--sigma",
-        type=float,
-        default=s.sigma,
-        help=f"gradient-noise std sigma, in [0, inf) (default {s.sigma:g})",
-    )
-    p.add_argument(
-        "--F0",
-        type=float,
-        default=s.F0,
-        help=f"initial gap f(x0) - f*, in [0, inf) (default {s.F0:g})",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=s.seed,
-        help=f"seed of the generated problem, in [0, inf) (default {s.seed})",
+    only = "; not with --problem (the file gives its own)"
+    for flag, key, kind, what, rng, exact_only in (
+        ("--K", "K", int, "workers of the generated family", "[2, inf)", False),
+        ("--d", "d", int, "dimension of the generated family", "[1, inf)", False),
+        ("--L", "L", float, "largest curvature L", "(0, inf)", True),
+        ("--lam-min", "lam_min", float, "smallest curvature", "(0, L]", True),
+        ("--sigma", "sigma", float, "gradient-noise std sigma", "[0, inf)", False),
+        ("--F0", "F0", float, "initial gap f(x0) - f*", "[0, inf)", True),
+        ("--seed", "seed", int, "seed of the generated problem", "[0, inf)", False),
+    ):
+        p.add_argument(
+            flag, dest=key, type=kind, default=None,
+            help=f"{what}, in {rng} (default {getattr(s, key):g})"
+            + ("; exact engine only" if exact_only else "") + only,
+        )  # fmt: skip
+    a.add_argument(
+        "--criterion",
+        choices=list(CRITERIA),
+        default=d.criterion,
+        help="what reaching eps means: 'sustained' (default: the value stays <= eps from "
+        "that round on; exact where the round map contracts, else through the end of the "
+        "64-round block holding the budget's last round) or 'first' (first passage); the "
+        "summary gives the other beside where they differ",
     )
     t = parser.add_argument_group("tuning (the same grid size for every method)")
-    t.add_argument(
-        "--n-alpha",
-        type=int,
-        default=g.n_alpha,
-        help=f"inner steps per outer rate, in [2, inf) (default {g.n_alpha})",
-    )
-    t.add_argument(
-        "--n-outer",
-        type=int,
-        default=g.n_outer,
-        help=f"outer rates per inner step, in [1, inf) (default {g.n_outer})",
-    )
-    t.add_argument(
-        "--span",
-        type=float,
-        default=g.span,
-        help=f"decades of inner steps below the stability edge, in (0, inf) (default {g.span:g})",
-    )
-    t.add_argument(
-        "--max-extend",
-        type=int,
-        default=g.max_extend,
-        help=f"edge extensions per cell, in [0, inf) (default {g.max_extend})",
-    )
-    t.add_argument(
-        "--mu",
-        type=float,
-        default=g.mu,
-        help=f"Nesterov outer momentum, in [0, 1) (default {g.mu:g})",
-    )
+    for flag, kind, default, text in (
+        ("--n-alpha", int, g.n_alpha, "inner steps per outer rate, in [2, inf)"),
+        ("--n-outer", int, g.n_outer, "outer rates per inner step, in [1, inf)"),
+        ("--span", float, g.span, "decades of inner steps below the stability edge, in (0, inf)"),
+        (
+            "--max-extend",
+            int,
+            g.max_extend,
+            "inner-step extensions below the grid per cell, in "
+            "[0, inf); outer rates extend until the optimum is interior or they pass "
+            "[2^-10, 2^14]; 0: no extension at all",
+        ),
+        ("--mu", float, g.mu, "Nesterov outer momentum, in [0, 1)"),
+    ):
+        t.add_argument(flag, type=kind, default=default, help=f"{text} (default {default:g})")
+    # fmt: skip
     c = parser.add_argument_group("wall-clock prices (for the time budget)")
     c.add_argument(
         "--profile",
@@ -253,7 +232,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--csv", dest="csv_path", metavar="FILE", help="write the CSV here (default: not written)"
     )
     o.add_argument(
-        "--cache", metavar="DIR", help="resumable cache (default OUT/.cache; none without --out)"
+        "--cache",
+        metavar="DIR",
+        help="resumable cache of the exact engine (default OUT/.cache; none without --out)",
     )
     o.add_argument("--no-bounds", action="store_true", help="skip the bound map and its scores")
     o.add_argument("--no-plots", action="store_true", help="no heatmaps")
@@ -307,33 +288,101 @@ def _spec(args: argparse.Namespace) -> MapSpec:
     grid = Grid(n_alpha=args.n_alpha, n_outer=args.n_outer, span=args.span,
                 max_extend=args.max_extend, mu=args.mu)  # fmt: skip
     zeta = args.zeta
-    if zeta is None and args.problem is None:
+    if zeta is None and args.problem is None and args.family_file is None:
         zeta = list(MapSpec().zeta)
     return MapSpec(H=tuple(args.H), eta=tuple(args.eta), p=tuple(args.p),
                    zeta=None if zeta is None else tuple(zeta), eps=tuple(args.eps),
                    budgets=budgets, methods=tuple(args.methods), grid=grid, prices=prices,
-                   sync_delay=tau)  # fmt: skip
+                   sync_delay=tau, criterion=args.criterion)  # fmt: skip
+
+
+#: flags of the generated family (``ProblemSource`` fields); those the Monte-Carlo engine reads
+_FAMILY_FLAGS = {"K": "--K", "d": "--d", "L": "--L", "lam_min": "--lam-min",
+                 "sigma": "--sigma", "F0": "--F0", "seed": "--seed"}  # fmt: skip
+_MC_FLAGS = ("K", "d", "sigma", "seed")
+
+
+def _source(args: argparse.Namespace) -> ProblemSource:
+    """The problem of the map from the flags: each refused by the name typed when it does
+    not apply (a generated-family flag with ``--problem``; ``--L``, ``--lam-min``, ``--F0``
+    with Monte Carlo) or is out of range."""
+    given = {k: getattr(args, k) for k in _FAMILY_FLAGS if getattr(args, k) is not None}
+    if args.family_file is not None and given:
+        flags = ", ".join(_FAMILY_FLAGS[k] for k in given)
+        raise UserInputError(
+            f"{flags}: the built-in families' setting(s); --family-file FILE gives its own "
+            "workers, dimension, curvatures, noise and start (drop them)"
+        )
+    if args.problem is not None and given:
+        flags = ", ".join(_FAMILY_FLAGS[k] for k in given)
+        raise UserInputError(
+            f"{flags}: the generated family's setting(s); --problem FILE gives its own "
+            "workers, dimension, curvatures, noise and start (drop them, or drop --problem)"
+        )
+    if args.engine == "montecarlo":
+        exact_only = [_FAMILY_FLAGS[k] for k in given if k not in _MC_FLAGS]
+        if exact_only:
+            raise UserInputError(
+                f"{', '.join(exact_only)}: settings of the exact engine's quadratic family; "
+                "--engine montecarlo builds --family from --K, --d, --sigma and --seed"
+            )
+    ranges = {"K": (2, " (heterogeneity needs two workers)"), "d": (1, ""), "seed": (0, "")}
+    for k, (low, why) in ranges.items():
+        if k in given and given[k] < low:
+            raise UserInputError(
+                f"{_FAMILY_FLAGS[k]} must be an integer in [{low}, inf){why}, got {given[k]}"
+            )
+    return ProblemSource(path=args.problem, **given)
+
+
+def _check_problem_file(source: ProblemSource) -> None:
+    """A problem file is read before any work; one worker is refused as ``--K 1`` is."""
+    prob = source.build(None)
+    if prob.K < 2:
+        raise UserInputError(
+            f"--problem '{source.path}': one worker (K = 1): the map compares methods on "
+            "heterogeneous workers and needs at least two, as --K does"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     """Compute the map; exit code 0 (done) or 2 (bad input)."""
     spec = _spec(args)
-    source = ProblemSource(path=args.problem, K=args.K, d=args.d, L=args.L, lam_min=args.lam_min,
-                           sigma=args.sigma, F0=args.F0, seed=args.seed)  # fmt: skip
+    source = _source(args)
     if args.problem is not None:
-        source.build(None)  # a bad file fails before any work
+        if args.engine == "montecarlo":
+            raise UserInputError("--problem is a quadratic for --engine exact; Monte Carlo "
+                                 "takes --family")  # fmt: skip
+        _check_problem_file(source)  # a bad file fails before any work
+    family = args.family or "hetero_cosine"
+    if args.family_file is not None:
+        if args.engine != "montecarlo":
+            raise UserInputError("--family-file is a problem for --engine montecarlo; the "
+                                 "exact engine takes a quadratic --problem FILE")  # fmt: skip
+        if args.family is not None:
+            raise UserInputError("--family and --family-file both name the problem: give one")
+        from theory.compare.family_file import load_family_file
+
+        family = load_family_file(args.family_file)
+    if args.cache is not None and args.engine == "montecarlo":
+        raise UserInputError(
+            "--cache keeps the exact engine's finished units; --engine montecarlo has no "
+            "cache (drop --cache)"
+        )
     out = None if args.out is None else check_output_dir(args.out, "--out")
     json_path = None if args.json_path is None else check_output_file(args.json_path, "--json")
     csv_path = None if args.csv_path is None else check_output_file(args.csv_path, "--csv")
+    if json_path is not None and csv_path is not None:
+        if Path(json_path).resolve() == Path(csv_path).resolve():
+            raise UserInputError(
+                f"--json and --csv name the same file '{json_path}': give two paths"
+            )
     cache = args.cache or (None if out is None else str(out / ".cache"))
     if args.engine == "montecarlo":
         from theory.compare.run_mc import run_mc_map
 
-        if args.problem is not None:
-            raise UserInputError("--problem is a quadratic for --engine exact; Monte Carlo "
-                                 "takes --family")  # fmt: skip
-        result = run_mc_map(spec, family=args.family, K=args.K, d=args.d, sigma=args.sigma,
-                            seed=args.seed, replicas=args.replicas,
+        result = run_mc_map(spec, family=family, K=source.K, d=source.d,
+                            sigma=source.sigma, seed=source.seed, replicas=args.replicas,
                             holdout_replicas=args.holdout_replicas,
                             progress=not args.no_progress)  # fmt: skip
     else:

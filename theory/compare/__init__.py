@@ -27,7 +27,6 @@ from theory.compare.methods import (
     round_cost,
 )
 from theory.compare.records import CellResult, MapResult
-from theory.compare.run import run_map
 from theory.compare.spec import MapSpec, ProblemSource
 from theory.compare.tune import Grid, Tuned
 
@@ -47,3 +46,13 @@ __all__ = [
     "Grid",
     "Tuned",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``run_map`` on first use (PEP 562): it imports sympy and scipy, which `palsgd map
+    --help` does not need (tests/test_cli_startup.py)."""
+    if name == "run_map":
+        from theory.compare.run import run_map
+
+        return run_map
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+import time
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from theory.bounds import get
 from theory.compare.averages import exact_parts
@@ -241,15 +244,27 @@ def score_bounds(
     consts_by_zeta: dict[Any, dict[str, float]],
     *,
     tuned_points: bool = True,
+    progress: bool = False,
 ) -> None:
-    """Fill ``cell.bounds`` of every cell (see the module docstring), in place."""
+    """Fill ``cell.bounds`` of every cell (see the module docstring), in place;
+    ``progress``: a line per stage and a bar over the problems on standard error."""
+
+    def say(text: str) -> None:
+        if progress:
+            print(f"palsgd map: {text}", file=sys.stderr, flush=True)
+
     with np.errstate(all="ignore"):
+        say(f"the bound map: every registered bound's guarantee in {len(cells)} cells ...")
+        t0 = time.perf_counter()
         _bound_map(spec, cells, consts_by_zeta)
+        say(f"the bound map done in {time.perf_counter() - t0:.1f} s")
         if tuned_points:
             by_zeta = defaultdict(list)
             for c in cells:
                 by_zeta[c.zeta].append(c)
-            for zeta, cs in by_zeta.items():
+            bar = tqdm(by_zeta.items(), desc="palsgd map: bounds at the tuned points",
+                       unit="problem", disable=not progress)  # fmt: skip
+            for zeta, cs in bar:
                 _tuned_points(cs, quadratics[zeta], consts_by_zeta[zeta])
 
 

@@ -65,7 +65,7 @@ def _map(q: Quadratic, m: Method, H: int, eta: float, p: float, alpha: float, ga
 
 def _fixed_point(M: np.ndarray) -> np.ndarray | None:
     lin = M[:, :ONE, :ONE]
-    if np.max(np.abs(np.linalg.eigvals(lin))) >= 1.0:
+    if not np.isfinite(M).all() or np.max(np.abs(np.linalg.eigvals(lin))) >= 1.0:
         return None
     x = np.linalg.solve(np.eye(ONE) - lin, M[:, :ONE, ONE][..., None])[..., 0]
     return np.concatenate([x, np.ones((x.shape[0], 1))], axis=-1)

@@ -70,9 +70,14 @@ def exact_rounds(
     cap: np.ndarray,
     group: np.ndarray,
     mu: float = DILOCO_DEFAULT_MU,
+    sustained: bool = False,
+    known: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """First rounds ``(N, E)`` reaching each ``eps`` (-1: not by ``cap``, -2: skipped, see
-    :func:`theory.compare.scan.first_passage`) and the diverged flags ``(N,)``.
+    :func:`theory.compare.scan.first_passage`) and the diverged flags ``(N,)``; with
+    ``sustained``, ``(N, 2E)``: then also the rounds from which the value stays at or
+    below each ``eps``. ``known`` ``(N, E or 2E)``: the answers each configuration's group
+    already has (:func:`theory.compare.scan.first_passage`).
 
     ``eta, p, alpha, gamma, cap, group``: ``(N,)`` per configuration (``eta, p`` ignored
     unless ``m`` pulls; ``gamma`` ignored without an outer rate); ``mu``: the outer momentum
@@ -80,7 +85,7 @@ def exact_rounds(
     """
     N = np.asarray(alpha).size
     eps = np.asarray(eps, dtype=float).reshape(-1)
-    out = np.empty((N, eps.size), dtype=np.int64)
+    out = np.empty((N, eps.size * (2 if sustained else 1)), dtype=np.int64)
     div = np.empty(N, dtype=bool)
     # a group's configurations stay in one chunk so that the group's skipping stays exact
     order = np.argsort(group, kind="stable")
@@ -89,7 +94,8 @@ def exact_rounds(
         idx = order[lo:hi]
         out[idx], div[idx] = _evaluate(
             q, m, H, *(np.asarray(x, dtype=float)[idx] for x in (eta, p, alpha, gamma)),
-            eps, np.asarray(cap)[idx], np.asarray(group)[idx], mu,
+            eps, np.asarray(cap)[idx], np.asarray(group)[idx], mu, sustained,
+            None if known is None else np.asarray(known)[idx],
         )  # fmt: skip
     return out, div
 
@@ -106,8 +112,9 @@ def _chunks(sorted_groups: np.ndarray, size: int) -> list[tuple[int, int]]:
     return out
 
 
-def _evaluate(q, m, H, eta, p, alpha, gamma, eps, cap, group, mu):
-    n = alpha.size
+def _round_maps(q, m, H, eta, p, alpha, gamma, mu) -> np.ndarray:
+    """The anchor's round maps ``(N, d, 6, 6)`` of ``N`` configurations of ``m``."""
+    n = np.asarray(alpha).size
     if not m.local:  # a minibatch step: one local step, then the mean (outer SGD, gamma 1)
         Hn, p_, eta_, outer, g, mu_ = 1, np.zeros(n), np.zeros(n), "sgd", np.ones(n), 0.0
     else:
@@ -118,5 +125,10 @@ def _evaluate(q, m, H, eta, p, alpha, gamma, eps, cap, group, mu):
         mom = round_moments(
             q.lam, q.delta, q.s2, alpha=alpha, eta=eta_, p=p_, H=np.full(n, Hn), shared=m.shared
         )
-        M = anchor_map(mom, outer, g, np.full(n, mu_))
-    return first_passage(M, start_vector(q.y0, n), q.weight, eps, cap, group=group)
+        return anchor_map(mom, outer, g, np.full(n, mu_))
+
+
+def _evaluate(q, m, H, eta, p, alpha, gamma, eps, cap, group, mu, sustained, known):
+    M = _round_maps(q, m, H, eta, p, alpha, gamma, mu)
+    v0 = start_vector(q.y0, alpha.size)
+    return first_passage(M, v0, q.weight, eps, cap, group=group, sustained=sustained, known=known)

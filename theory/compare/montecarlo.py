@@ -33,9 +33,10 @@ from core.errors import UserInputError
 from core.validation import check_choice
 from theory.algorithm import AlgorithmSpec
 from theory.compare.methods import Method
-from theory.problems import Problem, make_problem
-from theory.problems.hetero_cosine import make_hetero_cosine
-from theory.simulate import simulate
+from theory.problems import Problem
+
+# make_problem, make_hetero_cosine and simulate (scipy) are imported where they run:
+# `palsgd map --help` reads FAMILIES without them (tests/test_cli_startup.py)
 
 __all__ = [
     "FAMILIES", "Z", "Estimate", "spec_of", "estimate", "estimate_many", "mc_evaluator",
@@ -47,10 +48,14 @@ Z = 2.576
 
 
 def _hetero_cosine(zeta: float, K: int, d: int, sigma: float, seed: int) -> Problem:
+    from theory.problems.hetero_cosine import make_hetero_cosine
+
     return make_hetero_cosine(K=K, d=d, zeta=zeta, sigma=sigma, seed=seed)
 
 
 def _cosine(zeta: float, K: int, d: int, sigma: float, seed: int) -> Problem:
+    from theory.problems import make_problem
+
     return make_problem("cosine", K=K, d=d, zeta=zeta, sigma=sigma, seed=seed, x0_value=1.5)
 
 
@@ -95,8 +100,19 @@ def _first(mask: np.ndarray) -> int | None:
     return int(idx[0]) if idx.size else None
 
 
-def _estimates(g: np.ndarray, eps: np.ndarray) -> list[Estimate]:
-    """:class:`Estimate` per target from replicas x rounds values ``g``."""
+def _stays(mask: np.ndarray) -> int | None:
+    """The first round from which ``mask`` holds through its last round (``None``: never)."""
+    if not mask.size or not mask[-1]:
+        return None
+    bad = np.flatnonzero(~mask)
+    return int(bad[-1]) + 1 if bad.size else 0
+
+
+def _estimates(g: np.ndarray, eps: np.ndarray, sustained: bool = False) -> list[Estimate]:
+    """:class:`Estimate` per target from replicas x rounds values ``g``: the first passage
+    below each ``eps``, then with ``sustained`` the sustained one (the mean stays below
+    ``eps`` through the last round simulated, the cap: the horizon of the Monte-Carlo
+    engine)."""
     with np.errstate(all="ignore"):
         mean = g.mean(axis=0)
         se = g.std(axis=0, ddof=1) / math.sqrt(g.shape[0])
@@ -104,15 +120,29 @@ def _estimates(g: np.ndarray, eps: np.ndarray) -> list[Estimate]:
     stop = _first(bad)
     if stop is not None:
         mean, se = mean[:stop], se[:stop]
-    return [
+    eps = np.asarray(eps, dtype=float)
+    first = [
         Estimate(
             rounds=_first(mean <= e),
             lo=_first(mean - Z * se <= e),
             hi=_first(mean + Z * se <= e),
             diverged=stop is not None,
         )  # fmt: skip
-        for e in np.asarray(eps, dtype=float)
+        for e in eps
     ]
+    if not sustained:
+        return first
+    never = stop is not None  # a run that blows up does not stay below anything
+    sustained = [
+        Estimate(
+            rounds=None if never else _stays(mean <= e),
+            lo=None if never else _stays(mean - Z * se <= e),
+            hi=None if never else _stays(mean + Z * se <= e),
+            diverged=never,
+        )  # fmt: skip
+        for e in eps
+    ]
+    return first + sustained
 
 
 def estimate_many(
@@ -129,8 +159,11 @@ def estimate_many(
     cap: int,
     replicas: int,
     seed: int,
+    sustained: bool = False,
 ) -> list[list[Estimate]]:
-    """:class:`Estimate` per configuration and target: ``n`` configurations (arrays ``eta,
+    """:class:`Estimate` per configuration and target (``E``: first passage below each
+    ``eps``; ``2E`` with ``sustained``: then the sustained passages, :func:`_estimates`):
+    ``n`` configurations (arrays ``eta,
     alpha, gamma``) of one method at one ``H`` and ``p``, simulated together in one run of
     ``n * replicas`` replicas (:func:`theory.simulate.simulate` with ``per_replica``),
     ``cap`` rounds each, the anchor recorded after every sync."""
@@ -143,30 +176,34 @@ def estimate_many(
         per["eta"] = np.repeat(np.asarray(eta, dtype=float), replicas)
     if m.has_outer:
         per["gamma"] = np.repeat(np.asarray(gamma, dtype=float), replicas)
+    from theory.simulate import simulate
+
     with np.errstate(all="ignore"):
         tr = simulate(problem, spec, T=int(cap) * Hs + 1, R=n * int(replicas), seed=seed,
                       record_every=Hs, per_replica=per)  # fmt: skip
     g = tr.grad_norm_sq.reshape(n, int(replicas), -1)
-    return [_estimates(g[i], eps) for i in range(n)]
+    return [_estimates(g[i], eps, sustained) for i in range(n)]
 
 
 def estimate(problem: Problem, m: Method, *, H: int, eta: float, p: float, alpha: float,
              gamma: float, mu: float, eps: np.ndarray, cap: int, replicas: int,
-             seed: int) -> list[Estimate]:  # fmt: skip
+             seed: int, sustained: bool = False) -> list[Estimate]:  # fmt: skip
     """:class:`Estimate` per target of one configuration (:func:`estimate_many`)."""
     return estimate_many(
         problem, m, H=H, p=p, eta=np.array([eta]), alpha=np.array([alpha]),
         gamma=np.array([gamma]), mu=mu, eps=eps, cap=cap, replicas=replicas, seed=seed,
+        sustained=sustained,
     )[0]  # fmt: skip
 
 
 def mc_evaluator(problem: Problem, *, replicas: int, seed: int) -> Callable:
-    """An evaluator for :func:`theory.compare.tune.tune`: point estimates of the first rounds
-    (-1: not reached by the cap) of each configuration, simulated on ``seed``; the
+    """An evaluator for :func:`theory.compare.tune.tune`: point estimates of the first and
+    the sustained rounds (``2E`` targets; -1: not reached by the cap) of each
+    configuration, simulated on ``seed`` (``known`` is not used); the
     configurations sharing ``p`` and a cap run together (:func:`estimate_many`)."""
 
-    def evaluate(m, *, H, eta, p, alpha, gamma, eps, cap, group, mu):
-        n, E = len(alpha), np.size(eps)
+    def evaluate(m, *, H, eta, p, alpha, gamma, eps, cap, group, mu, known=None):
+        n, E = len(alpha), 2 * np.size(eps)
         rounds = np.full((n, E), -1, dtype=np.int64)
         div = np.zeros(n, dtype=bool)
         keys = sorted({(float(p[i]), int(cap[i])) for i in range(n)})
@@ -175,7 +212,7 @@ def mc_evaluator(problem: Problem, *, replicas: int, seed: int) -> Callable:
             ests = estimate_many(
                 problem, m, H=H, p=pk, eta=np.asarray(eta)[idx], alpha=np.asarray(alpha)[idx],
                 gamma=np.asarray(gamma)[idx], mu=float(mu), eps=eps, cap=ck,
-                replicas=replicas, seed=seed,
+                replicas=replicas, seed=seed, sustained=True,
             )  # fmt: skip
             for i, est in zip(idx, ests, strict=True):
                 rounds[i] = [-1 if x.rounds is None else x.rounds for x in est]

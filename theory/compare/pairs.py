@@ -51,13 +51,13 @@ def pairs_of(K: int, shared: bool) -> list[tuple[int, int]]:
     return [(k, k) for k in range(K)]
 
 
-def _branches(l: np.ndarray, delta: np.ndarray, s2: np.ndarray, alpha, eta, p):
+def _branches(l: np.ndarray, delta: np.ndarray, s2: np.ndarray, alpha, eta, p, dtype=float):
     """``(prob, scale, pull, drift, noise)`` of the two branches, broadcast to ``l``."""
     out = []
     for br in local_step_branches(l, alpha, eta, p, s2):
         out.append(
             tuple(
-                np.broadcast_to(np.asarray(v, dtype=float), np.broadcast(l, alpha, p).shape)
+                np.broadcast_to(np.asarray(v, dtype=dtype), np.broadcast(l, alpha, p).shape)
                 for v in (br.prob, br.scale, br.pull, br.drift * delta, br.noise)
             )
         )
@@ -79,19 +79,21 @@ def pair_step_matrix(
     *,
     same_coin: bool,
     same_worker: bool,
+    dtype: type = float,
 ) -> np.ndarray:
     """The expected map of one local step on the pair state, ``(..., 10, 10)``.
 
     ``lj, lk`` curvatures, ``dj, dk`` offsets ``delta`` of the two workers, ``s2`` the noise
     variance of one gradient (all broadcast together with the per-design ``alpha, eta,
     p``). ``same_coin``: the two workers draw one coin (shared coins, or ``j = k``);
-    ``same_worker``: ``j = k`` (only then is the noise correlated).
+    ``same_worker``: ``j = k`` (only then is the noise correlated); ``dtype``: of the matrix
+    (``np.longdouble`` for the precision guard, :mod:`theory.compare.precision`).
     """
-    bj = _branches(lj, dj, s2, alpha, eta, p)
-    bk = _branches(lk, dk, s2, alpha, eta, p)
+    bj = _branches(lj, dj, s2, alpha, eta, p, dtype)
+    bk = _branches(lk, dk, s2, alpha, eta, p, dtype)
     combos = [(0, 0), (1, 1)] if same_coin else [(0, 0), (0, 1), (1, 0), (1, 1)]
     shape = np.broadcast_shapes(bj[0][0].shape, bk[0][0].shape)
-    P = np.zeros(shape + (NP, NP))
+    P = np.zeros(shape + (NP, NP), dtype=dtype)
     P[..., ONE, ONE] = 1.0
     for ij, ik in combos:
         pj, sj, cj, rj, nj = bj[ij]
@@ -128,9 +130,9 @@ def pair_step_matrix(
     return P
 
 
-def start_state(shape: tuple[int, ...]) -> np.ndarray:
+def start_state(shape: tuple[int, ...], dtype: type = float) -> np.ndarray:
     """The pair state at the start of a round: ``A = 1``, ``B = 0``, no noise."""
-    u = np.zeros(shape + (NP,))
+    u = np.zeros(shape + (NP,), dtype=dtype)
     u[..., ONE] = u[..., AJ] = u[..., AK] = u[..., AA] = 1.0
     return u
 

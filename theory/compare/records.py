@@ -45,7 +45,10 @@ class CellResult:
     """One cell of a map (see the module docstring). ``tuned[method]``: the tuned
     configuration and its edges (:class:`theory.compare.tune.Tuned` as a dict);
     ``bounds``: the bound map's view of the cell, when computed
-    (:mod:`theory.compare.bounds_side`)."""
+    (:mod:`theory.compare.bounds_side`). ``criterion``: what "reaches eps" means for
+    ``cost`` and ``rounds`` (``"sustained"``: the value stays at or below eps from that round
+    on; ``"first"``: first passage); ``other_cost``, ``other_rounds``,
+    ``other_intervals``: the same under the other criterion (each method tuned for it)."""
 
     H: int
     eta: float
@@ -59,6 +62,10 @@ class CellResult:
     tuned: dict[str, dict[str, Any]]
     bounds: dict[str, Any] = field(default_factory=dict)
     intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    criterion: str = "sustained"
+    other_cost: dict[str, float | None] = field(default_factory=dict)
+    other_rounds: dict[str, int | None] = field(default_factory=dict)
+    other_intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     @property
     def best_palsgd(self) -> tuple[str | None, float]:
@@ -78,6 +85,8 @@ class CellResult:
             return None
         if math.isinf(b):
             return 0.0
+        if b == 0.0:  # the start already meets eps: a 0-round answer
+            return 1.0 if a == 0.0 else math.inf
         return a / b
 
     @property
@@ -93,16 +102,35 @@ class CellResult:
         against the same baselines; ``None`` when the map did not run it."""
         return self.winner_of(SHARED_METHODS) if "palsgd_shared" in self.cost else None
 
-    def winner_of(self, palsgd_methods: tuple[str, ...]) -> str:
-        """The winner of the best of ``palsgd_methods`` against the best baseline."""
-        _, a = pal = best_of(self.cost, tuple(m for m in palsgd_methods if m in self.cost))
-        _, b = base = self.best_baseline
+    @property
+    def other_winner(self) -> str | None:
+        """:attr:`winner` under the other criterion (``None``: not computed)."""
+        if not self.other_cost:
+            return None
+        return self.winner_of(PALSGD_METHODS, other=True)
+
+    @property
+    def other_shared_winner(self) -> str | None:
+        """:attr:`shared_winner` under the other criterion (``None``: not computed)."""
+        if not self.other_cost or "palsgd_shared" not in self.other_cost:
+            return None
+        return self.winner_of(SHARED_METHODS, other=True)
+
+    def winner_of(self, palsgd_methods: tuple[str, ...], *, other: bool = False) -> str:
+        """The winner of the best of ``palsgd_methods`` against the best baseline (``other``:
+        under the other criterion)."""
+        cost = self.other_cost if other else self.cost
+        intervals = self.other_intervals if other else self.intervals
+        _, a = pal = best_of(cost, tuple(m for m in palsgd_methods if m in cost))
+        _, b = base = best_of(cost, tuple(m for m in BASELINES if m in cost))
         if math.isinf(a) and math.isinf(b):
             return "neither"
-        if self.intervals:
+        if a == b == 0.0:  # both answer at the start (0 rounds): no interval can split them
+            return "tie"
+        if intervals:
             inf = (math.inf, math.inf)
-            ia = (self.intervals.get(pal[0]) if pal[0] else None) or inf
-            ib = (self.intervals.get(base[0]) if base[0] else None) or inf
+            ia = (intervals.get(pal[0]) if pal[0] else None) or inf
+            ib = (intervals.get(base[0]) if base[0] else None) or inf
             if ia[1] < ib[0]:
                 return PALSGD_SIDE
             if ib[1] < ia[0]:
@@ -119,6 +147,8 @@ class CellResult:
         )  # fmt: skip
         if self.shared_winner is not None:
             out["shared_winner"] = self.shared_winner
+        if self.other_winner is not None:
+            out["other_winner"] = self.other_winner
         return out
 
     def row(self) -> dict[str, Any]:

@@ -10,6 +10,50 @@ from theory.compare.records import MEASURED_AT, MapResult
 
 __all__ = ["format_summary"]
 
+_CRITERION = {
+    "sustained": "sustained (the value stays <= eps from the counted round on)",
+    "first": "first passage (the first round the value is <= eps)",
+}
+
+
+def _other_lines(s: dict[str, Any]) -> list[str]:
+    """The verdicts under the other criterion, where they differ."""
+    other = "first" if s.get("criterion") == "sustained" else "sustained"
+    out = []
+    for who, key, okey in (
+        ("PALSGD", "verdicts", "other_verdicts"),
+        ("PALSGD, shared coins", "shared_verdicts", "other_shared_verdicts"),
+    ):
+        if s.get(okey) and s[okey] != s.get(key):
+            out.append(f"  under {other}: " + _verdict_line(who, s[okey], s))
+    return out  # fmt: skip
+
+
+def _fewest_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The sync question: each method's fewest rounds to eps at any H (and that H)."""
+    if not rows:
+        return []
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    out = [
+        "",
+        "fewest rounds to eps at any H of the grid (rounds@H; cost at that H in the budget):",
+        (f"{'zeta':<7} {'eps':<8} {'budget':<7} " + " ".join(f"{m:<18}" for m in methods)).rstrip(),
+    ]
+    by: dict[tuple, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault((r["zeta"], r["eps"], r["budget"]), {})[r["method"]] = r
+    for (zeta, eps, budget), per in by.items():
+        cells = []
+        for m in methods:
+            r = per.get(m)
+            text = "-" if not r or r["rounds"] is None else (
+                f"{r['rounds']}@{r['H']} ({_fmt(r['cost'])})"
+            )  # fmt: skip
+            cells.append(f"{text:<18}")
+        z = "own" if zeta is None else _fmt(zeta)
+        out.append((f"{z:<7} {_fmt(eps):<8} {budget:<7} " + " ".join(cells)).rstrip())
+    return out
+
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
     if x is None:
@@ -32,12 +76,14 @@ def format_summary(result: MapResult) -> str:
         f"measured: {MEASURED_AT}",
         "ratio = best PALSGD cost / best baseline cost (minibatch SGD, Local SGD, DiLoCo); "
         "< 1: the pull pays",
+        f"criterion: {_CRITERION.get(s.get('criterion', 'first'), s.get('criterion'))}",
         _verdict_line("PALSGD", s.get("verdicts"), s),
         *(
             [_verdict_line("PALSGD, shared coins", s["shared_verdicts"], s)]
             if s.get("shared_verdicts")
             else []
         ),
+        *_other_lines(s),
         "",
         "zeta    eps      budget  largest H: baseline / PALSGD   wins  ratio min / median / max",
     ]
@@ -50,6 +96,30 @@ def format_summary(result: MapResult) -> str:
         lines.append(
             f"{z:<7} {_fmt(g['eps']):<8} {g['budget']:<7} {_fmt(base):>9} / {_fmt(pal):<15}"
             f"{len(g['wins']):>4}   {_fmt(r.get('min'))} / {_fmt(r.get('median'))} / {_fmt(r.get('max'))}"
+        )
+    lines += _fewest_lines(s.get("fewest_rounds", []))
+    tn = s.get("tuning")
+    if tn:
+        edge = sum(v["on_edge"] for v in tn.values())
+        total = sum(v["results"] for v in tn.values())
+        refused = sum(v["refused"] for v in tn.values())
+        rechecked = sum(v["rechecked"] for v in tn.values())
+        per = ", ".join(f"{k} {v['on_edge']}" for k, v in tn.items() if v["on_edge"])
+        guard = (
+            f"; precision guard: {rechecked} optima confirmed in long double, {refused} "
+            "configurations refused"
+            if result.engine == "exact"
+            else ""
+        )
+        lines += [
+            "",
+            f"tuning: {edge} of {total} tuned optima still on a grid edge at its cap"
+            + (f" ({per})" if per else "")
+            + guard,
+        ]
+    if s.get("start_meets_eps"):
+        lines.append(
+            f"{s['start_meets_eps']} cells: the start already meets eps (0 rounds for every method)"
         )
     ag = s.get("agreement")
     if ag:

@@ -27,15 +27,18 @@ from core.io import atomic_write_json
 from theory.compare.bounds_side import agreement, score_bounds
 from theory.compare.exact import Quadratic
 from theory.compare.methods import METHODS, Method, round_cost
+from theory.compare.precision import longdouble_verifier
 from theory.compare.records import CellResult, MapResult
 from theory.compare.spec import MapSpec, ProblemSource
 from theory.compare.summary import summarize
 from theory.compare.tune import Tuned, exact_evaluator, tune
 from theory.problems.hessians import HeteroHessianQuadratic
 
-__all__ = ["run_map", "problem_constants", "bound_constants", "map_units", "caps_for"]
+__all__ = [
+    "run_map", "problem_constants", "bound_constants", "map_units", "caps_for", "columns",
+]  # fmt: skip
 
-_SOURCES = ("pairs.py", "scan.py", "exact.py", "tune.py", "methods.py")
+_SOURCES = ("pairs.py", "scan.py", "exact.py", "tune.py", "methods.py", "precision.py")
 
 
 def _engine_hash() -> str:
@@ -98,8 +101,8 @@ def _unit(
                 return [[Tuned(**t) for t in row] for row in data]
             except (ValueError, TypeError):
                 pass  # a corrupt entry is recomputed
-    res = tune(exact_evaluator(q), m, H=H, cells=cells, eps=np.asarray(spec.eps), caps=caps, grid=spec.grid,
-               L=prob.L)  # fmt: skip
+    res = tune(exact_evaluator(q), m, H=H, cells=cells, eps=np.asarray(spec.eps), caps=caps,
+               grid=spec.grid, L=prob.L, verify=longdouble_verifier(q))  # fmt: skip
     if path is not None:
         atomic_write_json(path, [[t.to_dict() for t in row] for row in res])
     return res
@@ -152,7 +155,7 @@ def run_map(
     quads = {z: q for z, (_, q) in built.items()}
     if bounds:
         consts = {z: bound_constants(prob) for z, (prob, _) in built.items()}
-        score_bounds(spec, cells, quads, consts, tuned_points=tuned_points)
+        score_bounds(spec, cells, quads, consts, tuned_points=tuned_points, progress=progress)
     summary = summarize(cells, quads)
     if bounds:
         summary["agreement"] = agreement(cells)
@@ -166,10 +169,37 @@ def run_map(
     )
 
 
+def columns(spec: MapSpec, e: int) -> tuple[int, int]:
+    """The tuned targets of ``eps[e]`` under ``spec.criterion`` and under the other one
+    (the evaluators' columns: first passage ``0 .. E-1``, sustained ``E .. 2E-1``)."""
+    E = len(spec.eps)
+    first, sustained = e, E + e
+    return (sustained, first) if spec.criterion == "sustained" else (first, sustained)
+
+
+def _costs(spec, methods, per, est, kind, B, H, p):
+    """``(cost, rounds, intervals)`` of every method in one budget from its tuned result
+    ``per[name]`` (or its Monte-Carlo re-estimate ``est[name]`` when given)."""
+    cost, rounds, iv = {}, {}, {}
+    for m in methods:
+        price = round_cost(m, kind, H, p, spec.prices)
+        r = per[m.name].rounds
+        if est is not None:
+            h = est[m.name]
+            r = None if h is None else h[0]
+            lo = None if h is None or h[1] is None else h[1] * price
+            hi = math.inf if h is None or h[2] is None else h[2] * price
+            iv[m.name] = None if lo is None else (lo, hi)
+        c = None if r is None else r * price
+        cost[m.name] = c if c is not None and c <= B * (1 + 1e-12) else None
+        rounds[m.name] = r
+    return cost, rounds, iv
+
+
 def _assemble(
     spec: MapSpec, methods: list[Method], results, holdouts: dict | None = None
 ) -> list[CellResult]:
-    """The cells from the units' results. ``holdouts[(zeta, method, H, cell, eps)]``: a
+    """The cells from the units' results. ``holdouts[(zeta, method, H, cell, target)]``: a
     Monte-Carlo re-estimate ``(rounds, lo, hi)`` of the tuned configuration, which then
     gives the cost and its interval."""
     out = []
@@ -177,28 +207,25 @@ def _assemble(
         for H in spec.H:
             for ci, (eta, p) in enumerate(spec.cells):
                 for e, eps in enumerate(spec.eps):
-                    per, est = {}, {}
-                    for m in methods:
-                        Hm = H if m.local else 1
-                        cj = ci if m.pulls else 0
-                        per[m.name] = results[z, m.name, Hm][cj][e]
-                        if holdouts is not None:
-                            est[m.name] = holdouts.get((z, m.name, Hm, cj, e))
-                    for kind, B in spec.budgets.items():
-                        cost, rounds, iv = {}, {}, {}
+                    views = []
+                    for col in columns(spec, e):
+                        per, est = {}, None if holdouts is None else {}
                         for m in methods:
-                            t = per[m.name]
-                            price = round_cost(m, kind, H, p, spec.prices)
-                            r = t.rounds
-                            if holdouts is not None:
-                                h = est[m.name]
-                                r = None if h is None else h[0]
-                                lo = None if h is None or h[1] is None else h[1] * price
-                                hi = math.inf if h is None or h[2] is None else h[2] * price
-                                iv[m.name] = None if lo is None else (lo, hi)
-                            c = None if r is None else r * price
-                            cost[m.name] = c if c is not None and c <= B * (1 + 1e-12) else None
-                            rounds[m.name] = r
+                            Hm = H if m.local else 1
+                            cj = ci if m.pulls else 0
+                            row = results[z, m.name, Hm][cj]
+                            # a start that already meets eps is a 0-round answer whatever
+                            # follows: return x0 (first passage at round 0)
+                            per[m.name] = row[e] if row[e].rounds == 0 else row[col]
+                            if est is not None:
+                                est[m.name] = holdouts.get((z, m.name, Hm, cj, col))
+                        views.append((per, est))
+                    (per, est), (_, other_est) = views
+                    for kind, B in spec.budgets.items():
+                        cost, rounds, iv = _costs(spec, methods, per, est, kind, B, H, p)
+                        o_cost, o_rounds, o_iv = _costs(
+                            spec, methods, views[1][0], other_est, kind, B, H, p
+                        )
                         out.append(
                             CellResult(
                                 H=H,
@@ -212,6 +239,10 @@ def _assemble(
                                 rounds=rounds,
                                 tuned={n: t.to_dict() for n, t in per.items()},
                                 intervals=iv,
+                                criterion=spec.criterion,
+                                other_cost=o_cost,
+                                other_rounds=o_rounds,
+                                other_intervals=o_iv,
                             )  # fmt: skip
                         )
     return out

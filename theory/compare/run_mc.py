@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 
 from core.errors import UserInputError
 from core.validation import check_int
+from theory.compare.family_file import ProblemFamily
 from theory.compare.methods import METHODS
 from theory.compare.montecarlo import build_family, estimate, mc_evaluator
 from theory.compare.records import MapResult
@@ -27,7 +28,7 @@ __all__ = ["run_mc_map"]
 def run_mc_map(
     spec: MapSpec,
     *,
-    family: str = "hetero_cosine",
+    family: str | ProblemFamily = "hetero_cosine",
     K: int = 4,
     d: int = 2,
     sigma: float = 1.0,
@@ -36,17 +37,21 @@ def run_mc_map(
     holdout_replicas: int = 256,
     progress: bool = False,
 ) -> MapResult:
-    """Every cell of ``spec`` by Monte Carlo on ``family`` (:data:`theory.compare.montecarlo.
-    FAMILIES`; ``K`` workers, dimension ``d``, noise ``sigma``, problem ``seed``).
+    """Every cell of ``spec`` by Monte Carlo on ``family``: a name of
+    :data:`theory.compare.montecarlo.FAMILIES` (``K`` workers, dimension ``d``, noise
+    ``sigma``, problem ``seed``) or a user's :class:`~theory.compare.family_file.
+    ProblemFamily` (a family file's, or any object with ``build(zeta)`` and ``describe()``;
+    ``K, d, sigma`` unused, ``spec.zeta = None``: its own heterogeneity).
 
     Tuning uses ``replicas`` simulations per configuration on seed ``seed + 1``; each tuned
     configuration is then simulated ``holdout_replicas`` times on seed ``seed + 2``, which
-    gives the reported cost and its interval. ``spec.zeta`` must be given (the family's
-    heterogeneity).
+    gives the reported cost and its interval. ``spec.zeta`` must be given for a named family
+    (its heterogeneity).
     """
     replicas = check_int("replicas", replicas, 2, integral_floats=True)
     holdout_replicas = check_int("holdout_replicas", holdout_replicas, 2, integral_floats=True)
-    if spec.zeta is None:
+    named = isinstance(family, str)
+    if spec.zeta is None and named:
         raise UserInputError("a Monte-Carlo map needs the family's heterogeneity: give zeta")
     t0 = time.perf_counter()
     methods = [
@@ -59,7 +64,10 @@ def run_mc_map(
     for z, m, H in tqdm(map_units(spec, methods), desc="palsgd map (Monte Carlo)",
                         unit="unit", disable=not progress):  # fmt: skip
         if z not in built:
-            built[z] = build_family(family, zeta=z, K=K, d=d, sigma=sigma, seed=seed)
+            if named:
+                built[z] = build_family(family, zeta=z, K=K, d=d, sigma=sigma, seed=seed)
+            else:
+                built[z] = family.build(z)
             problems[str(z)] = built[z].describe()
         prob = built[z]
         cells = spec.cells if m.pulls else [(0.0, 0.0)]
@@ -78,18 +86,21 @@ def run_mc_map(
                     seen[key] = estimate(
                         prob, m, H=H, eta=eta, p=p, alpha=t.alpha, gamma=t.gamma or 1.0,
                         mu=t.mu or 0.0, eps=np.asarray(spec.eps), cap=int(caps[ci]),
-                        replicas=holdout_replicas, seed=seed + 2,
+                        replicas=holdout_replicas, seed=seed + 2, sustained=True,
                     )  # fmt: skip
                 est = seen[key][e]
                 holdouts[z, m.name, H, ci, e] = (est.rounds, est.lo, est.hi)
     cells = _assemble(spec, methods, results, holdouts)
+    source: dict[str, Any] = (
+        {"family": family, "K": K, "d": d, "sigma": sigma, "seed": seed}
+        if named else family.describe()
+    )  # fmt: skip
+    source.update(replicas=replicas, holdout_replicas=holdout_replicas)
     summary = summarize(cells)  # its verdicts count the cells the intervals decide
     return MapResult(
         cells=cells,
         spec=spec.to_dict(),
-        problems={**problems, "source": {"family": family, "K": K, "d": d, "sigma": sigma,
-                                         "seed": seed, "replicas": replicas,
-                                         "holdout_replicas": holdout_replicas}},
+        problems={**problems, "source": source},
         engine="montecarlo",
         elapsed_s=time.perf_counter() - t0,
         summary=summary,

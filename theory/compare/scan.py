@@ -53,14 +53,15 @@ def values_at(M: np.ndarray, v0: np.ndarray, weight: np.ndarray, rounds: np.ndar
 
 
 def _row_powers(M: np.ndarray, B: int) -> np.ndarray:
-    """``e_z2 M^j`` for ``j = 1..B``: ``(N, d, B, 6)``."""
-    rows = np.empty(M.shape[:2] + (B, NV))
-    r = M[..., Z2, :]
-    for j in range(B):
-        rows[..., j, :] = r
-        if j + 1 < B:
-            r = np.einsum("ndi,ndij->ndj", r, M)
-    return rows
+    """``e_z2 M^j`` for ``j = 1..B``: ``(N, d, B, 6)``, by doubling (``log2 B`` products:
+    the rows ``k+1 .. 2k`` are the rows ``1 .. k`` times ``M^k``)."""
+    rows = M[..., Z2 : Z2 + 1, :]
+    P = M
+    while rows.shape[-2] < B:
+        rows = np.concatenate([rows, rows @ P], axis=-2)
+        if rows.shape[-2] < B:
+            P = P @ P
+    return np.ascontiguousarray(rows[..., :B, :])
 
 
 def first_passage(
@@ -72,6 +73,8 @@ def first_passage(
     *,
     group: np.ndarray | None = None,
     block: int = 64,
+    sustained: bool = False,
+    known: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The first round at which ``E||grad f(z_r)||^2 <= eps``, per design and target.
 
@@ -85,37 +88,69 @@ def first_passage(
     earlier round, and that entry is ``SKIPPED`` (-2): the group's minimum is still exact.
 
     A design whose moments have settled above a target stops too: once the round map's linear
-    part ``M_lin`` satisfies ``||M_lin^B||_2 < 1`` (``B = block``), every later value lies
-    within ``sum_i G_i ||v_{r,i} - v_inf,i||`` of the limit ``floor``
-    (``G_i = max_{j <= B} ||e_z2 M_i^j||``), so the target is out of reach for good when
+    part ``M_lin`` satisfies ``||M_lin^(kB)||_2 < 1`` (``B = block``, some
+    ``k <= CONTRACT_BLOCKS``), every later value lies within
+    ``sum_i G_i ||v_{r,i} - v_inf,i||`` of the limit ``floor`` (``G_i`` of
+    :func:`_settled_bound`), so the target is out of reach for good when
     ``floor - that > eps``: the entry stays -1.
 
-    Returns ``(rounds, diverged)``: ``rounds`` ``(N, E)`` int64 (-1 not reached by round
-    ``cap``, -2 skipped), ``diverged`` ``(N,)`` the designs whose moments blew up.
+    ``sustained``: also the first round from which the value *stays* at or below ``eps``
+    (the columns ``E .. 2E-1``). Decided exactly where the round map contracts: at the first
+    block end where ``floor + sum_i G_i ||v_{r,i} - v_inf,i|| <= eps`` no later value exceeds
+    ``eps``, and the answer is one past the last round examined above it. Where that never
+    happens by the cap, the horizon is the end of the block holding the cap (``B``-round
+    blocks): the value stays at or below ``eps`` from that round through it. A design that
+    diverges is never sustained. Group skipping holds here too: a design whose last round
+    above ``eps`` is already past its group's decided answer is ``SKIPPED``.
+
+    ``known`` ``(N, E)`` (``(N, 2E)`` with ``sustained``; optional): answers the design's
+    group already has from earlier evaluations (negative: none), which the skipping starts
+    from: a new design is then searched only as far as it could still tie or beat them.
+
+    Returns ``(rounds, diverged)``: ``rounds`` ``(N, E)`` int64 (``(N, 2E)`` with
+    ``sustained``; -1 not reached by round ``cap``, -2 skipped), ``diverged`` ``(N,)`` the
+    designs whose moments blew up.
     """
     N, d = M.shape[:2]
     eps = np.asarray(eps, dtype=float).reshape(-1)
+    E = eps.size
+    big = np.iinfo(np.int64).max
     cap = np.asarray(cap, dtype=np.int64).reshape(-1)
     grp = np.zeros(N, dtype=np.int64) if group is None else np.asarray(group).reshape(-1)
-    out = np.full((N, eps.size), -1, dtype=np.int64)
+    out = np.full((N, E), -1, dtype=np.int64)
     diverged = np.zeros(N, dtype=bool)
     with np.errstate(all="ignore"):
         val0 = np.einsum("d,nd->n", weight, v0[..., Z2])
     out[val0[:, None] <= eps[None, :]] = 0
+    # sustained: the last round seen above eps (-1: none), the answer, whether decided
+    last = np.where(val0[:, None] <= eps[None, :], -1, 0).astype(np.int64)
+    sus = np.full((N, E), -1, dtype=np.int64)
+    done = np.zeros((N, E), dtype=bool) if sustained else np.ones((N, E), dtype=bool)
     n_groups = int(grp.max()) + 1 if N else 0
-    best = np.full((n_groups, eps.size), np.iinfo(np.int64).max)
-    np.minimum.at(best, grp, np.where(out >= 0, out, np.iinfo(np.int64).max))
-    active = np.flatnonzero((out < 0).any(axis=1) & (cap > 0))
+    best = np.full((n_groups, E), big)
+    np.minimum.at(best, grp, np.where(out >= 0, out, big))
+    best_s = np.full((n_groups, E), big)
+    if known is not None:
+        kn = np.asarray(known, dtype=np.int64).reshape(N, -1)
+        kn = np.where(kn >= 0, kn, big)
+        np.minimum.at(best, grp, kn[:, :E])
+        if sustained:
+            np.minimum.at(best_s, grp, kn[:, E:])
+    if sustained:  # a design without rounds to examine: its start decides
+        zero = cap <= 0
+        sus[zero] = np.where(last[zero] < 0, 0, -1)
+        done[zero] = True
+    active = np.flatnonzero(((out < 0) | ~done).any(axis=1) & (cap > 0))
     if active.size == 0:
-        return out, diverged
+        return _joined(out, sus, sustained), diverged
     B = int(max(1, min(block, cap.max())))
     with np.errstate(all="ignore"):
         rows = _row_powers(M[active], B)  # (n, d, B, 6)
         MB = _matrix_power(M[active], B)
         stop = _settled_bound(M[active], rows, MB)  # (G (n, d), floor-state (n, d, 6)) or None
-    wrows = (
-        (weight[None, :, None, None] * rows).transpose(0, 2, 1, 3).reshape(active.size, B, d * NV)
-    )
+    with np.errstate(all="ignore"):
+        wrows = (weight[None, :, None, None] * rows).transpose(0, 2, 1, 3)
+    wrows = wrows.reshape(active.size, B, d * NV)
     v = v0[active].copy()
     r0 = 0
     with np.errstate(all="ignore"):
@@ -124,7 +159,8 @@ def first_passage(
             bad = ~np.isfinite(vals) | (vals > DIVERGED)
             rnd = r0 + 1 + np.arange(B)
             first_bad = np.where(bad.any(axis=1), bad.argmax(axis=1), B)
-            ok = (rnd[None, :] <= cap[active, None]) & (np.arange(B)[None, :] < first_bad[:, None])
+            valid = np.arange(B)[None, :] < first_bad[:, None]
+            ok = (rnd[None, :] <= cap[active, None]) & valid
             hit = (vals[:, :, None] <= eps[None, None, :]) & ok[:, :, None]
             got = hit.any(axis=1)
             first = rnd[hit.argmax(axis=1)]
@@ -132,49 +168,119 @@ def first_passage(
             new = got & (sub < 0)
             sub[new] = first[new]
             g = grp[active]
-            np.minimum.at(best, g, np.where(new, sub, np.iinfo(np.int64).max))
-            r0 += B
-            sub[(sub == -1) & (best[g] <= r0)] = SKIPPED
+            np.minimum.at(best, g, np.where(new, sub, big))
             blown = first_bad < B
             diverged[active[blown]] = True
-            keep = (sub == -1).any(axis=1) & ~blown & (cap[active] > r0)
+            above = (vals[:, :, None] > eps[None, None, :]) & valid[:, :, None]
+            has = above.any(axis=1)
+            lst = r0 + B - above[:, ::-1, :].argmax(axis=1)
+            la = last[active]
+            la[has] = lst[has]
+            r0 += B
+            sub[(sub == -1) & (best[g] <= r0)] = SKIPPED
+            above_for_good = below_for_good = np.zeros_like(sub, dtype=bool)
             if stop is not None:
-                keep &= ~_settled(stop, v, weight, eps, sub)
-            out[active] = sub
+                above_for_good, below_for_good = _settled(stop, v, weight, eps)
+            dn, ss = done[active], sus[active]
+            if sustained:
+                end = blown[:, None] | above_for_good
+                ans = np.where(la + 1 <= cap[active, None], la + 1, -1)
+                fin = below_for_good | (cap[active] <= r0)[:, None]
+                ss[~dn & end] = -1
+                pick = ~dn & ~end & fin
+                ss[pick] = ans[pick]
+                dn |= end | fin
+                np.minimum.at(best_s, g, np.where(dn & (ss >= 0), ss, big))
+                skip = ~dn & (la + 1 > best_s[g])
+                ss[skip], dn[skip] = SKIPPED, True
+            open_first = (sub == -1) & ~above_for_good
+            keep = (open_first | ~dn).any(axis=1) & ~blown & (cap[active] > r0)
+            out[active], last[active], sus[active], done[active] = sub, la, ss, dn
             if not keep.all():
                 active, wrows, MB, v = active[keep], wrows[keep], MB[keep], v[keep]
                 if stop is not None:
                     stop = tuple(x[keep] for x in stop)
             if active.size:
                 v = np.matmul(MB, v[..., None])[..., 0]
-    return out, diverged
+    return _joined(out, sus, sustained), diverged
+
+
+def _joined(out: np.ndarray, sus: np.ndarray, sustained: bool) -> np.ndarray:
+    """The first-passage columns, followed by the sustained ones when asked for."""
+    return np.concatenate([out, sus], axis=1) if sustained else out
 
 
 #: an entry of :func:`first_passage` not searched further: its group reached the target earlier
 SKIPPED = -2
 
 
+#: blocks of ``B`` rounds the contraction test tries: ``||M_lin^(kB)||_2 < 1`` for some
+#: ``k <= CONTRACT_BLOCKS`` (a slow Nesterov map contracts in norm only over many blocks)
+CONTRACT_BLOCKS = 64
+#: a power of the linear part this large is taken as not contracting within the blocks
+_GROWN = 1e6
+
+
+def _norm2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(bound, finite)``: the Frobenius norm of a stack of matrices, an upper bound of the
+    2-norm (no SVD; every test and ``G`` that use it stay valid); a blown-up matrix is not
+    finite."""
+    finite = np.isfinite(x).all(axis=(-2, -1)) & (np.abs(x).max(axis=(-2, -1)) < DIVERGED)
+    y = np.where(finite[..., None, None], x, 0.0)
+    return np.sqrt(np.einsum("...ij,...ij->...", y, y)), finite
+
+
 def _settled_bound(M: np.ndarray, rows: np.ndarray, MB: np.ndarray):
-    """``(G, v_inf, contracting)`` for the settled-above-target test of :func:`first_passage`."""
+    """``(G, v_inf, contracting)`` for the settled tests of :func:`first_passage`.
+
+    Per design and coordinate, the least ``k <= CONTRACT_BLOCKS`` with
+    ``q = ||M_lin^(kB)||_2 < 1`` (tested through the Frobenius norm, an upper bound): then for every ``j >= 0``, ``|e_z2 M_lin^j d| <= G ||d||`` with
+    ``G = max_{i <= B} ||e_z2 M_lin^i|| * max_{k' < k} ||M_lin^(k'B)||`` (``j = m kB + k'B +
+    i``, the ``m`` full powers contract).
+    """
     lin = MB[..., :ONE, :ONE]  # the linear part (ONE is the last state)
-    q = np.linalg.norm(lin, ord=2, axis=(-2, -1))  # (n, d)
-    contracting = np.isfinite(q) & (q < 1.0)
+    q, finite = _norm2(lin)
+    contracting = finite & (q < 1.0)
+    factor = np.where(contracting, 1.0, np.maximum(1.0, q))  # max_{k' < k} ||M^(k'B)||
+    todo = ~contracting & finite
+    if todo.any():
+        idx = np.nonzero(todo)
+        base = lin[idx]
+        cur, fac = base.copy(), factor[idx]
+        got = np.zeros(base.shape[0], dtype=bool)
+        alive = np.ones(base.shape[0], dtype=bool)
+        for _ in range(2, CONTRACT_BLOCKS + 1):
+            cur = cur @ base
+            # the Frobenius norm bounds the 2-norm from above (no SVD): a valid test and G
+            qk = np.sqrt(np.einsum("nij,nij->n", cur, cur))
+            ok_k = np.isfinite(qk) & (qk < _GROWN)
+            newly = alive & ok_k & (qk < 1.0)
+            got |= newly
+            alive &= ok_k & ~newly  # a power that grew this far does not come back soon
+            fac = np.where(alive, np.maximum(fac, qk), fac)
+            if not alive.any():
+                break
+        contracting[idx] = got
+        factor[idx] = fac
     # contracting: spectral radius < 1, so I - M_lin is invertible and v_inf exists
     A = np.where(contracting[..., None, None], np.eye(ONE) - M[..., :ONE, :ONE], np.eye(ONE))
     c = np.where(contracting[..., None], M[..., :ONE, ONE], 0.0)
     x = np.linalg.solve(A, c[..., None])[..., 0]
     v_inf = np.concatenate([x, np.ones(x.shape[:-1] + (1,))], axis=-1)
     G = np.maximum(1.0, np.linalg.norm(rows[..., :ONE], axis=-1).max(axis=-1))  # (n, d)
-    return G, v_inf, contracting.all(axis=1)
+    return G * factor, v_inf, contracting.all(axis=1)
 
 
-def _settled(stop, v: np.ndarray, weight: np.ndarray, eps: np.ndarray, sub: np.ndarray):
-    """Designs whose every unreached target is out of reach for good (see :func:`first_passage`)."""
+def _settled(stop, v: np.ndarray, weight: np.ndarray, eps: np.ndarray):
+    """``(above, below)`` ``(n, E)``: the targets every later value of a design stays above
+    (out of reach for good) or at or below (reached for good), see :func:`first_passage`."""
     G, v_inf, ok = stop
     floor = np.einsum("d,nd->n", weight, v_inf[..., Z2])
     dev = np.einsum("d,nd,nd->n", weight, G, np.linalg.norm((v - v_inf)[..., :ONE], axis=-1))
-    open_eps = np.where(sub == -1, eps[None, :], -np.inf).max(axis=1)
-    return ok & np.isfinite(floor) & (floor - dev > open_eps)
+    sure = (ok & np.isfinite(floor) & np.isfinite(dev))[:, None]
+    above = sure & ((floor - dev)[:, None] > eps[None, :])
+    below = sure & ((floor + dev)[:, None] <= eps[None, :])
+    return above, below
 
 
 def _matrix_power(M: np.ndarray, e: int) -> np.ndarray:

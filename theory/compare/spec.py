@@ -24,7 +24,11 @@ from theory.problems.hessians import (
     with_zeta,
 )
 
-__all__ = ["ProblemSource", "MapSpec", "DEFAULT_METHODS"]
+__all__ = ["ProblemSource", "MapSpec", "DEFAULT_METHODS", "CRITERIA"]
+
+#: what "reaches eps" means: the value stays at or below eps from that round on
+#: (``sustained``, :func:`theory.compare.scan.first_passage`), or first passage
+CRITERIA = ("sustained", "first")
 
 #: every method of :data:`theory.compare.methods.METHODS`, in table order
 DEFAULT_METHODS = tuple(METHODS)
@@ -102,6 +106,9 @@ class MapSpec:
     the anchor measured at the end of round ``r`` then holds the outer steps that have
     landed, round ``r``'s landing ``sync_delay`` steps into round ``r + 1``. Compare a map at
     ``sync_delay = 0`` with one at ``tau`` to read what the delay costs in convergence.
+    ``criterion``: ``"sustained"`` (default: the value stays at or below eps from the
+    counted round on) or ``"first"`` (first passage); every method is tuned for both and the
+    other is kept beside (:attr:`theory.compare.records.CellResult.other_cost`).
     """
 
     H: tuple[int, ...] = (16, 64, 256, 1024)
@@ -115,6 +122,7 @@ class MapSpec:
     prices: Prices | None = None
     max_rounds: int = 10**6
     sync_delay: int = 0
+    criterion: str = "sustained"
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -151,6 +159,7 @@ class MapSpec:
                 "overlapped sync hides, beside the cost model)"
             )
         s(self, "sync_delay", tau)
+        check_choice("criterion", self.criterion, CRITERIA)
 
     @property
     def zetas(self) -> tuple[float | None, ...]:

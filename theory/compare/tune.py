@@ -2,22 +2,36 @@
 
 :func:`tune` takes one method at one sync interval ``H`` and a list of cells ``(eta, p)``
 (PALSGD's pull settings; one cell for the methods without pulls) and returns, per cell and
-target ``eps``, the least number of rounds over the method's grid (:mod:`theory.compare.
-methods`) and the configuration that attains it. Within one cell every configuration pays
-the same per round, so the least rounds is the least cost in every budget.
+target, the least number of rounds over the method's grid (:mod:`theory.compare.methods`)
+and the configuration that attains it. Within one cell every configuration pays the same
+per round, so the least rounds is the least cost in every budget. The targets are the
+evaluator's columns: with the exact engine the first passage below each ``eps`` and then the
+sustained passage (the value stays below it), each tuned on its own.
 
-Edges: when every configuration attaining the least rounds lies on the lowest inner step of
-the grid (or no configuration reaches a target and the lowest steps did not all diverge),
-or on its lowest or highest outer rate, the grid is extended past that edge (by
-``ceil(n_alpha/2)`` inner steps over ``max(span/2, 1)`` decades, or by one outer-rate step)
-and the new configurations are evaluated, up to ``max_extend`` times. The top inner step is the stability edge (98% of it)
-and is never extended; a result there says ``alpha_edge = "stability"``.
+Edges, the same rule in every cell of every unit: after each evaluation, every cell whose
+optimum (for any target) lies on an edge of what it has evaluated is extended past that edge,
+and the new configurations are evaluated, until every optimum is interior or a cap is
+reached:
+
+* the lowest inner step (or a target reached by no configuration while the lowest steps did
+  not all diverge): ``ceil(n_alpha/2)`` more steps over ``max(span/2, 1)`` decades below,
+  at most ``Grid.max_extend`` times per cell (the top inner step is the stability edge, 98%
+  of it, never extended: ``alpha_edge = "stability"``);
+* the lowest or highest outer rate: ``ceil(n_outer/2)`` more rates at the grid's ratio,
+  until the rates pass ``[GAMMA_MIN, GAMMA_MAX]`` (PALSGD's useful outer rate grows like
+  ``(l + eta)/l``, far above the base grid).
+
+A result still on an edge says so (``alpha_edge = "lower"``, ``gamma_edge = "lower"`` or
+``"upper"``); the map counts them. Precision guard: with a ``verify`` callback (the exact
+engine's :func:`theory.compare.precision.longdouble_verifier`) every configuration that
+becomes an optimum is rechecked in extended precision at its answer; one whose float64
+value disagrees is refused (dropped, ``Tuned.refused`` counts them) and the next best taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 
 import numpy as np
@@ -26,14 +40,25 @@ from core.validation import check_fraction, check_int, check_number
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
 
-__all__ = ["Grid", "Tuned", "tune", "exact_evaluator", "Evaluator"]
+__all__ = [
+    "Grid",
+    "Tuned",
+    "tune",
+    "exact_evaluator",
+    "Evaluator",
+    "Verifier",
+    "GAMMA_MIN",
+    "GAMMA_MAX",
+]
 
 
 @dataclass(frozen=True)
 class Grid:
     """The tuning grid's size and range: ``n_alpha x n_outer`` configurations per method,
-    inner steps over ``span`` decades below the stability edge, extended at most
-    ``max_extend`` times per edge; ``mu``: Nesterov's outer momentum."""
+    inner steps over ``span`` decades below the stability edge, extended below at most
+    ``max_extend`` times per cell (outer rates: until interior or past
+    ``[GAMMA_MIN, GAMMA_MAX]``; ``max_extend = 0``: no extension at all); ``mu``:
+    Nesterov's outer momentum."""
 
     n_alpha: int = 25
     n_outer: int = 4
@@ -59,14 +84,16 @@ class Grid:
 
 @dataclass
 class Tuned:
-    """The tuned result of one method in one cell for one target ``eps``.
+    """The tuned result of one method in one cell for one target.
 
-    ``rounds``: least rounds to ``E||grad f(z_r)||^2 <= eps`` over the grid (``None``: no
-    configuration reached it by its cap); ``alpha``, ``gamma``, ``mu``: the configuration;
-    ``alpha_edge``: ``"interior"``, ``"lower"`` (still at the lowest step after every
-    extension) or ``"stability"`` (the top of the grid, 98% of the stability edge);
-    ``gamma_edge``: ``"interior"``, ``"lower"`` or ``"upper"``; ``configs``: configurations
-    evaluated in this cell; ``diverged``: how many of them diverged.
+    ``rounds``: least rounds to the target over the grid (``None``: no configuration reached
+    it by its cap); ``alpha``, ``gamma``, ``mu``: the configuration; ``alpha_edge``:
+    ``"interior"``, ``"lower"`` (still at the lowest step after every extension) or
+    ``"stability"`` (the top of the grid, 98% of the stability edge); ``gamma_edge``:
+    ``"interior"``, ``"lower"`` or ``"upper"`` (still there at the cap); ``configs``:
+    configurations evaluated in this cell; ``diverged``: how many of them diverged;
+    ``extended``: extensions of the cell; ``refused``: configurations the precision guard
+    refused in this cell; ``rechecked``: optima it confirmed in extended precision.
     """
 
     rounds: int | None
@@ -78,30 +105,74 @@ class Tuned:
     configs: int = 0
     diverged: int = 0
     extended: int = 0
-    extra: dict = field(default_factory=dict)
+    refused: int = 0
+    rechecked: int = 0
+
+    @property
+    def on_edge(self) -> bool:
+        """Whether the optimum still sits on an extendable edge (not the stability edge)."""
+        return self.rounds is not None and (
+            self.alpha_edge == "lower" or self.gamma_edge != "interior"
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+#: ``evaluate(m, H=, eta=, p=, alpha=, gamma=, eps=, cap=, group=, mu=[, known=])`` ->
+#: ``(rounds (N, T), diverged (N,))``; ``known`` ``(N, T)``: the answers each configuration's
+#: cell already has (-1: none), which an evaluator may use to stop early (or ignore)
 Evaluator = Callable[..., tuple[np.ndarray, np.ndarray]]
+#: ``verify(m, H=, eta=, p=, alpha=, gamma=, mu=, rounds=(N, T), eps=)`` -> ``(N,)`` whether
+#: each configuration's values at its answers are resolved in float64
+Verifier = Callable[..., np.ndarray]
+
+#: the outer rates are extended while the optimum sits on their edge and inside these
+GAMMA_MIN, GAMMA_MAX = 2.0**-10, 2.0**14
 
 
 def exact_evaluator(q: Quadratic) -> Evaluator:
-    """The exact first passage on the quadratic ``q`` (:func:`exact_rounds`)."""
-    return partial(exact_rounds, q)
+    """The exact first and sustained passages on the quadratic ``q`` (:func:`exact_rounds`):
+    ``T = 2E`` targets, the first passage below each ``eps`` then the sustained one."""
+    return partial(exact_rounds, q, sustained=True)
 
 
 class _Cell:
-    """The evaluated configurations of one cell: alpha and gamma values and their rounds."""
+    """The evaluated configurations of one cell: their ``(alpha, gamma)`` keys, rounds
+    ``R`` ``(n, T)`` and diverged flags, and the configurations refused or verified."""
 
     def __init__(self, alphas: np.ndarray, gammas: np.ndarray) -> None:
-        self.alphas, self.gammas = list(alphas), list(gammas)
-        self.results: dict[tuple[float, float], tuple[np.ndarray, bool]] = {}
+        self.alphas, self.gammas = [float(a) for a in alphas], [float(g) for g in gammas]
+        self.keys: list[tuple[float, float]] = []
+        self.index: dict[tuple[float, float], int] = {}
+        self.R = np.zeros((0, 0), dtype=np.int64)
+        self.div = np.zeros(0, dtype=bool)
+        self.ok = np.zeros(0, dtype=bool)  # not refused
+        self.ext_alpha = 0
         self.extended = 0
+        self.verified: set[tuple[float, float]] = set()
 
     def pending(self) -> list[tuple[float, float]]:
-        return [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.results]
+        return [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.index]
+
+    def add(self, keys: list[tuple[float, float]], R: np.ndarray, div: np.ndarray) -> None:
+        for k in keys:
+            self.index[k] = len(self.keys)
+            self.keys.append(k)
+        self.R = R if self.R.size == 0 else np.concatenate([self.R, R])
+        self.div = np.concatenate([self.div, div])
+        self.ok = np.concatenate([self.ok, np.ones(len(keys), dtype=bool)])
+
+    def refuse(self, k: tuple[float, float]) -> None:
+        self.ok[self.index[k]] = False
+
+    def best(self, T: int) -> np.ndarray:
+        """``(T,)`` the least rounds per target so far (-1: none)."""
+        if self.R.size == 0:
+            return np.full(T, -1, dtype=np.int64)
+        R = np.where((self.R >= 0) & self.ok[:, None], self.R, np.iinfo(np.int64).max)
+        b = R.min(axis=0)
+        return np.where(b == np.iinfo(np.int64).max, -1, b)
 
 
 def tune(
@@ -114,91 +185,153 @@ def tune(
     caps: np.ndarray,
     grid: Grid,
     L: float,
+    verify: Verifier | None = None,
 ) -> list[list[Tuned]]:
-    """Tune ``m`` at sync interval ``H`` in every cell ``(eta, p)``: ``[cell][eps] -> Tuned``.
+    """Tune ``m`` at sync interval ``H`` in every cell ``(eta, p)``: ``[cell][target] -> Tuned``.
 
-    ``evaluate(m, H=, eta=, p=, alpha=, gamma=, eps=, cap=, group=, mu=)`` returns the first
-    rounds ``(N, E)`` (negative: not reached) and the diverged flags ``(N,)`` of ``N``
-    configurations: :func:`exact_evaluator` (exact, quadratics) or
-    :func:`theory.compare.montecarlo.mc_evaluator`. ``caps``: ``(len(cells),)`` the last round worth examining per cell (the largest budget
-    divided by the cost of a round).
+    ``evaluate(m, H=, eta=, p=, alpha=, gamma=, eps=, cap=, group=, mu=)`` returns the rounds
+    ``(N, T)`` of ``N`` configurations for ``T`` targets (negative: not reached) and their
+    diverged flags ``(N,)``: :func:`exact_evaluator` (exact, quadratics; ``T = 2E``) or
+    :func:`theory.compare.montecarlo.mc_evaluator`. ``caps``: ``(len(cells),)`` the last
+    round worth examining per cell (the largest budget divided by the cost of a round).
+    ``verify``: the precision guard of the module docstring (``None``: none).
     """
     eps = np.asarray(eps, dtype=float).reshape(-1)
     state = [_Cell(grid.alphas(m, L, eta, p), grid.gammas(m)) for eta, p in cells]
-    for _ in range(grid.max_extend + 1):
-        _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
-        if not any(_extend(c, eps, grid) for c in state):
+    T = _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
+    while True:
+        grown = [_extend(c, T, grid) for c in state]  # every cell, not the first that grows
+        if not any(grown):
             break
-    return [[_best(c, e, m, grid) for e in range(eps.size)] for c in state]
+        _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
+    if verify is not None:
+        _guard(verify, m, H, cells, state, eps, T, grid.mu)
+    return [[_best(c, e, m, grid) for e in range(T)] for c in state]
 
 
-def _run_pending(evaluate, m, H, cells, state, eps, caps, mu) -> None:
-    rows = [(i, a, g) for i, c in enumerate(state) for a, g in c.pending()]
+def _run_pending(evaluate, m, H, cells, state, eps, caps, mu) -> int:
+    """Evaluate every cell's pending configurations (each cell's answers so far passed as
+    ``known``, so that a new configuration is searched only as far as it can still tie or
+    win); the number of targets ``T``."""
+    per = [(i, c.pending()) for i, c in enumerate(state)]
+    rows = [(i, a, g) for i, ks in per for a, g in ks]
     if not rows:
-        return
+        return 0
     ci = np.array([r[0] for r in rows])
     eta = np.array([cells[i][0] for i in ci], dtype=float)
     p = np.array([cells[i][1] for i in ci], dtype=float)
     alpha = np.array([r[1] for r in rows])
     gamma = np.array([r[2] for r in rows])
+    kw = {}
+    if state[0].R.size:  # not the first evaluation
+        T = state[0].R.shape[1]
+        bests = np.stack([c.best(T) for c in state])
+        kw["known"] = bests[ci]
     rounds, div = evaluate(
         m, H=H, eta=eta, p=p, alpha=alpha, gamma=gamma, eps=eps,
-        cap=np.asarray(caps)[ci], group=ci, mu=mu,
+        cap=np.asarray(caps)[ci], group=ci, mu=mu, **kw,
     )  # fmt: skip
-    for (i, a, g), r, dv in zip(rows, rounds, div, strict=True):
-        state[i].results[a, g] = (r, bool(dv))
+    rounds = np.asarray(rounds, dtype=np.int64)
+    lo = 0
+    for i, ks in per:
+        if ks:
+            state[i].add(ks, rounds[lo : lo + len(ks)], np.asarray(div[lo : lo + len(ks)]))
+            lo += len(ks)
+    return int(rounds.shape[1])
 
 
 def _argmins(c: _Cell, e: int) -> list[tuple[float, float]]:
     """The configurations attaining the least rounds for target ``e`` (empty if none)."""
-    got = {k: int(r[e]) for k, (r, _) in c.results.items() if r[e] >= 0}
-    if not got:
+    if c.R.size == 0:
         return []
-    best = min(got.values())
-    return [k for k, v in got.items() if v == best]
+    col = c.R[:, e]
+    use = (col >= 0) & c.ok
+    if not use.any():
+        return []
+    best = col[use].min()
+    return [c.keys[j] for j in np.flatnonzero(use & (col == best))]
 
 
-def _extend(c: _Cell, eps: np.ndarray, grid: Grid) -> bool:
-    """Extend ``c``'s grid past an edge that an optimum sits on (or, when a target is not
+def _extend(c: _Cell, T: int, grid: Grid) -> bool:
+    """Extend ``c``'s grid past every edge an optimum sits on (or, when a target is not
     reached at all, below its smallest inner step unless every configuration there
-    diverged); each edge at most once per call. Whether anything was added."""
-    if c.extended >= grid.max_extend:
-        return False
+    diverged), within the caps of the module docstring. Whether anything was added."""
     lo_a = min(c.alphas)
     gs = sorted(c.gammas)
     down = up_g = down_g = False
-    for e in range(eps.size):
+    for e in range(T):
         arg = _argmins(c, e)
         if not arg:
-            lowest = [c.results[k] for k in c.results if k[0] == lo_a]
-            down |= not all(dv for _, dv in lowest)
+            lowest = [c.div[j] for j, k in enumerate(c.keys) if k[0] == lo_a]
+            down |= not all(lowest)
             continue
         down |= all(a == lo_a for a, _ in arg)
         if len(gs) > 1:
             down_g |= all(g == gs[0] for _, g in arg)
             up_g |= all(g == gs[-1] for _, g in arg)
+    down &= c.ext_alpha < grid.max_extend
+    added = False
     if down:
         n_new = max(1, int(np.ceil(grid.n_alpha / 2)))
         decades = max(grid.span / 2.0, 1.0)
         c.alphas = [lo_a * 10.0 ** (-decades * k / n_new) for k in range(n_new, 0, -1)] + c.alphas
-    if down_g or up_g:
+        c.ext_alpha += 1
+        added = True
+    if (down_g or up_g) and len(gs) > 1 and grid.max_extend > 0:
         step = gs[1] / gs[0]
-        c.gammas = ([gs[0] / step] if down_g else []) + gs + ([gs[-1] * step] if up_g else [])
-    added = down or down_g or up_g
+        k = range(1, max(1, int(np.ceil(grid.n_outer / 2))) + 1)
+        lower = [gs[0] / step**j for j in k if gs[0] / step**j >= GAMMA_MIN] if down_g else []
+        upper = [gs[-1] * step**j for j in k if gs[-1] * step**j <= GAMMA_MAX] if up_g else []
+        if lower or upper:
+            c.gammas = sorted(lower) + gs + upper
+            added = True
     c.extended += int(added)
     return added
 
 
+def _guard(verify: Verifier, m, H, cells, state, eps, T, mu) -> None:
+    """Recheck every reported optimum (:func:`_pick`) in extended precision; refuse the
+    unresolved and take the next best until each target's optimum is confirmed (or none is
+    left)."""
+    while True:
+        rows = sorted(
+            {(i, k) for i, c in enumerate(state) for e in range(T)
+             if (k := _pick(c, e)) is not None and k not in c.verified}
+        )  # fmt: skip
+        if not rows:
+            return
+        ci = np.array([i for i, _ in rows])
+        ok = verify(
+            m, H=H, eta=np.array([cells[i][0] for i in ci], dtype=float),
+            p=np.array([cells[i][1] for i in ci], dtype=float),
+            alpha=np.array([k[0] for _, k in rows]), gamma=np.array([k[1] for _, k in rows]),
+            mu=mu, rounds=np.array([state[i].R[state[i].index[k]] for i, k in rows]), eps=eps,
+        )  # fmt: skip
+        for (i, k), good in zip(rows, ok, strict=True):
+            if good:
+                state[i].verified.add(k)
+            else:
+                state[i].refuse(k)
+
+
+def _pick(c: _Cell, e: int) -> tuple[float, float] | None:
+    """The configuration reported for target ``e``: the middle of the tie of optima."""
+    arg = sorted(_argmins(c, e))
+    return arg[len(arg) // 2] if arg else None
+
+
 def _best(c: _Cell, e: int, m: Method, grid: Grid) -> Tuned:
-    configs = len(c.results)
-    diverged = sum(int(dv) for _, dv in c.results.values())
+    common = dict(configs=len(c.keys), diverged=int(c.div.sum()), extended=c.extended,
+                  refused=int((~c.ok).sum()), rechecked=len(c.verified))  # fmt: skip
     arg = _argmins(c, e)
     if not arg:
-        return Tuned(None, configs=configs, diverged=diverged, extended=c.extended)
+        return Tuned(None, **common)
     arg = sorted(arg)
-    rounds = int(c.results[arg[0]][0][e])
+    rounds = int(c.R[c.index[arg[0]], e])
     a, g = arg[len(arg) // 2]  # the middle of a tie
-    alphas, gammas = sorted(c.alphas), sorted(c.gammas)
+    # edges of what was evaluated (an extension is always evaluated before this)
+    alphas = sorted({k[0] for k in c.keys})
+    gammas = sorted({k[1] for k in c.keys})
     a_edge = "interior"
     if all(x == alphas[-1] for x, _ in arg):
         a_edge = "stability"
@@ -216,7 +349,5 @@ def _best(c: _Cell, e: int, m: Method, grid: Grid) -> Tuned:
         mu=(grid.mu if m.nesterov else 0.0) if m.has_outer else None,
         alpha_edge=a_edge,
         gamma_edge=g_edge,
-        configs=configs,
-        diverged=diverged,
-        extended=c.extended,
+        **common,
     )
