@@ -83,7 +83,11 @@ TABLE: dict[int, tuple[str, str]] = {
         "a bug in the toolkit: the traceback is printed; please report it",
     ),
     OUT_OF_RESOURCES: ("out of resources", "out of memory or disk space (the message says which)"),
-    INTERRUPTED: ("interrupted", "interrupted by the user (SIGINT / Ctrl-C)"),
+    INTERRUPTED: (
+        "interrupted",
+        "interrupted by the user (SIGINT / Ctrl-C), at any instant from start-up on: one "
+        "line, no traceback",
+    ),
     BROKEN_PIPE: (
         "broken pipe",
         "standard output closed early (`palsgd check | head -1`): ends quietly",

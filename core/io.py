@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
-import importlib.metadata
 import io
 import json
 import math
@@ -167,6 +166,8 @@ def write_csv(
 def package_versions(names: Sequence[str]) -> dict[str, str]:
     """``{"python": ..., name: installed version or "not installed"}`` for the
     distributions ``names`` (provenance for summaries and manifests)."""
+    import importlib.metadata  # lazy: ~15 ms (email parsing), for provenance only
+
     out = {"python": platform.python_version()}
     for name in names:
         try:

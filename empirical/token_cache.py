@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from core.errors import UserInputError
 
@@ -110,6 +109,8 @@ def token_cache(source: Any, path: str | os.PathLike, tokenizer: Any, add_eos: b
     tmp_bin = bin_path.with_name(f".{bin_path.name}.tmp{os.getpid()}")
     tmp_idx = idx_path.with_name(f".{idx_path.name}.tmp{os.getpid()}.npy")
     eos = tokenizer.eos_token_id
+    from tqdm.auto import tqdm  # lazy: ~0.1 s (asyncio), not for `palsgd train --help`
+
     try:
         with open(tmp_bin, "wb") as fh:
             for i in tqdm(

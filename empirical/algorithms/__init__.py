@@ -31,33 +31,7 @@ See :mod:`empirical.algorithms.local` for the exact per-step semantics and
 switches of :class:`AlgorithmConfig`).
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-import torch
-from torch import nn
-
-from core.errors import UserInputError
-from core.validation import check_type
-from empirical.algorithms.base import DistributedAlgorithm, StepInfo, StepResult
-from empirical.algorithms.coins import CoinSource, counter_coins, recorded_coins
-from empirical.algorithms.config import (
-    BUFFERS,
-    COINS,
-    NAMES,
-    OUTERS,
-    SYNC_SCHEDULES,
-    AlgorithmConfig,
-    StabilityReport,
-    authors_sync_offset,
-    check_stability,
-)
-from empirical.algorithms.ddp import DDPAlgorithm
-from empirical.algorithms.flat import FlatLayout
-from empirical.algorithms.local import LocalAlgorithm
-from empirical.algorithms.outer import OuterOptimizer
-from theory.algorithm import LOCAL_NAMES
+from core.lazy import lazy_exports
 
 __all__ = [
     "AlgorithmConfig",
@@ -85,43 +59,28 @@ __all__ = [
 ]
 
 
-#: the class of each implementation of a distributed algorithm: torch's DDP, or rounds of
-#: local steps and a sync (every name of :data:`theory.algorithm.LOCAL_NAMES`)
-IMPLEMENTATIONS: dict[str, type[DistributedAlgorithm]] = {
-    "ddp": DDPAlgorithm,
-    "local": LocalAlgorithm,
-}
-
-
-def implementation_of(name: str) -> str:
-    """The key of :data:`IMPLEMENTATIONS` that runs the algorithm ``name``."""
-    return "local" if name in LOCAL_NAMES else "ddp"
-
-
-def build_algorithm(
-    config: AlgorithmConfig,
-    model: nn.Module,
-    inner_optimizer: torch.optim.Optimizer,
-    *,
-    process_group: Any = None,
-    coin_source: Any = None,
-) -> DistributedAlgorithm:
-    """The algorithm named by ``config`` around ``model`` and ``inner_optimizer``.
-
-    ``process_group`` defaults to the world group (or to a single process when no group is
-    initialised). Rank 0's parameters and buffers are broadcast to all ranks here.
-    ``coin_source`` (PALSGD only): ``None`` (the counter-based coins of
-    :func:`theory.coins.pull_coins`), a callable ``(steps, worker) -> bool array``, or a
-    recorded trace of shape ``(T,)`` or ``(T, K)`` (:func:`recorded_coins`). Move the model
-    to its device first: the local algorithms make its parameters views of one flat buffer.
-    """
-    check_type("config", config, AlgorithmConfig, "an AlgorithmConfig")
-    check_type("model", model, nn.Module, "a torch.nn.Module")
-    check_type("inner_optimizer", inner_optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
-    cls = IMPLEMENTATIONS[implementation_of(config.name)]
-    kw: dict[str, Any] = {"process_group": process_group}
-    if coin_source is not None:
-        if cls is not LocalAlgorithm:
-            raise UserInputError(f"'coin_source' is used by 'palsgd' only, not {config.name!r}")
-        kw["coin_source"] = coin_source
-    return cls(config, model, inner_optimizer, **kw)
+# lazy (core.lazy): `palsgd train --help` reads the choices of empirical.algorithms.config
+# without importing torch, which the other modules need
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "empirical.algorithms.base": ("DistributedAlgorithm", "StepInfo", "StepResult"),
+        "empirical.algorithms.build": ("IMPLEMENTATIONS", "build_algorithm", "implementation_of"),
+        "empirical.algorithms.coins": ("CoinSource", "counter_coins", "recorded_coins"),
+        "empirical.algorithms.config": (
+            "BUFFERS",
+            "COINS",
+            "NAMES",
+            "OUTERS",
+            "SYNC_SCHEDULES",
+            "AlgorithmConfig",
+            "StabilityReport",
+            "authors_sync_offset",
+            "check_stability",
+        ),
+        "empirical.algorithms.ddp": ("DDPAlgorithm",),
+        "empirical.algorithms.flat": ("FlatLayout",),
+        "empirical.algorithms.local": ("LocalAlgorithm",),
+        "empirical.algorithms.outer": ("OuterOptimizer",),
+    },
+)

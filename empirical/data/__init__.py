@@ -56,27 +56,6 @@ Files:
 * ``stream.py``: :class:`BatchStream`.
 """
 
-from empirical.data.cifar import CIFAR10_MEAN, CIFAR10_STD, load_cifar10
-from empirical.data.common import IGNORE_INDEX, rng_of, seed_of
-from empirical.data.factory import DATASET_NAMES, build_dataset
-from empirical.data.imagefolder import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    ImageFolderDataset,
-    random_resized_crop_box,
-)
-from empirical.data.images import (
-    EMBEDDED_IMAGE_CLASSES,
-    TensorImageDataset,
-    random_crop_flip,
-    render_shapes,
-)
-from empirical.data.sharding import dataset_shard, make_loader, shard_indices
-from empirical.data.stories import PretokenizedStoryDataset, StoryDataset
-from empirical.data.stream import BatchStream
-from empirical.data.text import TokenChunkDataset, embedded_corpus
-from empirical.data.token_file import TOKEN_DTYPES, TokenFileDataset
-
 __all__ = [
     "DATASET_NAMES",
     "IGNORE_INDEX",
@@ -105,3 +84,55 @@ __all__ = [
     "make_loader",
     "BatchStream",
 ]
+
+from core.lazy import lazy_exports
+
+# lazy (core.lazy): `palsgd train --help` reads DATASET_NAMES (empirical.data.names)
+# without importing torch, which the loaders need
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "empirical.data.cifar": (
+            "CIFAR10_MEAN",
+            "CIFAR10_STD",
+            "load_cifar10",
+        ),
+        "empirical.data.common": (
+            "IGNORE_INDEX",
+            "rng_of",
+            "seed_of",
+        ),
+        "empirical.data.factory": ("build_dataset",),
+        "empirical.data.names": ("DATASET_NAMES",),
+        "empirical.data.imagefolder": (
+            "IMAGENET_MEAN",
+            "IMAGENET_STD",
+            "ImageFolderDataset",
+            "random_resized_crop_box",
+        ),
+        "empirical.data.images": (
+            "EMBEDDED_IMAGE_CLASSES",
+            "TensorImageDataset",
+            "random_crop_flip",
+            "render_shapes",
+        ),
+        "empirical.data.sharding": (
+            "dataset_shard",
+            "make_loader",
+            "shard_indices",
+        ),
+        "empirical.data.stories": (
+            "PretokenizedStoryDataset",
+            "StoryDataset",
+        ),
+        "empirical.data.stream": ("BatchStream",),
+        "empirical.data.text": (
+            "TokenChunkDataset",
+            "embedded_corpus",
+        ),
+        "empirical.data.token_file": (
+            "TOKEN_DTYPES",
+            "TokenFileDataset",
+        ),
+    },
+)

@@ -1,4 +1,6 @@
-"""``cifar10``: the CIFAR-10 python pickle batches."""
+"""``cifar10``: the CIFAR-10 python pickle batches, read through a restricted unpickler
+(:mod:`empirical.data.safe_pickle`: containers, numbers and numpy arrays only), so that a
+crafted batch or ``batches.meta`` is refused with exit code 2 before anything in it runs."""
 
 from __future__ import annotations
 
@@ -13,16 +15,28 @@ import torch
 from core.errors import UserInputError
 from empirical.data.common import _TRAIN, _require_path
 from empirical.data.images import TensorImageDataset
+from empirical.data.safe_pickle import RefusedGlobal, load_data_pickle
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)  # per-channel mean of the CIFAR-10 training images
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)  # per-channel std of the CIFAR-10 training images
 
 
+def _refused(file: str, exc: RefusedGlobal) -> UserInputError:
+    """The error for a CIFAR-10 file that asks to run or import something."""
+    return UserInputError(
+        f"'{file}' is not a CIFAR-10 python batch: {exc}; refused, nothing in it was run "
+        "(a data file holds only dicts, lists, bytes, numbers and numpy arrays); check "
+        "--data-path"
+    )
+
+
 def _read_cifar_batch(file: str) -> tuple[np.ndarray, np.ndarray]:
     try:
         with open(file, "rb") as fh:
-            d = pickle.load(fh, encoding="bytes")
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
+            d = load_data_pickle(fh, encoding="bytes")
+    except RefusedGlobal as exc:
+        raise _refused(file, exc) from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
         raise UserInputError(
             f"'{file}' is not a CIFAR-10 python pickle batch ({exc}): expected "
             "a dict with b'data' (N, 3072) uint8 and b'labels'"
@@ -38,7 +52,10 @@ def _read_cifar_batch(file: str) -> tuple[np.ndarray, np.ndarray]:
             f"'{file}': missing key b'data' or b'labels' (keys: {sorted(map(str, d))})"
         )
     data = np.asarray(data)
-    labels = np.asarray(labels, dtype=np.int64)
+    try:
+        labels = np.asarray(labels, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise UserInputError(f"'{file}': b'labels' must be integers in [0, 9]") from None
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
         raise UserInputError(
             f"'{file}': b'data' must be uint8 of shape (N, 3072), got {data.dtype} {data.shape}"
@@ -81,12 +98,14 @@ def load_cifar10(path: str, split: str) -> tuple[torch.Tensor, torch.Tensor, lis
     if os.path.isfile(meta):
         try:
             with open(meta, "rb") as fh:
-                m = pickle.load(fh, encoding="bytes")
+                m = load_data_pickle(fh, encoding="bytes")
             names_ = m.get(b"label_names", m.get("label_names"))
             if names_ is not None and len(names_) == 10:
                 classes = [n.decode() if isinstance(n, bytes) else str(n) for n in names_]
-        except (pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-            pass
+        except RefusedGlobal as exc:
+            raise _refused(meta, exc) from None
+        except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError):
+            pass  # a corrupt meta file: the classes keep their numbers
     images = torch.from_numpy(data.reshape(-1, 3, 32, 32).copy())
     return images, torch.from_numpy(labels), classes
 

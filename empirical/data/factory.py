@@ -13,20 +13,11 @@ from empirical.data.cifar import _cifar10
 from empirical.data.common import _require_path, _split
 from empirical.data.imagefolder import ImageFolderDataset
 from empirical.data.images import _embedded_images
+from empirical.data.names import DATASET_NAMES
 from empirical.data.stories import _tinystories
 from empirical.data.text import _embedded_text
 from empirical.data.token_file import _token_file
 from empirical.tokenizer import load_tokenizer
-
-DATASET_NAMES: tuple[str, ...] = (
-    "embedded-text",
-    "tinystories",
-    "tokens",
-    "embedded-images",
-    "cifar10",
-    "imagefolder",
-)
-
 
 _KWARGS: dict[str, tuple[str, ...]] = {
     "embedded-text": ("val_fraction",),

@@ -85,37 +85,72 @@ Files:
 
 from __future__ import annotations
 
-from empirical.probe.cli import add_arguments, run
-from empirical.probe.compare import compare_with_theory, theory_scope, theory_values, warmup_steps
-from empirical.probe.estimate import PointEstimate, estimate_point, step_noise_factor
-from empirical.probe.estimate import _t_quantile as _t_quantile
-from empirical.probe.gradients import (
-    PowerIteration,
-    make_hvp,
-    mean_loss_and_gradient,
-    per_sample_gradients,
-    power_iteration,
-    sample_gradient,
-)
-from empirical.probe.problem import (
-    ProbeProblem,
-    SampleLoss,
-    get_flat,
-    image_sample_losses,
-    lm_sample_losses,
-    sample_loss_for_task,
-    set_flat,
-    trainable_parameters,
-)
-from empirical.probe.report import probe_run, render, write_outputs
-from empirical.probe.runs import RunInfo, load_run, run_points, run_problem, train_reference_run
-from empirical.probe.settings import ProbeSettings, SamplingPlan, make_plan
-from empirical.probe.trajectory import (
-    POINT_FIELDS,
-    ProbeResult,
-    aggregate,
-    measured_rate,
-    probe_points,
+from core.lazy import lazy_exports
+
+# lazy (core.lazy): `palsgd probe --help` builds its parser (cli.py) without importing torch
+# and scipy, which the modules below need
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "empirical.probe.cli": (
+            "add_arguments",
+            "run",
+        ),
+        "empirical.probe.compare": (
+            "compare_with_theory",
+            "theory_scope",
+            "theory_values",
+            "warmup_steps",
+        ),
+        "empirical.probe.estimate": (
+            "PointEstimate",
+            "estimate_point",
+            "step_noise_factor",
+            "_t_quantile",
+        ),
+        "empirical.probe.gradients": (
+            "PowerIteration",
+            "make_hvp",
+            "mean_loss_and_gradient",
+            "per_sample_gradients",
+            "power_iteration",
+            "sample_gradient",
+        ),
+        "empirical.probe.problem": (
+            "ProbeProblem",
+            "SampleLoss",
+            "get_flat",
+            "image_sample_losses",
+            "lm_sample_losses",
+            "sample_loss_for_task",
+            "set_flat",
+            "trainable_parameters",
+        ),
+        "empirical.probe.report": (
+            "probe_run",
+            "render",
+            "write_outputs",
+        ),
+        "empirical.probe.runs": (
+            "RunInfo",
+            "load_run",
+            "run_points",
+            "run_problem",
+            "train_reference_run",
+        ),
+        "empirical.probe.settings": (
+            "ProbeSettings",
+            "SamplingPlan",
+            "make_plan",
+        ),
+        "empirical.probe.trajectory": (
+            "POINT_FIELDS",
+            "ProbeResult",
+            "aggregate",
+            "measured_rate",
+            "probe_points",
+        ),
+    },
 )
 
 __all__ = [

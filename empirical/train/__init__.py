@@ -81,19 +81,38 @@ removed and the last complete one stays usable; out of memory), 130 interrupted.
 
 from __future__ import annotations
 
-from empirical.export import export_anchor
-from empirical.train.cli import main, run
-from empirical.train.launch import check_before_launch, launch_torchrun, run_ranks, run_torchrun
-from empirical.train.options import add_arguments, config_from_args
-from empirical.train.outcomes import (
-    EXIT_DIVERGED,
-    EXIT_NO_RESOURCES,
-    EXIT_OK,
-    EXIT_USER_ERROR,
-    InjectedFailure,
+from core.lazy import lazy_exports
+
+# lazy (core.lazy): `palsgd train --help` builds its parser from empirical.train.options
+# without importing torch, which the modules below need
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "empirical.export": ("export_anchor",),
+        "empirical.train.cli": ("main", "run"),
+        "empirical.train.launch": (
+            "check_before_launch",
+            "launch_torchrun",
+            "run_ranks",
+            "run_torchrun",
+        ),
+        "empirical.train.options": ("add_arguments", "config_from_args"),
+        "empirical.train.outcomes": (
+            "EXIT_DIVERGED",
+            "EXIT_NO_RESOURCES",
+            "EXIT_OK",
+            "EXIT_USER_ERROR",
+            "InjectedFailure",
+        ),
+        "empirical.train.prepare": (
+            "Prepared",
+            "algorithm_config",
+            "build_inner_optimizer",
+            "prepare",
+        ),
+        "empirical.train.session": ("train",),
+    },
 )
-from empirical.train.prepare import Prepared, algorithm_config, build_inner_optimizer, prepare
-from empirical.train.session import train
 
 __all__ = [
     "add_arguments",

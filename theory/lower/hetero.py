@@ -39,6 +39,7 @@ descent on ``f`` from its minimiser and the value is 0: heterogeneity costs noth
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -312,7 +313,20 @@ class InstanceLowerBound:
     charge_region: bool = True
 
     def instances(self, **values: Any) -> list[HeteroInstance]:
-        """The instance at each ``b`` of the grid and each horizon (value, ``c``, region)."""
+        """The instance at each ``b`` of the grid and each horizon (value, ``c``, region).
+
+        Computed once per set of values (:func:`_cached_instances`): ``palsgd check`` asks
+        for the same instances beside every upper bound it checks at one step.
+        """
+        try:
+            key = tuple(sorted(values.items()))
+            hash(key)
+        except TypeError:  # an unhashable value (an array): computed, not cached
+            return self._instances(values)
+        return list(_cached_instances(self, key))
+
+    def _instances(self, values: dict[str, Any]) -> list[HeteroInstance]:
+        """:meth:`instances`, computed."""
         v = self._inputs(values)
         out = []
         H, T = v["H"], v["T"]
@@ -394,3 +408,12 @@ LOCAL_SGD_HETEROGENEITY_LOWER = InstanceLowerBound(
         f"the largest over b/L in {list(B_GRID)}. It grows with H and zeta and is 0 at H = 1."
     ),
 )
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_instances(
+    bound: InstanceLowerBound, key: tuple[tuple[str, Any], ...]
+) -> tuple[HeteroInstance, ...]:
+    """The instances of ``bound`` at the values ``key`` (sorted items), kept: the instances
+    are frozen, and a lower bound of the registry is one object for the whole process."""
+    return tuple(bound._instances(dict(key)))

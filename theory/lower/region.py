@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -228,10 +229,48 @@ def _sync_box(box, xlo, xhi, outer, gamma, mu):
     return min(zs), max(zs), min(bs), max(bs)
 
 
+def _interval_steps(
+    lo: float, hi: float, n: int, q: float, off: float, keep: float, pull_lo: float,
+    pull_hi: float, reach: float,
+) -> tuple[float, float, float]:  # fmt: skip
+    """``n`` steps of interval propagation of one worker: each step the hull of the gradient
+    branch ``q x + off`` and the pull ``keep x + beta z`` (``pull_lo``, ``pull_hi``: ``beta``
+    times the anchor's interval) of ``[lo, hi]``; returns the interval and the reach.
+
+    The image of ``[lo, hi]`` under ``x -> c x`` is ``[c lo, c hi]`` for ``c >= 0`` and
+    swapped for ``c < 0`` (1 - beta < 0 when the pull overshoots, ``alpha eta/p > 1``, and
+    then ``lo`` maps to the top); floating-point products and sums are monotone, so this is
+    the ordering ``sorted`` gave, the same values without sorting (the hot loop of ``palsgd
+    check``; tests/test_lower_region_fast.py compares it with the plain loop).
+    """
+    up_q, up_keep = q >= 0, keep >= 0
+    for _ in range(n):
+        if up_q:
+            g0, g1 = q * lo + off, q * hi + off
+        else:
+            g0, g1 = q * hi + off, q * lo + off
+        if up_keep:
+            x0, x1 = keep * lo + pull_lo, keep * hi + pull_hi
+        else:
+            x0, x1 = keep * hi + pull_lo, keep * lo + pull_hi
+        lo = x0 if x0 < g0 else g0  # min(g0, x0), max(g1, x1), NaN included
+        hi = x1 if x1 > g1 else g1
+        a, b = abs(lo), abs(hi)
+        if a > reach:
+            reach = a
+        if b > reach:
+            reach = b
+    return lo, hi, reach
+
+
 def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu, start=0.0) -> np.ndarray:
     """After each round, the largest ``|x|`` any worker or the anchor has reached so far on
     any coin path of the ``c = 1`` run (one entry per round, the partial one included;
     without coins one entry, for the whole run).
+
+    Computed once per set of arguments (the instances of every lower bound at one
+    configuration share it; ``palsgd check`` asks for them beside every upper bound); the
+    caller gets its own copy.
 
     ``p = 0``: the one path, exactly. ``p > 0``: interval propagation, each step the hull of
     the gradient branch's and the pull branch's images of the current interval (the pull
@@ -240,25 +279,53 @@ def reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu, start=0.0) -
     ``start``: the first anchor (0 for the instances of :mod:`theory.lower.hetero`; the
     instances started away from the optimum of :mod:`theory.verify.joint` set it).
     """
+    args = (groups, lengths, alpha, p, eta, outer, gamma, mu, start)
+    try:
+        # the types too: equal values of different types (np.float32, float) may compute
+        # differently
+        key = tuple(map(_typed, args))
+        hash(key)
+    except TypeError:  # an unhashable argument (an array): computed, not cached
+        return _reach_history(*args)
+    hist = _REACH_CACHE.get(key)
+    if hist is None:
+        hist = _reach_history(*args)
+        hist.setflags(write=False)
+        if len(_REACH_CACHE) >= _REACH_CACHE_SIZE:
+            _REACH_CACHE.pop(next(iter(_REACH_CACHE)))  # the oldest entry
+        _REACH_CACHE[key] = hist
+    return hist.copy()
+
+
+#: reach histories computed in this process, by their typed arguments (oldest first)
+_REACH_CACHE: dict[tuple, np.ndarray] = {}
+_REACH_CACHE_SIZE = 512
+
+
+def _typed(x: Any) -> Any:
+    """A hashable key of ``x`` that tells types apart (nested lists and tuples as tuples)."""
+    if isinstance(x, (list, tuple)):
+        return tuple(map(_typed, x))
+    return (type(x), x)
+
+
+def _reach_history(groups, lengths, alpha, p, eta, outer, gamma, mu, start) -> np.ndarray:
+    """:func:`reach_history`, computed."""
     if p == 0:
         return _reach_points(groups, lengths, alpha, outer, gamma, mu, start)
     beta = pull_coefficient(alpha, eta, p)
     box = (float(start), float(start), 0.0, 0.0)  # z and buf intervals
     reach, hist = abs(float(start)), []
+    # per group: the gradient branch x -> q x + off and the pull's factor 1 - beta on x
+    maps = [(1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p), 1 - beta) for _, h, s in groups]
     for k, (rounds, n) in enumerate(lengths):
         for _ in range(rounds):
             zlo, zhi = box[0], box[1]
             ends = []
-            for _, h, s in groups:
-                lo, hi = zlo, zhi
-                q, off = 1.0 - alpha * h / (1.0 - p), -alpha * s / (1.0 - p)
-                for _ in range(n):
-                    g0, g1 = sorted((q * lo + off, q * hi + off))
-                    # the pull (1 - beta) x + beta z over both intervals; 1 - beta < 0 when
-                    # the pull overshoots (alpha eta/p > 1), and then lo maps to the top
-                    x0, x1 = sorted(((1 - beta) * lo, (1 - beta) * hi))
-                    lo, hi = min(g0, x0 + beta * zlo), max(g1, x1 + beta * zhi)
-                    reach = max(reach, abs(lo), abs(hi))
+            for q, off, keep in maps:
+                lo, hi, reach = _interval_steps(
+                    zlo, zhi, n, q, off, keep, beta * zlo, beta * zhi, reach
+                )
                 ends.append((lo, hi))
             xlo = sum(w * e[0] for (w, _, _), e in zip(groups, ends, strict=True))
             xhi = sum(w * e[1] for (w, _, _), e in zip(groups, ends, strict=True))

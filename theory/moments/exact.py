@@ -67,7 +67,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from theory.algorithm import AlgorithmSpec, is_landing_step, is_sync_step
 from theory.moments.branches import local_step_branches
@@ -158,6 +157,8 @@ def exact_moments(
     validate_one("T", T)
     run = _StepRun(prob, algo, prob.x0 if x0 is None else check_x0(x0, prob.b.shape[1]))
     # an unstable configuration overflows to inf: that is the answer, reported in meta
+    from tqdm.auto import tqdm  # lazy: ~0.1 s (asyncio), not for `palsgd map --help`
+
     with np.errstate(over="ignore", invalid="ignore"):
         for t in tqdm(range(int(T)), desc="exact moments", disable=not progress, leave=False):
             run.step(t)

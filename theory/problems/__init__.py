@@ -42,19 +42,47 @@ their factories; ``function.py`` problems from user callables; ``registry.py``
 :func:`check_constants`.
 """
 
-from theory.problems.args import ProblemArgs
-from theory.problems.base import NOISE_MODELS, Problem
-from theory.problems.constants import ConstantsReport, check_constants, with_declared
-from theory.problems.cosine import CosineProblem, make_cosine, minimize_1d_global
-from theory.problems.function import FunctionProblem
-from theory.problems.quadratic import QuadraticProblem, make_quadratic
-from theory.problems.registry import PROBLEMS, make_problem, problem_names, register_problem
-from theory.problems.regression import (
-    DataOptions,
-    LogisticProblem,
-    RobustRegressionProblem,
-    make_logistic,
-    make_robust_regression,
+from core.lazy import lazy_exports
+
+# lazy (core.lazy): a module of the package (base.py for NOISE_MODELS) is imported without
+# scipy, which the constants' checks need
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "theory.problems.args": ("ProblemArgs",),
+        "theory.problems.base": (
+            "NOISE_MODELS",
+            "Problem",
+        ),
+        "theory.problems.constants": (
+            "ConstantsReport",
+            "check_constants",
+            "with_declared",
+        ),
+        "theory.problems.cosine": (
+            "CosineProblem",
+            "make_cosine",
+            "minimize_1d_global",
+        ),
+        "theory.problems.function": ("FunctionProblem",),
+        "theory.problems.quadratic": (
+            "QuadraticProblem",
+            "make_quadratic",
+        ),
+        "theory.problems.registry": (
+            "PROBLEMS",
+            "make_problem",
+            "problem_names",
+            "register_problem",
+        ),
+        "theory.problems.regression": (
+            "DataOptions",
+            "LogisticProblem",
+            "RobustRegressionProblem",
+            "make_logistic",
+            "make_robust_regression",
+        ),
+    },
 )
 
 __all__ = [

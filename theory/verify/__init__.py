@@ -56,38 +56,65 @@ against the worst case over its class, :mod:`theory.worstcase`), ``combined.py``
 ``options.py`` (the command's flags and settings), ``cli.py`` (the command).
 """
 
+# ruff: noqa: F405 (the names of __all__ below the settings' are lazy_exports')
+from core.lazy import lazy_exports
 from theory.verify import settings
-from theory.verify.agreement import consensus_vs_H, exact_specs, exact_vs_mc
-from theory.verify.checks import leading_exponent, rate_check, speedup_check
-from theory.verify.montecarlo import verify_configs
-from theory.verify.report import (
-    AtomicDirectory,
-    format_summary,
-    format_table,
-    summary_of,
-    write_report,
-    write_report_files,
-)
-from theory.verify.report_types import Power, Statistics, Summary, VerifyReport
-from theory.verify.run import resolve_bounds, resolve_problems, run_verification
-from theory.verify.sampling import (
-    ProblemCache,
-    apply_declared_constants,
-    bound_spec,
-    bound_values,
-    problem_constants,
-    sample_configs,
-)
 from theory.verify.settings import *  # noqa: F403 (the names of settings.__all__)
-from theory.verify.stats import (
-    BootstrapPlan,
-    Correction,
-    MeanTest,
-    RateFit,
-    correct,
-    decide,
-    fit_power_law,
-    mean_test,
+
+# lazy (core.lazy): `palsgd verify --help` builds its parser from the settings without
+# importing sympy and scipy, which the modules below need
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "theory.verify.agreement": (
+            "consensus_vs_H",
+            "exact_specs",
+            "exact_vs_mc",
+        ),
+        "theory.verify.checks": (
+            "leading_exponent",
+            "rate_check",
+            "speedup_check",
+        ),
+        "theory.verify.montecarlo": ("verify_configs",),
+        "theory.verify.report": (
+            "AtomicDirectory",
+            "format_summary",
+            "format_table",
+            "summary_of",
+            "write_report",
+            "write_report_files",
+        ),
+        "theory.verify.report_types": (
+            "Power",
+            "Statistics",
+            "Summary",
+            "VerifyReport",
+        ),
+        "theory.verify.run": (
+            "resolve_bounds",
+            "resolve_problems",
+            "run_verification",
+        ),
+        "theory.verify.sampling": (
+            "ProblemCache",
+            "apply_declared_constants",
+            "bound_spec",
+            "bound_values",
+            "problem_constants",
+            "sample_configs",
+        ),
+        "theory.verify.stats": (
+            "BootstrapPlan",
+            "Correction",
+            "MeanTest",
+            "RateFit",
+            "correct",
+            "decide",
+            "fit_power_law",
+            "mean_test",
+        ),
+    },
 )
 
 __all__ = [

@@ -43,18 +43,18 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from core.errors import UserInputError
 from core.exitcodes import OK, UNTESTED
 from theory import verify as V
-from theory.check import jsonable
-from theory.verify.at import run_at
-from theory.verify.exact_report import format_exact
 from theory.verify.options import QUICK, add_arguments, settings_from_args
-from theory.verify.oracle import family_of
-from theory.verify.report import _fmt
-from theory.verify.report_types import VerifyReport
-from theory.verify.run import is_lower
+
+if TYPE_CHECKING:
+    from theory.verify.report_types import VerifyReport
+
+# The modules that verify (sympy, scipy) are imported by `run`, not here: `palsgd verify
+# --help` and a bad flag answer before they load (tests/test_cli_startup.py).
 
 __all__ = ["add_arguments", "run", "settings_from_args", "QUICK"]
 
@@ -68,6 +68,9 @@ def _checked_anything(report: VerifyReport) -> bool:
 
 def _print_report(report: VerifyReport, out: str, total_s: float) -> None:
     """The text report of ``palsgd verify``: exact verdicts, Monte-Carlo table, checks."""
+    from theory.verify.exact_report import format_exact
+    from theory.verify.report import _fmt
+
     text = format_exact(report)
     if text:
         print(text)
@@ -121,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
     """Run the verification; exit code 0 (nothing violated beyond the known findings, each
     reproduced), 1 (a new violation, or a known finding that no longer reproduces), 2 (bad
     input), 6 (nothing violated, but a bound tested on no design inside its conditions)."""
+    from theory.check import jsonable
+    from theory.verify.at import run_at
+    from theory.verify.oracle import family_of
+    from theory.verify.run import is_lower
+
     t0 = time.perf_counter()
     settings = settings_from_args(args)
     if args.configs == 0 and not settings.controls_only:
