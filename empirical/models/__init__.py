@@ -9,20 +9,10 @@
   deterministically from ``seed`` inside :func:`torch.random.fork_rng`, so the caller's
   global RNG state is neither used nor changed.
 * Losses and evaluation (``losses.py``).
+* ``palsgd train --compile``: the model's forward compiled in place (``compiled.py``).
 """
 
 from __future__ import annotations
-
-from empirical.models.gptneo import gptneo_parameter_count
-from empirical.models.losses import IGNORE_INDEX, compute_loss, evaluate, next_token_logits
-from empirical.models.registry import (
-    MODEL_NAMES,
-    build_model,
-    count_parameters,
-    model_spec,
-    model_task,
-)
-from empirical.models.resnet import BasicBlock, Bottleneck, ResNet
 
 __all__ = [
     "MODEL_NAMES",
@@ -38,4 +28,36 @@ __all__ = [
     "evaluate",
     "next_token_logits",
     "IGNORE_INDEX",
+    "compile_model",
+    "is_compiled",
 ]
+
+from core.lazy import lazy_exports
+
+# lazy (core.lazy): `palsgd train --help` reads MODEL_NAMES (empirical.models.names)
+# without importing torch, which the models need
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "empirical.models.compiled": ("compile_model", "is_compiled"),
+        "empirical.models.gptneo": ("gptneo_parameter_count",),
+        "empirical.models.losses": (
+            "IGNORE_INDEX",
+            "compute_loss",
+            "evaluate",
+            "next_token_logits",
+        ),
+        "empirical.models.names": ("MODEL_NAMES",),
+        "empirical.models.registry": (
+            "build_model",
+            "count_parameters",
+            "model_spec",
+            "model_task",
+        ),
+        "empirical.models.resnet": (
+            "BasicBlock",
+            "Bottleneck",
+            "ResNet",
+        ),
+    },
+)

@@ -25,8 +25,8 @@ from empirical.config import (
     load_config_file,
     resolve_config,
 )
-from empirical.data import DATASET_NAMES
-from empirical.models import MODEL_NAMES
+from empirical.data.names import DATASET_NAMES
+from empirical.models.names import MODEL_NAMES
 from theory.algorithm import COINS, OUTERS, fields_fixed, lookup
 from theory.presets import preset_names
 from theory.validation import ALIASES, PARAMS, canonicalize
