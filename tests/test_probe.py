@@ -370,7 +370,9 @@ def test_checker_integration_gives_condition_verdicts():
     assert c["status"] == "evaluated" and c["conditions_hold"] is True
     assert c["conditions"] and all(isinstance(x["holds"], bool) for x in c["conditions"])
     assert c["ratio"] == pytest.approx(0.05 / c["value"])
-    assert c["verdict"] == "measured below the bound"
+    # the initial-gap term is 99.08% of this bound: below it, but vacuous (its own tests:
+    # tests/test_probe_vacuity.py)
+    assert c["verdict"].startswith("vacuous (its F0 term") and c["vacuity"]["vacuous"]
     above = P.compare_with_theory(values, 10 * c["value"], algorithm="local_sgd")
     c2 = {x["bound"]: x for x in above["comparison"]}["local_sgd_iid"]
     assert "ABOVE" in c2["verdict"]

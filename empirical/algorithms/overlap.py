@@ -15,8 +15,9 @@ The update, as :mod:`theory.algorithm` writes it (and :mod:`theory.simulate` and
   ``Delta = mean_k Delta_k``, then ``x_k <- x_k - z_r``, the outer step
   ``z_r -> z_{r+1}`` on ``Delta`` (averaging: ``z_{r+1} = z_r - Delta``), and
   ``x_k <- x_k + z_{r+1}``: each worker keeps its ``tau`` steps of progress, shifted onto
-  the new anchor. The consensus statistic (of the models that were sent) and the buffer
-  policy are applied then.
+  the new anchor. The consensus statistic (of the models that were sent; kept on the
+  device until :meth:`~empirical.algorithms.sync.Sync.resolve_consensus` reads it, as for
+  the blocking sync) and the buffer policy are applied then.
 
 The work buffer holds the reduction while it is in flight (the warm-up, which also uses
 it, ends before the first sync), so the overlap costs no memory beyond the anchor, which
@@ -73,9 +74,11 @@ class OverlappedSync(Sync):
             buf.div_(self.comm.size)
         delta, mean_sq = buf[: fm.n], buf[fm.n_sync - 1]
         if flight.consensus_due:
-            consensus = float(mean_sq - sq_norm(delta))
-            self.stats["last_consensus"] = max(consensus, 0.0)
+            # a device scalar, as the blocking sync keeps it: read by resolve_consensus()
+            # when the statistics are logged, so a landing never waits for the device
+            self.consensus_pending = (mean_sq - sq_norm(delta)).clamp_min(0.0)
         elif not self.comm.active:
+            self.consensus_pending = None
             self.stats["last_consensus"] = 0.0
         fm.shift(anchor.z, anchor.z_views, -1.0)
         if anchor.outer is None:  # averaging: z <- z - Delta = mean_k x_k

@@ -7,8 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.errors import UserInputError
 from core.files import check_output_dir
@@ -17,9 +16,14 @@ from core.limits import MAX_STEPS, check_processes, check_steps, process_cap
 from core.validation import ParameterError, check_int, with_flag
 from empirical import models
 from empirical.data import DATASET_NAMES
-from empirical.probe.report import probe_run, render, write_outputs
-from empirical.probe.runs import RunInfo, load_run, train_reference_run
-from empirical.probe.settings import ProbeSettings
+
+if TYPE_CHECKING:
+    from empirical.probe.runs import RunInfo
+    from empirical.probe.settings import ProbeSettings
+    from empirical.probe.sweep_cli import SweepOptions
+
+# torch and the modules that probe are imported by the functions that use them: `palsgd
+# probe --help` and a bad flag answer before they load (tests/test_cli_startup.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _source_arguments(parser)
     _estimation_arguments(parser)
+    _sweep_arguments(parser)
     _output_arguments(parser)
 
 
@@ -176,6 +181,46 @@ def _estimation_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    sw = parser.add_argument_group(
+        "sweep (the bound's dependences against measured ones, empirical/probe/sweep.py)"
+    )
+    sw.add_argument(
+        "--sweep",
+        metavar="NAME=V1,V2,V3",
+        help="after the probe, short seeded PALSGD runs on the probe's objective at each "
+        "value of H or p (at least 3 ascending values, e.g. H=1,2,4,8); the measured change "
+        "of (1/T) sum ||grad f||^2 and its exponent against the bound's at the probed "
+        "constants, a verdict per dependence; writes sweep.csv, sweep.json, sweep.png "
+        "(default: no sweep)",
+    )
+    sw.add_argument(
+        "--sweep-seeds",
+        dest="sweep_seeds",
+        type=int,
+        default=3,
+        metavar="N",
+        help="seeded runs per swept value, integer in [3, inf) (default: %(default)s)",
+    )
+    sw.add_argument(
+        "--sweep-steps",
+        dest="sweep_steps",
+        type=int,
+        default=24,
+        metavar="T",
+        help="steps of each sweep run, integer in [2, inf) (default: %(default)s)",
+    )
+    sw.add_argument(
+        "--sweep-record",
+        dest="sweep_record",
+        type=int,
+        default=4,
+        metavar="N",
+        help="steps between records of ||grad f(xbar)||^2 in a sweep run, integer in [1, "
+        "inf) (default: %(default)s)",
+    )
+
+
 def _output_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -193,6 +238,8 @@ def _output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _device(name: str) -> str:
+    import torch
+
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -218,11 +265,15 @@ _TRAIN_AS_GIVEN = ("model", "dataset", "data_path", "iid", "seed", "progress")
 
 
 def _settings(args: argparse.Namespace) -> ProbeSettings:
+    from empirical.probe.settings import ProbeSettings
+
     return ProbeSettings(**{name: getattr(args, name) for name in _SETTINGS})
 
 
 def _existing_run(args: argparse.Namespace) -> tuple[RunInfo, Path]:
     """``--run DIR``: the run and the output folder (default ``DIR/probe``)."""
+    from empirical.probe.runs import load_run
+
     given = [
         f"--{n.replace('_', '-')}"
         for n in ("model", "dataset", "data_path", "train_preset", "train_config", "iid")
@@ -242,6 +293,8 @@ def _existing_run(args: argparse.Namespace) -> tuple[RunInfo, Path]:
 
 def _trained_run(args: argparse.Namespace, points: int) -> tuple[RunInfo, Path]:
     """Without ``--run``: train the reference run in ``OUT/run`` (default ``runs/probe``)."""
+    from empirical.probe.runs import load_run, train_reference_run
+
     if args.model is not None:
         models.model_task(args.model)  # unknown names: UserInputError (exit 2)
     if args.dataset is not None and args.dataset not in DATASET_NAMES:
@@ -283,18 +336,51 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    from empirical.probe.report import probe_run, render, write_outputs
+
     settings = _settings(args)
     points = check_int("points", args.points, 1)
     device = _device(args.device)
+    sweep = _sweep_options(args)
     info, out = _existing_run(args) if args.run is not None else _trained_run(args, points)
     started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         report = probe_run(info, settings, points=points, device=device, progress=args.progress)
     report["seconds"] = time.perf_counter() - started
     paths = write_outputs(report, out)
+    if sweep is not None:
+        from empirical.probe.sweep_cli import run_probe_sweep
+
+        report["sweep"] = run_probe_sweep(
+            info, report, settings, sweep, out, device=device, progress=args.progress
+        )
+        paths = write_outputs(report, out)  # probe.json with the sweep
     if args.json:
         print(json.dumps(json_safe(report), indent=2, sort_keys=True))
     else:
         print(render(report))
         print(f"\nwrote {paths['json']} and {paths['csv']}")
+        if sweep is not None:
+            from empirical.probe.sweep_cli import render_sweep
+
+            print(render_sweep(report["sweep"]))
     return 0
+
+
+def _sweep_options(args: argparse.Namespace) -> SweepOptions | None:
+    """The checked ``--sweep*`` options (before any training), or ``None``."""
+    if args.sweep is None:
+        return None
+    from empirical.probe.sweep import parse_sweep
+    from empirical.probe.sweep_cli import SweepOptions
+
+    axis, values = parse_sweep(args.sweep)
+    return SweepOptions(
+        axis,
+        values,
+        check_int("sweep_seeds", args.sweep_seeds, 3),
+        check_int("sweep_steps", args.sweep_steps, 2),
+        check_int("sweep_record", args.sweep_record, 1),
+    )

@@ -11,7 +11,9 @@ from typing import Any
 from torch import nn
 
 from theory.algorithm import lookup
-from theory.check import check
+from theory.check import CheckReport, check
+from theory.check.render import fmt
+from theory.check.vacuity import Vacuity, vacuity
 
 
 def theory_scope(
@@ -153,13 +155,22 @@ def theory_values(
     return values
 
 
-def _verdict(b: Any, measured: float | None, outside: bool) -> str:
-    """How a measured rate stands against one bound of a :class:`theory.check.CheckReport`."""
+def _verdict(b: Any, measured: float | None, outside: bool, vac: Vacuity | None) -> str:
+    """How a measured rate stands against one bound of a :class:`theory.check.CheckReport`;
+    a bound that is vacuous at the run (:mod:`theory.check.vacuity`) with the measurement
+    below it is ``"vacuous (reason)"``, never covered."""
     if b.status != "evaluated" or b.value is None:
         return f"not evaluated: {b.reason}"
     if measured is None:
         return "no measured rate (no recorded point in the local phase)"
     side = "above" if measured > b.value else "below"
+    if measured <= b.value and vac is not None and vac.vacuous:
+        ctx = ""
+        if not b.conditions_hold:
+            ctx = "; its conditions fail, the bound does not apply (indication)"
+        elif outside or not b.applicable:
+            ctx = "; run outside the theory (indication)"
+        return f"{vac.label}; measured is below it, which says nothing{ctx}"
     if not b.conditions_hold:
         return (
             f"conditions fail, the bound does not apply; measured is {side} its value (indication)"
@@ -174,6 +185,26 @@ def _verdict(b: Any, measured: float | None, outside: bool) -> str:
     return "measured below the bound"
 
 
+def _vacuous_verdict(rep: CheckReport, vac: Mapping[str, Vacuity]) -> None:
+    """Replace a ``covered`` verdict by ``vacuous (reason)`` when the bound it names (the
+    smallest clean bound, as :func:`theory.check.check` picks it) is vacuous at the run."""
+    if rep.verdict_code != "covered":
+        return
+    clean = [
+        b
+        for b in rep.bounds
+        if b.status == "evaluated" and b.conditions_hold and b.applicable and not b.caveats
+    ]
+    b = min(clean, key=lambda b: b.value if b.value is not None else math.inf)
+    v = vac.get(b.name)
+    if v is not None and v.vacuous:
+        rep.verdict_code = "vacuous"
+        rep.verdict = (
+            f"{v.label}: the conditions of {b.name} hold at alpha = {fmt(b.alpha)}, but its "
+            f"value {fmt(b.value)} says nothing about this run"
+        )
+
+
 def compare_with_theory(
     values: Mapping[str, float],
     measured: float | None,
@@ -181,19 +212,31 @@ def compare_with_theory(
     algorithm: str,
     outside: Sequence[str] = (),
     bounds: Sequence[str] | None = None,
+    start_grad_sq: float | None = None,
 ) -> dict[str, Any]:
     """Run the checker on ``values`` and set ``measured`` against every evaluated bound.
 
     Returns ``{"check": CheckReport.to_dict(), "text": CheckReport.to_text(),
-    "comparison": [...]}``; each comparison entry has the bound's value, whether its
-    conditions hold, ``ratio = measured / bound`` and a verdict. A measured value above a
-    bound whose conditions hold, for a run inside the theory, is flagged as a finding
-    (still one realisation, with estimated constants).
+    "comparison": [...], "verdict", "verdict_code"}``; each comparison entry has the
+    bound's value, whether its conditions hold, ``ratio = measured / bound``, its vacuity at
+    the run (:func:`theory.check.vacuity.vacuity` with ``start_grad_sq``, the run's own
+    ``||grad f(x0)||^2``; ``None``: that reason is not tested) and a verdict. A vacuous
+    bound's comparison is ``"vacuous (reason)"`` and the check's ``covered`` verdict becomes
+    ``vacuous`` when the bound it names is vacuous. A measured value above a bound whose
+    conditions hold, for a run inside the theory, is flagged as a finding (still one
+    realisation, with estimated constants).
     """
     notes = [f"outside the theory: {o}" for o in outside]
     rep = check(dict(values), bounds, algorithm=algorithm, notes=notes)
+    vac = {
+        b.name: vacuity(b.value, b.terms, start_grad_sq)
+        for b in rep.bounds
+        if b.status == "evaluated" and b.value is not None
+    }
+    _vacuous_verdict(rep, vac)
     comp = []
     for b in rep.bounds:
+        v = vac.get(b.name)
         entry: dict[str, Any] = {
             "bound": b.name,
             "status": b.status,
@@ -204,17 +247,21 @@ def compare_with_theory(
             "conditions": [asdict(c) for c in b.conditions],
             "measured": measured,
             "ratio": None,
+            "vacuity": None if v is None else {**asdict(v), "vacuous": v.vacuous, "label": v.label},
             "verdict": "",
         }
         if b.status == "evaluated" and b.value is not None and measured is not None:
             entry["ratio"] = measured / b.value if b.value else math.inf
-        entry["verdict"] = _verdict(b, measured, bool(outside))
+        entry["verdict"] = _verdict(b, measured, bool(outside), v)
         comp.append(entry)
     return {
         "algorithm": algorithm,
         "values": dict(values),
         "check": rep.to_dict(),
         "text": rep.to_text(),
+        "verdict": rep.verdict,
+        "verdict_code": rep.verdict_code,
+        "start_grad_sq": start_grad_sq,
         "comparison": comp,
         "warnings": [w.message for w in rep.warnings],
     }

@@ -49,9 +49,16 @@ def _theory_section(
             None if res.rate is None else res.rate["value"],
             algorithm=checker_algorithm(alg),
             outside=outside,
+            start_grad_sq=_start_grad_sq(res),
         )
     )
     return theory
+
+
+def _start_grad_sq(res: ProbeResult) -> float | None:
+    """The run's own starting ``||grad f(x0)||^2`` (the point at step 0), if probed."""
+    first = min(res.points, key=lambda p: p.step)
+    return float(first.grad_norm_sq) if first.step == 0 else None
 
 
 def _source_section(info: RunInfo, T: int, T0: int) -> dict[str, Any]:

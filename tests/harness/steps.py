@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["STEP_RUNS", "checked_steps"]
+__all__ = ["STEP_RUNS", "SYNC_MODES", "checked_steps"]
 
 #: PALSGD with a warm-up, pulls, syncs (an outer Nesterov step, the consensus statistic
 #: at every sync), gradient clipping and two micro-batches per step, on GPT-Neo and ResNet
@@ -55,6 +55,18 @@ _LM = dict(
 STEP_RUNS = {
     "gptneo": _LM,
     "resnet": dict(_LM, model="resnet-tiny", dataset="embedded-images", seq_len=None, T=8),
+}
+#: every other sync mode on GPT-Neo (the blocking Nesterov sync is ``STEP_RUNS["gptneo"]``):
+#: the blocking average, the outer steps interleaved with the next step's micro-batches, the
+#: emulated slow link, and the overlapped sync (``--sync-delay``) with an outer optimizer,
+#: with the average and with the slow link
+SYNC_MODES = {
+    "blocking-average": dict(_LM, outer="average", gamma=1.0, mu=0.0),
+    "blocking-interleaved": dict(_LM, outer_steps_per_sync=2, interleave_outer_steps=True),
+    "blocking-slowlink": dict(_LM, comm_delay_s=1e-3),
+    "overlapped-nesterov": dict(_LM, sync_delay=2),
+    "overlapped-average": dict(_LM, sync_delay=1, outer="average", gamma=1.0, mu=0.0),
+    "overlapped-slowlink": dict(_LM, sync_delay=3, comm_delay_s=1e-3),
 }
 
 
@@ -130,6 +142,7 @@ def checked_steps(
         s = algo.t
         kind = "warmup" if algo.in_warmup else algo.next_action()
         synced = not algo.in_warmup and algo.sync_due_after(s)
+        landed = algo.sync.lands_after(s)  # an overlapped sync's outer step lands after s
         if mode == "count":
             counter.calls.clear()
             with counter:
@@ -137,7 +150,7 @@ def checked_steps(
             calls = list(counter.calls)
         else:
             calls = checked(trainer._one_step, steady=_steady(kind, synced))
-        steps.append({"t": s, "kind": kind, "synced": synced, "calls": calls})
+        steps.append({"t": s, "kind": kind, "synced": synced, "landed": landed, "calls": calls})
         if calls and mode == "debug":
             break  # the step stopped where it synchronised: the state is not a step's
     controls = {}
