@@ -107,6 +107,11 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
             f"option 'token_dtype' = {cfg.token_dtype!r} applies to the 'tokens' dataset "
             f"(a file of token ids), not '{cfg.dataset}'"
         )
+    if cfg.compile and cfg.reference_faithful:
+        raise UserInputError(
+            "option 'compile' is off in the faithful mode (--reference-faithful runs the "
+            "authors' computation as it is): drop --compile or --reference-faithful"
+        )
     if cfg.backend == "nccl" and dev == "cpu":
         raise UserInputError("backend 'nccl' needs CUDA devices, but device 'cpu' was given")
     if cfg.lr_warmup > cfg.T:

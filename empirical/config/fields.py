@@ -275,6 +275,13 @@ class TrainConfig:
     pretokenize: bool = flag(
         False, "tinystories: tokenise once into a memory-mapped cache next to the data", resume=FREE
     )
+    compile: bool = flag(
+        False,
+        "torch.compile the model's forward in place (checkpoints keep the plain module's "
+        "names); off by default on the CPU and on CUDA until measured faster on a GPU; "
+        "not with --reference-faithful",
+        resume=FREE,
+    )
     # evaluation (of the anchor, i.e. the global model)
     eval_interval: int = flag(
         50,

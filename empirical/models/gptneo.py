@@ -4,6 +4,14 @@ initialisation, no weights are downloaded), and their closed-form parameter coun
 Layers alternate global / local attention (window 256), which is what the authors'
 configs produce (reference-implementation.md, section 7). ``transformers`` is imported on
 the first build (it takes seconds), so the ResNets and the registry load without it.
+
+A training step copies nothing from the host to the device: the models are built without a
+KV cache (``use_cache=False``: transformers' cache makes its tensors with ``torch.tensor``),
+the model owns its attention mask (:func:`causal_padding_mask`, made by fills on the
+device and handed to transformers as a prepared 4-D mask, so ``masking_utils`` builds none;
+transformers 5.17's ``eager_mask`` made ``torch.tensor(0.0, device=...)`` in every forward)
+and the self-attention makes its mask value without a host tensor. The outputs equal
+transformers' own classes' (tests/test_host_copies.py).
 """
 
 from __future__ import annotations
@@ -11,12 +19,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
 from core.errors import UserInputError
 from core.validation import ParameterError, check_int
 
-__all__ = ["GPTNEO_SIZES", "gptneo_config", "build_gptneo", "gptneo_parameter_count"]
+__all__ = [
+    "GPTNEO_SIZES",
+    "gptneo_config",
+    "build_gptneo",
+    "causal_padding_mask",
+    "gptneo_parameter_count",
+]
 
 #: the size fields of a GPT-Neo spec, each a positive integer
 GPTNEO_SIZES: tuple[str, ...] = (
@@ -35,8 +50,32 @@ def _transformers_gptneo() -> tuple[type, type]:
     return GPTNeoConfig, GPTNeoForCausalLM
 
 
-def _host_free_attention_class() -> type:
-    """transformers' GPT-Neo self-attention with masking that needs nothing from the host.
+def causal_padding_mask(
+    attention_mask: torch.Tensor | None,
+    batch: int,
+    length: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> torch.Tensor:
+    """The additive ``(batch, 1, length, length)`` mask that transformers' eager attention
+    gets from ``masking_utils.create_causal_mask`` without a cache: 0 where query ``i`` may
+    attend key ``j`` (``j <= i`` and key ``j`` not padding, ``attention_mask[b, j] != 0``),
+    ``finfo(dtype).min`` elsewhere. Made by fills and element-wise operations on ``device``
+    (no tensor from host data, so no host-to-device copy on a GPU)."""
+    allowed = torch.ones(length, length, dtype=torch.bool, device=device).tril_()
+    allowed = allowed.expand(batch, 1, length, length)
+    if attention_mask is not None:
+        keys = attention_mask.to(device=device, dtype=torch.bool, non_blocking=True)
+        allowed = allowed & keys[:, None, None, :]
+    mask = torch.zeros((batch, 1, length, length), dtype=dtype, device=device)
+    # out of place: under torch.func.vmap (the probe's per-sample gradients) ``allowed`` is
+    # batched and ``mask`` is not, and an in-place fill of an unbatched tensor is refused
+    return mask.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def _host_free_classes() -> dict[str, type]:
+    """transformers' GPT-Neo self-attention and model with masking that needs nothing from
+    the host, by name (``HostFreeGPTNeoSelfAttention``, ``HostFreeGPTNeoModel``).
 
     transformers' ``GPTNeoSelfAttention._attn`` makes its mask value with
     ``torch.tensor(finfo.min, device=...)`` in every layer's forward: on a GPU that is a
@@ -45,11 +84,16 @@ def _host_free_attention_class() -> type:
     same computation (GPT-Neo attention: unscaled scores in float32, the causal or local
     window mask of the ``bias`` buffer, the additive attention mask, softmax, dropout), so
     the outputs are identical (a test compares them with transformers' class).
+
+    ``HostFreeGPTNeoModel`` hands its layers the mask of :func:`causal_padding_mask` (a
+    prepared 4-D mask, which transformers' mask functions return as it is) when no cache
+    of earlier tokens is given; with one (generation) it is transformers' model.
     """
-    global _HOST_FREE_ATTENTION
-    if _HOST_FREE_ATTENTION is None:
-        import torch
-        from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoSelfAttention
+    if not _HOST_FREE:
+        from transformers.models.gpt_neo.modeling_gpt_neo import (
+            GPTNeoModel,
+            GPTNeoSelfAttention,
+        )
 
         class HostFreeGPTNeoSelfAttention(GPTNeoSelfAttention):
             def _attn(self, query, key, value, attention_mask=None):
@@ -64,19 +108,34 @@ def _host_free_attention_class() -> type:
                 weights = self.attn_dropout(weights)
                 return torch.matmul(weights, value), weights
 
-        HostFreeGPTNeoSelfAttention.__qualname__ = "HostFreeGPTNeoSelfAttention"
-        _HOST_FREE_ATTENTION = HostFreeGPTNeoSelfAttention
-    return _HOST_FREE_ATTENTION
+        class HostFreeGPTNeoModel(GPTNeoModel):
+            def forward(self, input_ids=None, *args, attention_mask=None, **kwargs):
+                past = any(kwargs.get(k) is not None for k in ("cache", "past_key_values"))
+                if not past and (attention_mask is None or attention_mask.dim() == 2):
+                    embeds = kwargs.get("inputs_embeds")
+                    shape = (input_ids if embeds is None else embeds).shape
+                    weight = self.wte.weight
+                    dtype = weight.dtype if embeds is None else embeds.dtype
+                    attention_mask = causal_padding_mask(
+                        attention_mask, shape[0], shape[1], dtype, weight.device
+                    )
+                return super().forward(input_ids, *args, attention_mask=attention_mask, **kwargs)
+
+        for cls in (HostFreeGPTNeoSelfAttention, HostFreeGPTNeoModel):
+            cls.__qualname__ = cls.__name__
+            _HOST_FREE[cls.__name__] = cls
+    return _HOST_FREE
 
 
-_HOST_FREE_ATTENTION: type | None = None
+_HOST_FREE: dict[str, type] = {}
 
 
 def __getattr__(name: str) -> Any:
-    """``HostFreeGPTNeoSelfAttention``, made on first use (so that pickling a model finds
-    it by name without importing transformers before it is needed)."""
-    if name == "HostFreeGPTNeoSelfAttention":
-        return _host_free_attention_class()
+    """``HostFreeGPTNeoSelfAttention`` and ``HostFreeGPTNeoModel``, made on first use (so
+    that pickling a model finds them by name without importing transformers before it is
+    needed)."""
+    if name in ("HostFreeGPTNeoSelfAttention", "HostFreeGPTNeoModel"):
+        return _host_free_classes()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -89,12 +148,14 @@ def _attention_types(num_layers: int) -> list:
 
 
 def gptneo_config(spec: Mapping[str, Any]) -> Any:
-    """The ``GPTNeoConfig`` of a spec (``GPTNeoConfig`` fields): alternating attention and,
-    unless given, BOS = EOS = GPT-2's ``<|endoftext|>`` (50256) or the vocabulary's last id."""
+    """The ``GPTNeoConfig`` of a spec (``GPTNeoConfig`` fields): alternating attention, no
+    KV cache (``use_cache=False``, training builds none) and, unless given, BOS = EOS =
+    GPT-2's ``<|endoftext|>`` (50256) or the vocabulary's last id."""
     config_class, _ = _transformers_gptneo()
     cfg = dict(spec)
     n_layers = int(cfg["num_layers"])
     cfg.setdefault("attention_types", _attention_types(n_layers))
+    cfg.setdefault("use_cache", False)
     vocab = int(cfg["vocab_size"])
     # GPT-2 BPE's <|endoftext|> is 50256; smaller vocabularies use their last id (the byte
     # tokenizer's EOS is 256 = vocab_size - 1).
@@ -110,8 +171,8 @@ def gptneo_config(spec: Mapping[str, Any]) -> Any:
 def build_gptneo(spec: Mapping[str, Any]) -> nn.Module:
     """A ``GPTNeoForCausalLM`` of a spec, its sizes checked (positive integers, ``num_heads``
     dividing ``hidden_size``); initialised by the caller's RNG on the current device. Its
-    self-attention layers compute transformers' attention without a host-to-device copy
-    (:func:`_host_free_attention_class`)."""
+    mask and self-attention layers compute transformers' attention without a host-to-device
+    copy (:func:`_host_free_classes`)."""
     for key in GPTNEO_SIZES:
         check_int(key, spec[key], 1, integral_floats=True)
     if spec["hidden_size"] % spec["num_heads"]:
@@ -120,10 +181,11 @@ def build_gptneo(spec: Mapping[str, Any]) -> nn.Module:
         )
     _, model_class = _transformers_gptneo()
     model = model_class(gptneo_config(spec))
-    host_free = _host_free_attention_class()
+    host_free = _host_free_classes()
     for module in model.modules():
-        if type(module) is host_free.__base__:
-            module.__class__ = host_free  # same parameters and buffers, no host copy
+        for cls in host_free.values():
+            if type(module) is cls.__base__:
+                module.__class__ = cls  # same parameters and buffers, no host copy
     return model
 
 

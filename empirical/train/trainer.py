@@ -85,6 +85,8 @@ def build_state(prep: Prepared) -> Built:
         if rank == 0 and cfg.export_dir:
             plain_model = copy.deepcopy(model)  # the export's template
         shard_model(model, mesh)
+    if cfg.compile:  # in place: the same parameters, the plain module's state-dict names
+        models.compile_model(model)
     optimizer = build_inner_optimizer(cfg, model.parameters())
     algo = build_algorithm(
         prep.algorithm,

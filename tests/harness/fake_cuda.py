@@ -22,7 +22,14 @@ torchrun environment), so that a test can check what each rank of a real launch 
 :class:`SyncCounter` counts the calls that make the host wait for a GPU (``.item()``,
 ``float()``/``int()``/``bool()`` of a tensor, ``.tolist()``, ``.cpu()``, ``.numpy()``,
 data-dependent shapes, blocking host-to-device copies of host data,
-``torch.cuda.synchronize`` and event/stream waits) while it is active.
+``torch.cuda.synchronize`` and event/stream waits) while it is active. To see the copies
+of host data, the fake keeps track of which tensors are on the faked GPU (those placed there
+and everything computed from them): ``tensor.device`` of such a tensor reads as
+:data:`GPU_AS_CPU`, a CPU device object of its own, so that a tensor made with
+``device=t.device`` is known to be made on the GPU. Every tensor made on, or copied to, the
+GPU from host data (``torch.tensor``/``as_tensor``/``asarray`` with a device, ``.to``/
+``.cuda`` or ``copy_`` of a host tensor) is listed in :attr:`SyncCounter.copies`; those that
+block (all but ``non_blocking=True`` copies of host tensors) are syncs too.
 
 The sitecustomize module next to this file calls :func:`install` at interpreter start
 when ``PALSGD_FAKE_GPUS`` is set, so putting this directory on ``PYTHONPATH`` fakes CUDA in
@@ -44,7 +51,21 @@ import torch
 import torch.distributed as dist
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["install", "installed", "SyncCounter", "read_log", "ENV_COUNT", "ENV_LOG"]
+try:  # as harness.fake_cuda (the tests) or as fake_cuda (sitecustomize)
+    from .residence import GPU_AS_CPU, host_copy, on_device, placement, track
+except ImportError:
+    from residence import GPU_AS_CPU, host_copy, on_device, placement, track
+
+__all__ = [
+    "install",
+    "installed",
+    "on_device",
+    "SyncCounter",
+    "read_log",
+    "GPU_AS_CPU",
+    "ENV_COUNT",
+    "ENV_LOG",
+]
 
 #: environment variables read by :func:`install_from_env` (sitecustomize)
 ENV_COUNT = "PALSGD_FAKE_GPUS"
@@ -226,23 +247,38 @@ def _note_sync(what: str, tensor: Any = None) -> None:
         counter.note(what, tensor)
 
 
+def _note_copy(what: str, counted_as_sync: bool) -> None:
+    """Record a host-to-GPU copy in every active counter; a blocking one is a sync too
+    (unless the existing rule of :func:`_device_copy` already counted it)."""
+    for counter in list(_COUNTERS):
+        counter.note_copy(what)
+    if not what.endswith("(async)") and not counted_as_sync:
+        _note_sync(what)
+
+
 class _CudaOnHost(TorchFunctionMode):
     """Every CUDA placement becomes a CPU one; sync-like calls are reported to the active
     :class:`SyncCounter` objects."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        placed = placement(func, args, kwargs)
         if _COUNTERS:
             self._count(func, args, kwargs)
+            copy = host_copy(func, args, kwargs, placed)
+            if copy is not None:
+                counted = func in _HOST_DATA_FACTORIES and _device_copy(func, args, kwargs)
+                _note_copy(copy, counted)
+        called = (args, kwargs)
         if func in (_TENSOR.cuda, _TENSOR.pin_memory):
-            return args[0]
+            return track(func, *called, placed, args[0])
         if func is _TENSOR.to:
             args = tuple("cpu" if _is_cuda(a) else a for a in args)
         if _is_cuda(kwargs.get("device")):
             kwargs["device"] = "cpu"
         if kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False
-        return func(*args, **kwargs)
+        return track(func, *called, placed, func(*args, **kwargs))
 
     @staticmethod
     def _count(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -266,6 +302,10 @@ class SyncCounter:
 
     def __init__(self, host_side: Callable[[torch.Tensor], bool] | None = None) -> None:
         self.calls: list[str] = []
+        #: every tensor made on, or copied to, the GPU from host data, where it was made
+        #: (``non_blocking=True`` copies of host tensors end in ``(async)``; the others are
+        #: in :attr:`calls` too)
+        self.copies: list[str] = []
         self.host_side = host_side
 
     @contextlib.contextmanager
@@ -285,6 +325,10 @@ class SyncCounter:
         if isinstance(tensor, torch.Tensor) and self.host_side and self.host_side(tensor):
             return
         self.calls.append(f"{what} at {_caller()}")
+
+    def note_copy(self, what: str) -> None:
+        """Record a host-to-GPU copy (see :attr:`copies`)."""
+        self.copies.append(f"{what} at {_caller()}")
 
     def __enter__(self) -> SyncCounter:
         _COUNTERS.append(self)
