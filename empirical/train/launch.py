@@ -50,7 +50,12 @@ __all__ = [
 #: the module each launched rank runs, and the function torchrun's agent process runs
 _RANK_MODULE = "empirical.train"
 _LAUNCHER = (
-    "import sys; from empirical.train.launch import agent_main; sys.exit(agent_main(sys.argv[1:]))"
+    "import os, signal, sys\n"
+    "quiet = signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+    "if quiet: signal.signal(signal.SIGINT, lambda *_: os._exit(130))\n"
+    "from empirical.train.launch import agent_main\n"
+    "if quiet: signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "sys.exit(agent_main(sys.argv[1:]))"
 )
 #: intra-op threads of a rank unless OMP_NUM_THREADS says otherwise (torchrun's default
 #: for ranks on a shared node; the in-process path takes the same)
@@ -97,6 +102,7 @@ def launch_torchrun(cfg: TrainConfig) -> int:
         f"--nproc-per-node={cfg.nproc}",
         f"--max-restarts={cfg.max_restarts}",
         "-m",
+        "core.child",  # each rank quiet on Ctrl-C while it imports torch (core/child.py)
         _RANK_MODULE,
         "--config",
         str(cfg_path),

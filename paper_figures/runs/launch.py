@@ -115,10 +115,12 @@ def _launch(plan_file: Path, nproc: int, log: Callable[[str], None]) -> int:
     cmd = [
         sys.executable,
         "-m",
+        "core.child",  # quiet on Ctrl-C while it imports torch (core/child.py)
         "torch.distributed.run",
         "--standalone",
         f"--nproc-per-node={nproc}",
         "-m",
+        "core.child",
         "paper_figures.runs",
         "--plan",
         str(plan_file),

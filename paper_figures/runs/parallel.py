@@ -53,8 +53,9 @@ def launch_run(item: Mapping[str, Any], placement: Placement, slot: int) -> int:
     plan_file = directory / PLAN_FILE
     plan = {"runs": [dict(item)], "backend": placement.backend, "gpus": placement.env(slot)}
     plan_file.write_text(json.dumps(plan, indent=1, default=str))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    cmd += [f"--nproc-per-node={placement.workers}", "-m", "paper_figures.runs"]
+    # core.child: quiet on Ctrl-C while torch is imported (the agent and each rank)
+    cmd = [sys.executable, "-m", "core.child", "torch.distributed.run", "--standalone"]
+    cmd += [f"--nproc-per-node={placement.workers}", "-m", "core.child", "paper_figures.runs"]
     cmd += ["--plan", str(plan_file)]
     env = {**os.environ, **placement.env(slot)}
     env.setdefault("OMP_NUM_THREADS", "1")
