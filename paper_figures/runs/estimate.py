@@ -26,6 +26,7 @@ from empirical import cost as costmodel
 from empirical.cost.paper import paper_setting
 from empirical.cost.trace import expected_trace
 from paper_figures.runs.placement import Placement
+from theory.algorithm import lookup
 
 __all__ = [
     "STARTUP_S",
@@ -153,7 +154,7 @@ def _gpu_spec(gpu: str, precision: str) -> costmodel.GPUSpec:
 def _trace(cfg: Mapping[str, Any], K: int) -> tuple[dict[str, np.ndarray], str, Any]:
     """The expected step trace of the run, its algorithm name and coins."""
     alg, T = str(cfg["algorithm"]), int(cfg["T"])
-    if alg == "ddp":
+    if not lookup(alg).local:  # every step a gradient step and an all-reduce
         one = {"step": T, "grad_steps": T, "pull_steps": 0, "syncs": 0}
         return {k: np.asarray([v], dtype=float) for k, v in one.items()}, alg, "independent"
     coins = cfg.get("coins") or "independent"
