@@ -80,7 +80,7 @@ def test_exceeding_the_relaxation_only_is_never_called_false():
         def evaluate(self, **kw):
             return np.asarray(w * (1 - 1e-3))
 
-    v = judge_upper(Between(), d)
+    v = judge_upper(Between(), d, lift_starts=2)
     assert v.verdict in (EXCEEDED, REFUTED)
     if v.verdict == REFUTED:
         assert v.lifted > v.bound_value  # only with an explicit instance above it

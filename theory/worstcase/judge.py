@@ -131,11 +131,12 @@ def _start(
 
 def judge_upper(
     bound: Any, design: ClassDesign, *, relaxation: str = "full", do_lift: bool = True,
-    wc: WorstCase | None = None, refine: bool = True,
+    wc: WorstCase | None = None, refine: bool = True, lift_starts: int = 6,
 ) -> ClassVerdict:  # fmt: skip
     """The upper bound ``bound`` at ``design`` (module docstring); ``wc``: an oracle value
     already computed for ``design`` on ``relaxation``. ``refine``: an exceeded bound on the
-    compact relaxation is judged again on the full one (at ``K <= 2``)."""
+    compact relaxation is judged again on the full one (at ``K <= 2``). ``lift_starts``:
+    the starts of the explicit-instance search (:func:`~theory.worstcase.lift.lift`)."""
     wc, b, done = _start(bound, design, "upper", relaxation, wc)
     if done is not None:
         return done
@@ -146,7 +147,7 @@ def judge_upper(
         if full.ok and b >= full.value * (1 - SOLVER_RTOL):
             return _verdict(bound, "upper", CERTIFIED, b, full, "full")
         wc, relaxation = (full, "full") if full.ok else (wc, relaxation)
-    lifted = lift(design, target=b * (1 + 1e-9)).value if do_lift else None
+    lifted = lift(design, starts=lift_starts, target=b * (1 + 1e-9)).value if do_lift else None
     if lifted is not None and lifted > b * (1 + 1e-9):
         return _verdict(bound, "upper", REFUTED, b, wc, relaxation, lifted)
     return _verdict(bound, "upper", EXCEEDED, b, wc, relaxation, lifted)
