@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["STEP_RUNS", "SYNC_MODES", "checked_steps"]
+__all__ = ["STEP_RUNS", "SYNC_MODES", "checked_steps", "checked_runs"]
 
 #: PALSGD with a warm-up, pulls, syncs (an outer Nesterov step, the consensus statistic
 #: at every sync), gradient clipping and two micro-batches per step, on GPT-Neo and ResNet
@@ -167,4 +167,13 @@ def checked_steps(
         "steps": steps,
         "controls": controls,
         "consensus": algo.stats["last_consensus"],
+    }
+
+
+def checked_runs(rank: int, world: int, out: str, runs: dict[str, dict]) -> dict[str, Any]:
+    """:func:`checked_steps` (``mode="count"``) for each of ``runs`` in turn, in one
+    process group (one spawn of the ranks for every run); name -> its result."""
+    return {
+        name: checked_steps(rank, world, os.path.join(out, name), overrides)
+        for name, overrides in runs.items()
     }
