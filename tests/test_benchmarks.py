@@ -31,6 +31,11 @@ SHORT = {
     "bench_sharded.py": ["--model", "gptneo-tiny", "--shards", "1", "2", "--H", "2"],
     "bench_compare.py": ["--small", "--sample", "2"],
     "bench_worstcase.py": ["--repeat", "1", "--no-verify"],
+    "bench_map_tuning_gap.py": [
+        "--problems", "1", "--H", "16", "--eta", "1", "--p", "0.2", "--eps-frac", "0.02",
+        "--budget", "rounds:2e4", "--alpha-decades", "3", "--per-decade", "4",
+        "--per-octave", "1", "--out", "reports/bench-gap-short",
+    ],
 }  # fmt: skip
 
 

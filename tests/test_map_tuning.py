@@ -61,7 +61,7 @@ def test_an_extension_is_evaluated_before_it_is_reported():
     """The last extension used to be added and never evaluated, its optimum labelled
     "interior": every configuration reported must have been evaluated."""
     evaluate, seen = _bowl(alpha_opt=1e-9, gamma_opt=1.0)  # below any inner-step cap
-    grid = Grid(n_alpha=4, n_outer=1, span=1.0, max_extend=2)
+    grid = Grid(n_alpha=4, n_outer=1, span=1.0, max_extend=2, refine=0)
     (row,) = tune(evaluate, METHODS["sgd"], H=1, cells=[(0.0, 0.0)], eps=np.array([0.1]),
                   caps=np.array([10**6]), grid=grid, L=1.0)  # fmt: skip
     t = row[0]

@@ -21,6 +21,19 @@ reached:
   until the rates pass ``[GAMMA_MIN, GAMMA_MAX]`` (PALSGD's useful outer rate grows like
   ``(l + eta)/l``, far above the base grid).
 
+Refinement, the same rule in every cell (after the extensions): ``Grid.refine`` times, around
+each target's reported optimum ``(a, g)``, the geometric midpoints between ``a`` and its
+nearest evaluated inner steps below and above, and likewise for ``g``, are evaluated on
+the ``3 x 3`` patch they span (at most 8 new configurations per optimum and level; the
+spacing near the optimum halves in log at each level), and around the best inner step of
+every outer rate whose best is within ``NEAR`` (2x) of the optimum's rounds, the midpoints
+in the inner step alone. The optimum often sits on a cliff (the
+last stable inner step of an outer rate, where a Nesterov or large-outer-rate map turns
+unstable): a fixed log grid lands on either side of it by chance, and an outside search of
+much wider and finer grids found up to 2.25x fewer rounds there before this step
+(``benchmarks/bench_map_tuning_gap.py``). ``max_extend = 0`` refines nothing either, nor does the Monte-Carlo engine (a sampled
+value's cliff is noise).
+
 A result still on an edge says so (``alpha_edge = "lower"``, ``gamma_edge = "lower"`` or
 ``"upper"``); the map counts them. Precision guard: with a ``verify`` callback (the exact
 engine's :func:`theory.compare.precision.longdouble_verifier`) every configuration that
@@ -57,7 +70,8 @@ class Grid:
     """The tuning grid's size and range: ``n_alpha x n_outer`` configurations per method,
     inner steps over ``span`` decades below the stability edge, extended below at most
     ``max_extend`` times per cell (outer rates: until interior or past
-    ``[GAMMA_MIN, GAMMA_MAX]``; ``max_extend = 0``: no extension at all); ``mu``:
+    ``[GAMMA_MIN, GAMMA_MAX]``; ``max_extend = 0``: no extension and no refinement at all);
+    ``refine``: refinement levels around each optimum (module docstring); ``mu``:
     Nesterov's outer momentum."""
 
     n_alpha: int = 25
@@ -65,8 +79,10 @@ class Grid:
     span: float = 4.0
     max_extend: int = 3
     mu: float = 0.9
+    refine: int = 3
 
     def __post_init__(self) -> None:
+        check_int("refine", self.refine, 0)
         check_int("n_alpha", self.n_alpha, 2)
         check_int("n_outer", self.n_outer, 1)
         check_int("max_extend", self.max_extend, 0)
@@ -151,9 +167,13 @@ class _Cell:
         self.ext_alpha = 0
         self.extended = 0
         self.verified: set[tuple[float, float]] = set()
+        self.extra: list[tuple[float, float]] = []  # refinement points off the product grid
 
     def pending(self) -> list[tuple[float, float]]:
-        return [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.index]
+        grid = [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.index]
+        return grid + [
+            k for k in dict.fromkeys(self.extra) if k not in self.index and k not in grid
+        ]
 
     def add(self, keys: list[tuple[float, float]], R: np.ndarray, div: np.ndarray) -> None:
         for k in keys:
@@ -199,10 +219,17 @@ def tune(
     eps = np.asarray(eps, dtype=float).reshape(-1)
     state = [_Cell(grid.alphas(m, L, eta, p), grid.gammas(m)) for eta, p in cells]
     T = _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
+    levels = grid.refine if grid.max_extend > 0 else 0
     while True:
-        grown = [_extend(c, T, grid) for c in state]  # every cell, not the first that grows
-        if not any(grown):
+        while True:
+            grown = [_extend(c, T, grid) for c in state]  # every cell, not the first
+            if not any(grown):
+                break
+            _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
+        # a refined optimum can land on an edge again: then extend again
+        if levels == 0 or not any([_refine(c, T) for c in state]):
             break
+        levels -= 1
         _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
     if verify is not None:
         _guard(verify, m, H, cells, state, eps, T, grid.mu)
@@ -287,6 +314,57 @@ def _extend(c: _Cell, T: int, grid: Grid) -> bool:
             added = True
     c.extended += int(added)
     return added
+
+
+def _midpoints(values: list[float], x: float) -> list[float]:
+    """``x`` and the geometric midpoints between ``x`` and its nearest neighbours in
+    ``values`` (below and above, where they exist)."""
+    below = [v for v in values if v < x]
+    above = [v for v in values if v > x]
+    out = [x]
+    if below:
+        out.append(float(np.sqrt(max(below) * x)))
+    if above:
+        out.append(float(np.sqrt(min(above) * x)))
+    return out
+
+
+#: refinement also searches every outer rate whose best is within this factor of the optimum
+NEAR = 2.0
+
+
+def _row_optima(c: _Cell, e: int, within: float) -> dict[float, float]:
+    """Per outer rate whose least rounds for target ``e`` is at most ``within``: the inner
+    step attaining it (the smallest of a tie)."""
+    col = c.R[:, e]
+    out: dict[float, tuple[int, float]] = {}
+    for j, (a, g) in enumerate(c.keys):
+        r = int(col[j])
+        if r >= 0 and c.ok[j] and r <= within and (g not in out or (r, a) < out[g]):
+            out[g] = (r, a)
+    return {g: a for g, (_, a) in out.items()}
+
+
+def _refine(c: _Cell, T: int) -> bool:
+    """Add the refinement patch around every target's reported optimum (module docstring);
+    whether any configuration is new."""
+    alphas = sorted({k[0] for k in c.keys})
+    gammas = sorted({k[1] for k in c.keys})
+    new = []
+    for e in range(T):
+        k = _pick(c, e)
+        if k is None:
+            continue
+        for a in _midpoints(alphas, k[0]):
+            for g in _midpoints(gammas, k[1]) if len(gammas) > 1 else [k[1]]:
+                new.append((a, g))
+        best = int(c.R[c.index[k], e])
+        for g, a in _row_optima(c, e, NEAR * best).items():  # every near row's cliff
+            row = sorted(x for x, y in c.keys if y == g)
+            new += [(x, g) for x in _midpoints(row, a)]
+    new = [k for k in dict.fromkeys(new) if k not in c.index]
+    c.extra += new
+    return bool(new)
 
 
 def _guard(verify: Verifier, m, H, cells, state, eps, T, mu) -> None:
