@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(rows, list(rows[0])))
     from types import SimpleNamespace
 
-    from theory.compare.steps import format_mechanisms, step_ratio
+    from empirical.cost.mechanisms import format_mechanisms
+    from theory.compare.steps import step_ratio
 
     measured = step_ratio(SimpleNamespace(cells=[SimpleNamespace(**c) for c in cells]), "rounds")
     print()

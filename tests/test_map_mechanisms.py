@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from empirical.cost.mechanisms import PROFILES, link_needed_Gbps, mechanism_table
+from empirical.cost.mechanisms import PROFILES, format_mechanisms, link_needed_Gbps, mechanism_table
 from empirical.cost.paper import SETTINGS, paper_scale_prediction
 from empirical.cost.profiles import cluster_profile
 from theory.compare import Grid, MapSpec, ProblemSource, run_map
-from theory.compare.steps import format_mechanisms, step_ratio
+from theory.compare.steps import step_ratio
 
 
 def test_every_profile_row_with_the_link_its_gain_needs():

@@ -37,8 +37,16 @@ from typing import Any
 
 from empirical.cost.paper import PAPER_REPORTED, SETTINGS, paper_scale_prediction
 from empirical.cost.profiles import ClusterProfile, cluster_profile
+from theory.compare.steps import StepRatio
 
-__all__ = ["mechanism_table", "link_needed_Gbps", "PROFILES", "LINK_MIN", "LINK_MAX"]
+__all__ = [
+    "mechanism_table",
+    "format_mechanisms",
+    "link_needed_Gbps",
+    "PROFILES",
+    "LINK_MIN",
+    "LINK_MAX",
+]
 
 #: the links searched for the one each gain needs, in Gb/s
 LINK_MIN, LINK_MAX = 0.01, 1e5
@@ -122,3 +130,42 @@ def mechanism_table(
                 }
             )
     return rows
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _link(x: float | None) -> str:
+    if x is None:
+        return "none"
+    return "any" if math.isinf(x) else f"<= {x:.3g} Gb/s"
+
+
+def format_mechanisms(ratios: Mapping[str, StepRatio]) -> str:
+    """The mechanism table (:func:`mechanism_table`) at the map's median step ratio per coin
+    model (:func:`theory.compare.steps.step_ratio`), every profile row with the link each
+    gain needs, as Markdown."""
+    use = {k: (v.median if v.median is not None else 1.0) for k, v in ratios.items()}
+    lines = [
+        "The paper's gains at the map's step ratio (PALSGD's steps to eps / DDP's, median "
+        + ", ".join(
+            f"{k} {v.median:.3g} over {v.cells} cells"
+            if v.median is not None
+            else f"{k}: no cell, 1 used"
+            for k, v in ratios.items()
+        )  # fmt: skip
+        + "); link needed: the bandwidth at which the model's gain equals the paper's",
+        "| setting | profile | coins | step ratio | paper | model | compute skipped | fewer "
+        "syncs | straggler wait | the pull itself | link needed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in mechanism_table(step_ratio=use):
+        lines.append(
+            f"| {r['setting']} | {r['profile']} | {r['coins']} | {r['step_ratio']:.3g} | "
+            f"{_pct(r['paper_reported'])} | {_pct(r['model_predicted'])} | "
+            f"{_pct(r['compute_skipped'])} | {_pct(r['fewer_syncs'])} | "
+            f"{_pct(r['straggler_wait'])} | {_pct(r['the_pull_itself'])} | "
+            f"{_link(r['link_needed_Gbps'])} |"
+        )
+    return "\n".join(lines)

@@ -5,13 +5,12 @@ The paper-scale prediction (:func:`empirical.cost.paper_scale_prediction`,
 ratio of steps to the target, 1 unless told. :func:`step_ratio` reads it from a map: in every
 cell where both reach eps, the best PALSGD's steps (its rounds times ``H``, pull steps
 included, as the cost model counts steps) over minibatch SGD's steps (its rounds), per coin
-model; the median and range over the cells. :func:`format_mechanisms` prints the mechanism
-table at that ratio, every profile row with the link each gain needs.
+model; the median and range over the cells. :func:`empirical.cost.mechanisms.format_mechanisms`
+prints the mechanism table at that ratio, every profile row with the link each gain needs.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 from theory.compare.methods import PALSGD_METHODS, SHARED_METHODS
 from theory.compare.records import MapResult
 
-__all__ = ["StepRatio", "step_ratio", "format_mechanisms"]
+__all__ = ["StepRatio", "step_ratio"]
 
 
 @dataclass(frozen=True)
@@ -59,43 +58,3 @@ def step_ratio(result: MapResult, budget: str | None = None) -> dict[str, StepRa
         out[coins] = StepRatio(coins, len(r), float(np.median(r)) if r else None,
                                min(r) if r else None, max(r) if r else None)  # fmt: skip
     return out
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def _link(x: float | None) -> str:
-    if x is None:
-        return "none"
-    return "any" if math.isinf(x) else f"<= {x:.3g} Gb/s"
-
-
-def format_mechanisms(ratios: dict[str, StepRatio]) -> str:
-    """The mechanism table (:func:`empirical.cost.mechanisms.mechanism_table`) at the map's
-    median step ratio per coin model, every profile row with the link each gain needs."""
-    from empirical.cost.mechanisms import mechanism_table
-
-    use = {k: (v.median if v.median is not None else 1.0) for k, v in ratios.items()}
-    lines = [
-        "The paper's gains at the map's step ratio (PALSGD's steps to eps / DDP's, median "
-        + ", ".join(
-            f"{k} {v.median:.3g} over {v.cells} cells"
-            if v.median is not None
-            else f"{k}: no cell, 1 used"
-            for k, v in ratios.items()
-        )  # fmt: skip
-        + "); link needed: the bandwidth at which the model's gain equals the paper's",
-        "| setting | profile | coins | step ratio | paper | model | compute skipped | fewer "
-        "syncs | straggler wait | the pull itself | link needed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in mechanism_table(step_ratio=use):
-        lines.append(
-            f"| {r['setting']} | {r['profile']} | {r['coins']} | {r['step_ratio']:.3g} | "
-            f"{_pct(r['paper_reported'])} | {_pct(r['model_predicted'])} | "
-            f"{_pct(r['compute_skipped'])} | {_pct(r['fewer_syncs'])} | "
-            f"{_pct(r['straggler_wait'])} | {_pct(r['the_pull_itself'])} | "
-            f"{_link(r['link_needed_Gbps'])} |"
-        )
-    return "\n".join(lines)
