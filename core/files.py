@@ -18,6 +18,7 @@ up-front checks and by the atomic writer of :mod:`core.io`.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -38,6 +39,7 @@ __all__ = [
     "check_input_file",
     "check_output_file",
     "file_kind",
+    "missing_reason",
     "output_file_target",
     "read_input_bytes",
     "read_mapping_file",
@@ -83,8 +85,22 @@ def file_kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
+def missing_reason(path: str | os.PathLike) -> str:
+    """Why ``path`` cannot be reached, for a path that ``os.path.exists`` says is missing:
+    ``"does not exist"``, ``"is a symbolic-link loop ..."`` or ``"is a broken symbolic link
+    (to 'TARGET', ...)"``."""
+    if not os.path.islink(path):
+        return "does not exist"
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic-link loop (the link never reaches a file)"
+    return f"is a broken symbolic link (to '{os.readlink(path)}', which does not exist)"
+
+
 def _cannot_read(path: Path, what: str, exc: OSError) -> UserInputError:
-    reason = "it does not exist" if not os.path.lexists(path) else exc.strerror
+    reason = f"it {missing_reason(path)}" if not os.path.exists(path) else exc.strerror
     return UserInputError(f"cannot read {what} '{path}': {reason}")
 
 

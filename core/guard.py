@@ -60,7 +60,8 @@ def guarded(prog: str, func: Callable[[], int | None]) -> int:
     except OSError as exc:
         where = f" '{exc.filename}'" if exc.filename else ""
         if exc.errno in _DISK_FULL:
-            print(f"{prog}: error: out of disk space writing{where}", file=sys.stderr)
+            what = where or " an output file (the system did not say which)"
+            print(f"{prog}: error: out of disk space writing{what}", file=sys.stderr)
             return exitcodes.OUT_OF_RESOURCES
         if exc.errno == errno.ENOMEM:
             print(f"{prog}: error: out of memory{where}", file=sys.stderr)

@@ -18,7 +18,9 @@ ratio from the registered upper bounds) and its agreement with the truth.
 
 Output: ``--out DIR`` (``map.json``, ``map.csv``, heatmaps as PNG and PDF, ``summary.txt``),
 or ``--json FILE`` / ``--csv FILE`` alone. A resumable cache of finished units lives in
-``--cache`` (default ``OUT/.cache``). Exit codes: 0 done, 2 bad input, 130 interrupted.
+``--cache`` (default ``OUT/.cache``). Exit codes: 0 done, 2 bad input (a problem above the
+size caps :data:`MAX_K`, :data:`MAX_D`, :data:`MAX_ENTRIES` included), 70 internal error, 71
+out of memory or disk space, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ def _budget(text: str) -> tuple[str, float]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``palsgd map``."""
     d, g = MapSpec(), Grid()
-    parser.epilog = "exit codes: 0 done, 2 bad input, 130 interrupted (the cache keeps the work)."
+    parser.epilog = (
+        "exit codes: 0 done, 2 bad input, 70 internal error (a bug), 71 out of memory or disk "
+        "space, 130 interrupted (the cache keeps the work)."
+    )
     a = parser.add_argument_group("cells")
     a.add_argument(
         "--H",
@@ -335,9 +340,41 @@ def _source(args: argparse.Namespace) -> ProblemSource:
     return ProblemSource(path=args.problem, **given)
 
 
+#: the largest problems the map takes (the exact engine's time grows with workers x
+#: dimension: a 256 x 4 problem runs for minutes on two cores)
+MAX_K = 4096
+MAX_D = 65536
+MAX_ENTRIES = 65536  # K x d
+
+
+def _check_size(K: int, d: int, where: str, names: tuple[str, str]) -> None:
+    """Refuse ``K`` workers of dimension ``d`` above the caps (``where``: the flags or the
+    file; ``names``: how K and d are named there)."""
+    for value, cap, name in ((K, MAX_K, names[0]), (d, MAX_D, names[1])):
+        if value > cap:
+            raise UserInputError(f"{where}: {name} = {value} is above the cap of {cap}")
+    if K * d > MAX_ENTRIES:
+        raise UserInputError(
+            f"{where}: K x d = {K} x {d} = {K * d} is above the cap of {MAX_ENTRIES} "
+            "(the exact engine's time grows with workers x dimension)"
+        )
+
+
 def _check_problem_file(source: ProblemSource) -> None:
-    """A problem file is read before any work; one worker is refused as ``--K 1`` is."""
-    prob = source.build(None)
+    """A problem file is read before any work: one worker is refused as ``--K 1`` is, sizes
+    above the caps, and values whose products overflow double precision (named by the
+    file's fields, without numpy's warnings)."""
+    import numpy as np
+
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            prob = source.build(None)
+    except FloatingPointError:
+        raise UserInputError(
+            f"--problem '{source.path}': its 'eigenvalues' times the squared distances "
+            "between the 'minimisers' overflow double precision: scale the problem down"
+        ) from None
+    _check_size(prob.K, prob.d, f"--problem '{source.path}'", ("workers", "dimension"))
     if prob.K < 2:
         raise UserInputError(
             f"--problem '{source.path}': one worker (K = 1): the map compares methods on "
@@ -349,6 +386,8 @@ def run(args: argparse.Namespace) -> int:
     """Compute the map; exit code 0 (done) or 2 (bad input)."""
     spec = _spec(args)
     source = _source(args)
+    if args.problem is None:
+        _check_size(source.K, source.d, "the generated family", ("--K", "--d"))
     if args.problem is not None:
         if args.engine == "montecarlo":
             raise UserInputError("--problem is a quadratic for --engine exact; Monte Carlo "
@@ -369,6 +408,8 @@ def run(args: argparse.Namespace) -> int:
             "--cache keeps the exact engine's finished units; --engine montecarlo has no "
             "cache (drop --cache)"
         )
+    if args.cache is not None:
+        check_output_dir(args.cache, "--cache")
     out = None if args.out is None else check_output_dir(args.out, "--out")
     json_path = None if args.json_path is None else check_output_file(args.json_path, "--json")
     csv_path = None if args.csv_path is None else check_output_file(args.csv_path, "--csv")

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from core.errors import UserInputError
-from core.files import check_input_file
+from core.files import check_input_file, missing_reason
 from core.limits import check_processes, check_steps
 from core.validation import ParameterError, ParamSpec, check_spec
 from empirical.config.fields import OPTIMIZERS, PRECISIONS, TrainConfig
@@ -130,7 +130,8 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
         )
     allowed_changes(cfg)
     if cfg.data_path is not None and not Path(cfg.data_path).exists():
-        raise UserInputError(f"data path '{cfg.data_path}' (option data_path) does not exist")
+        why = missing_reason(cfg.data_path)
+        raise UserInputError(f"data path '{cfg.data_path}' (option data_path) {why}")
     if cfg.max_steps_this_run is not None and cfg.checkpoint_interval == 0:
         raise UserInputError(
             "max_steps_this_run stops the run early to be resumed later; it needs "

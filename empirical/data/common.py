@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from core.errors import UserInputError
+from core.files import missing_reason
 
 IGNORE_INDEX = -100
 _TRAIN, _VAL = "train", "val"
@@ -42,5 +43,6 @@ def _require_path(path: str | os.PathLike | None, what: str) -> str:
         raise UserInputError(f"this dataset needs path=...: expected {what}")
     p = os.fspath(path)
     if not os.path.exists(p):
-        raise UserInputError(f"path '{p}' does not exist: expected {what}")
+        why = missing_reason(p)
+        raise UserInputError(f"path '{p}' {why}: expected {what}")
     return p

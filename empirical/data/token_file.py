@@ -16,22 +16,30 @@ names ``u16``, ``u32``, ``i32``, ``i64`` are accepted), otherwise the vocabulary
 does: ``uint16`` up to 65,536 ids, ``uint32`` above (the rule of
 :func:`empirical.token_cache.token_dtype_for`).
 
-Checks (each a :class:`~core.errors.UserInputError` naming the flag to change): the
-file size is a whole number of ids; every id lies in ``[0, vocab_size)`` (the whole file is
-scanned once, in blocks, when the dataset is built); a 16-bit read whose odd positions are
-all zero while the even ones are not (32-bit ids read as 16-bit) is refused; the split
-holds at least one chunk of ``seq_len`` tokens.
+Checks (each a :class:`~core.errors.UserInputError` naming the flag to change), all
+made when the dataset is built, which ``palsgd train`` does once before any rank starts
+(:mod:`empirical.data.token_scan`): the path is a regular file (a FIFO, a device, a
+directory or a symbolic-link loop is named as such); the file size is a whole number of
+ids; every id lies in ``[0, vocab_size)`` (the whole file is scanned once, in blocks, with
+progress on stderr when that takes more than a couple of seconds); a 16-bit read whose odd
+positions are all zero while the even ones are not (32-bit ids read as 16-bit) is refused
+from eight ids on; the split holds at least one chunk of ``seq_len`` tokens.
 
 Items: chunk ``i`` is tokens ``[i*seq_len, (i+1)*seq_len)`` of the split, with
 ``labels = input_ids`` and an all-ones ``attention_mask`` (the items of
 :class:`empirical.data.TokenChunkDataset`); the tail shorter than ``seq_len`` is dropped.
-Nothing is loaded up front: every item reads its slice of the memory map (re-opened
-after pickling, so DataLoader worker processes share the page cache).
+Nothing is loaded up front: every item is read with ``os.pread`` (no memory map, so a file
+truncated under a running job cannot end the process with SIGBUS). A file that changes
+under a running job is found as it is read (a chunk past its new end, an id outside the
+vocabulary) and by :meth:`TokenFileDataset.changed` (its size), each an
+:class:`~core.errors.InputChanged`: the trainer ends the run with one line and exit code 2,
+its last checkpoint intact and the summary written.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +47,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from core.errors import UserInputError
+from core.errors import InputChanged, UserInputError
 from core.validation import ParameterError, check_fraction, check_int
 from empirical.data.common import _VAL, _require_path
+from empirical.data.token_scan import check_not_wider, scan_file, scan_token_ids, stat_token_file
 from empirical.token_cache import TOKEN_DTYPES, token_dtype_for
 
 __all__ = ["TOKEN_DTYPES", "TokenFileDataset", "resolve_token_dtype", "scan_token_ids"]
@@ -49,10 +58,8 @@ __all__ = ["TOKEN_DTYPES", "TokenFileDataset", "resolve_token_dtype", "scan_toke
 _SHORT = {"u16": "uint16", "u32": "uint32", "i32": "int32", "i64": "int64"}
 #: the two files of a directory ``--data-path`` (nanoGPT's names)
 SPLIT_FILES = {"train": "train.bin", "val": "val.bin"}
-#: ids per block of the range scan (32 MiB of uint16)
-_SCAN_BLOCK = 1 << 24
-#: ids inspected by the 32-read-as-16-bit check
-_PROBE = 1 << 16
+#: what the messages of a file changed under a running job advise
+_RESTORE = "restore the file (or start a new run) and continue with --resume auto"
 
 
 def resolve_token_dtype(path: str | os.PathLike, token_dtype: str, vocab_size: int) -> str:
@@ -72,37 +79,8 @@ def resolve_token_dtype(path: str | os.PathLike, token_dtype: str, vocab_size: i
     return named[0] if named else token_dtype_for(vocab_size)
 
 
-def scan_token_ids(tokens: np.ndarray) -> tuple[int, int, int]:
-    """``(smallest id, largest id, position of the first largest)`` of a 1-D id array,
-    read in blocks of :data:`_SCAN_BLOCK` ids (a memory map is never loaded whole)."""
-    lo, hi, where = None, None, 0
-    for start in range(0, len(tokens), _SCAN_BLOCK):
-        block = np.asarray(tokens[start : start + _SCAN_BLOCK])
-        bmin, bmax = int(block.min()), int(block.max())
-        lo = bmin if lo is None else min(lo, bmin)
-        if hi is None or bmax > hi:
-            hi, where = bmax, start + int(np.argmax(block))
-    if lo is None or hi is None:
-        raise UserInputError("the token file holds no ids")
-    return lo, hi, where
-
-
-def _check_not_wider(tokens: np.ndarray, path: str, dtype: str) -> None:
-    """Refuse 32-bit little-endian ids read as 16-bit: their high halves land on every odd
-    position as zeros."""
-    if np.dtype(dtype).itemsize != 2 or len(tokens) < 1024:
-        return
-    probe = np.asarray(tokens[: min(len(tokens), _PROBE)])
-    if not probe[1::2].any() and probe[0::2].any():
-        raise UserInputError(
-            f"token file '{path}' read as {dtype} has a zero at every odd position of its first "
-            f"{len(probe)} ids: it looks like 32-bit ids; pass --token-dtype uint32 (or int32)"
-        )
-
-
-def _open(path: str, dtype: str) -> np.ndarray:
-    """The ids of ``path`` as a read-only memory map (a plain ndarray view of it)."""
-    size = os.path.getsize(path)
+def _whole_ids(path: str, dtype: str, size: int) -> int:
+    """The number of ids of a file of ``size`` bytes (refused if not whole, or empty)."""
     width = np.dtype(dtype).itemsize
     if size % width:
         raise UserInputError(
@@ -110,9 +88,8 @@ def _open(path: str, dtype: str) -> np.ndarray:
             f"({width} bytes each): check --token-dtype"
         )
     if size == 0:
-        raise UserInputError(f"token file '{path}' is empty")
-    # a plain ndarray over the map: slicing an np.memmap is several times slower
-    return np.memmap(path, dtype=dtype, mode="r", shape=(size // width,)).view(np.ndarray)
+        raise UserInputError(f"token file '{path}' is empty (0 bytes)")
+    return size // width
 
 
 class TokenFileDataset(Dataset):
@@ -120,42 +97,113 @@ class TokenFileDataset(Dataset):
 
     Build through :func:`empirical.data.build_dataset` (``name="tokens"``), which checks the
     file; the attributes ``task = "lm"`` and ``vocab_size`` are what the trainer reads.
+    ``size`` and ``mtime_ns``: the file's, when it was checked (0 and 0: read them now).
     """
 
     task = "lm"
 
     def __init__(
-        self, path: str, dtype: str, start: int, chunks: int, seq_len: int, vocab_size: int
+        self,
+        path: str,
+        dtype: str,
+        start: int,
+        chunks: int,
+        seq_len: int,
+        vocab_size: int,
+        size: int = 0,
+        mtime_ns: int = 0,
     ):
         self.path, self.dtype = str(path), dtype
         self.start, self.chunks, self.seq_len = int(start), int(chunks), int(seq_len)
         self.vocab_size = int(vocab_size)
-        self._tokens: np.ndarray | None = None
-
-    @property
-    def tokens(self) -> np.ndarray:
-        if self._tokens is None:
-            self._tokens = _open(self.path, self.dtype)
-        return self._tokens
+        if not size:
+            st = os.stat(self.path)
+            size, mtime_ns = st.st_size, st.st_mtime_ns
+        self.size, self.mtime_ns = int(size), int(mtime_ns)
+        self.rewritten_noted = False
+        self._fd: int | None = None
 
     def __len__(self) -> int:
         return self.chunks
 
+    def _read(self, offset: int, nbytes: int) -> bytes:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except OSError as exc:
+                raise InputChanged(
+                    f"token file '{self.path}' (--data-path) cannot be opened any more "
+                    f"({exc.strerror}): it was removed or replaced during the run; {_RESTORE}"
+                ) from None
+        return os.pread(self._fd, nbytes, offset)
+
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         if not 0 <= i < self.chunks:
             raise IndexError(i)
-        lo = self.start + i * self.seq_len
-        ids = torch.from_numpy(self.tokens[lo : lo + self.seq_len].astype(np.int64))
-        return {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
+        width = np.dtype(self.dtype).itemsize
+        lo = (self.start + i * self.seq_len) * width
+        buf = self._read(lo, self.seq_len * width)
+        if len(buf) < self.seq_len * width:
+            now = os.fstat(self._fd).st_size if self._fd is not None else 0
+            raise InputChanged(
+                f"token file '{self.path}' (--data-path) was truncated during the run: it had "
+                f"{self.size} bytes when checked, now {now}; {_RESTORE}"
+            )
+        ids = np.frombuffer(buf, dtype=self.dtype).astype(np.int64)
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= self.vocab_size:
+            bad = low if low < 0 else high
+            where = lo // width + int(np.argmax(ids == bad))
+            raise InputChanged(
+                f"token file '{self.path}' (--data-path) now holds id {bad} (position "
+                f"{where}), outside the vocabulary of {self.vocab_size} ids: it was rewritten "
+                f"during the run (its ids were checked at the start); {_RESTORE}"
+            )
+        t = torch.from_numpy(ids)
+        return {"input_ids": t, "labels": t.clone(), "attention_mask": torch.ones_like(t)}
+
+    def changed(self) -> str | None:
+        """Why the file no longer is the one checked at the start (its size differs, or it
+        is gone), or None. A rewrite of the same size is noted once on stderr (the ids are
+        still checked as they are read)."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            return (
+                f"token file '{self.path}' (--data-path) is gone during the run "
+                f"({exc.strerror}); {_RESTORE}"
+            )
+        if st.st_size != self.size:
+            return (
+                f"token file '{self.path}' (--data-path) changed size during the run: "
+                f"{self.size} bytes when checked, now {st.st_size}; {_RESTORE}"
+            )
+        if st.st_mtime_ns != self.mtime_ns and not self.rewritten_noted:
+            self.rewritten_noted = True
+            if os.environ.get("RANK", "0") == "0":
+                print(
+                    f"warning: token file '{self.path}' (--data-path) was modified during the "
+                    "run (same size); its ids are checked as they are read",
+                    file=sys.stderr,
+                )
+        return None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_tokens": None}
+        return {**self.__dict__, "_fd": None}
+
+    def __del__(self) -> None:
+        fd, self._fd = getattr(self, "_fd", None), None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _split_file(root: str, split: str) -> str:
     name = SPLIT_FILES["val" if split == _VAL else "train"]
     file = os.path.join(root, name)
-    if not os.path.isfile(file):
+    if not os.path.lexists(file):
         raise UserInputError(
             f"directory '{root}' has no '{name}': a directory --data-path of the 'tokens' "
             f"dataset holds {SPLIT_FILES['train']} and {SPLIT_FILES['val']}; or pass one file"
@@ -178,9 +226,10 @@ def _token_file(
     one_file = not os.path.isdir(p)
     file = p if one_file else _split_file(p, split)
     dtype = resolve_token_dtype(file, token_dtype, vocab_size)
-    tokens = _open(file, dtype)
-    _check_not_wider(tokens, file, dtype)
-    lo, hi, where = scan_token_ids(tokens)
+    st = stat_token_file(file)
+    n_ids = _whole_ids(file, dtype, st.st_size)
+    check_not_wider(file, dtype)
+    lo, hi, where = scan_file(file, dtype, st)
     if lo < 0:
         raise UserInputError(
             f"token file '{file}' read as {dtype} holds the negative id {lo}: check --token-dtype"
@@ -191,7 +240,7 @@ def _token_file(
             f"vocabulary of {vocab_size} ids: choose the --model (or --tokenizer) whose "
             "vocabulary wrote the file, or check --token-dtype"
         )
-    total = len(tokens) // seq_len
+    total = n_ids // seq_len
     start, chunks = 0, total
     if one_file:
         f = check_fraction("val_fraction", val_fraction, allow_zero=False, allow_one=False)
@@ -201,7 +250,9 @@ def _token_file(
     if chunks < 1:
         raise UserInputError(
             f"the {'validation' if split == _VAL else 'training'} split of token file '{file}' "
-            f"({len(tokens)} ids) holds no chunk of --seq-len {seq_len} tokens: use a longer "
+            f"({n_ids} ids) holds no chunk of --seq-len {seq_len} tokens: use a longer "
             "file or a shorter --seq-len"
         )
-    return TokenFileDataset(file, dtype, start, chunks, seq_len, vocab_size)
+    return TokenFileDataset(
+        file, dtype, start, chunks, seq_len, vocab_size, st.st_size, st.st_mtime_ns
+    )

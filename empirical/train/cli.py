@@ -17,7 +17,9 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from core import exitcodes
 from core.errors import UserInputError
 from core.files import check_output_dir
+from empirical.checkpoint import latest_complete
 from empirical.config import TrainConfig, config_to_dict
+from empirical.train.inputs import check_inputs_before_launch
 from empirical.train.launch import run_ranks
 from empirical.train.lifeline import ENV_AGENT_PID, die_with_parent, expected_parent
 from empirical.train.options import PROG, add_arguments, config_from_args
@@ -39,8 +41,11 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(cfg.output_dir, "--output-dir")
     if cfg.checkpoint_dir:
         check_output_dir(cfg.checkpoint_dir, "--checkpoint-dir")
+    if cfg.export_dir:  # written at the end: refused now, naming the flag
+        check_output_dir(cfg.export_dir, "--export-dir")
     if "WORLD_SIZE" not in os.environ:  # once per command, not in each (restarted) rank
         _refuse_previous_run(cfg)
+        check_inputs_before_launch(cfg)  # a token file read once, before any rank starts
     try:
         return run_ranks(cfg)
     except MemoryError:
@@ -61,9 +66,27 @@ def run(args: argparse.Namespace) -> int:
 _RUN_FILES = ("summary.json", "metrics.jsonl", "train.csv")
 
 
+#: files another command writes into its output directory (``palsgd map --out``)
+_OTHER_FILES = {"map.json": "palsgd map", "map.csv": "palsgd map"}
+
+
 def _refuse_previous_run(cfg: TrainConfig) -> None:
     """A second run into an output directory that holds a run's records would replace them:
-    refused unless ``--resume`` continues that run or ``--overwrite`` asks to start afresh."""
+    refused unless ``--resume`` continues that run or ``--overwrite`` asks to start afresh.
+    A directory holding another command's output is refused (``--resume auto`` too), and
+    ``--resume auto`` with no checkpoint to continue says it starts a new run."""
+    other = [f for f in _OTHER_FILES if (Path(cfg.output_dir) / f).exists()]
+    if other:
+        raise UserInputError(
+            f"--output-dir '{cfg.output_dir}' holds the output of {_OTHER_FILES[other[0]]} "
+            f"({other[0]}), not a training run: give another --output-dir"
+        )
+    if cfg.resume == "auto" and latest_complete(cfg.checkpoint_path()) is None:
+        print(
+            f"{PROG}: note: --resume auto: no checkpoint in '{cfg.checkpoint_path()}' to "
+            "continue; starting a new run",
+            file=sys.stderr,
+        )
     if cfg.resume or cfg.overwrite:
         return
     found = [f for f in _RUN_FILES if (Path(cfg.output_dir) / f).exists()]
@@ -90,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error{rank_tag()}: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted{rank_tag()}", file=sys.stderr)
+        if ENV_AGENT_PID not in os.environ:  # a rank of `palsgd train`: the command says it
+            print(f"{PROG}: interrupted{rank_tag()}", file=sys.stderr)
         return exitcodes.INTERRUPTED
 
 

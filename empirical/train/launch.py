@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -109,6 +110,7 @@ def launch_torchrun(cfg: TrainConfig) -> int:
     ]
     env = {**os.environ, "PALSGD_RUN_ID": run_id}
     env.setdefault("OMP_NUM_THREADS", str(RANK_THREADS))
+    env.setdefault("LOGLEVEL", "ERROR")  # torchrun's warnings: this launcher says what ends
     cmd = [sys.executable, "-c", _LAUNCHER, *torchrun_args]
     code, received = run_forwarding_signals(cmd, env)
     if code == 0:
@@ -118,6 +120,7 @@ def launch_torchrun(cfg: TrainConfig) -> int:
         if data.get("run_id") == run_id and data.get("status") == "diverged":
             return EXIT_DIVERGED
     if signal.SIGINT in received or code in (exitcodes.INTERRUPTED, -signal.SIGINT):
+        print(f"{PROG}: interrupted", file=sys.stderr)  # the one line (agent, ranks quiet)
         return exitcodes.INTERRUPTED
     if code == EXIT_USER_ERROR:
         print(f"{PROG}: the ranks refused the input (see their messages above)", file=sys.stderr)
@@ -173,6 +176,9 @@ def agent_main(argv: Sequence[str]) -> int:
     process id for the ranks to end with it, and runs :func:`run_torchrun`."""
     die_with_parent(expected_parent(ENV_LAUNCHER_PID))
     os.environ[ENV_AGENT_PID] = str(os.getpid())
+    # torchrun's own warnings ("Sending process N closing signal SIGINT") stay quiet: the
+    # command prints one line for how the launch ended (LOGLEVEL: torchrun's variable)
+    logging.getLogger("torch.distributed.elastic").setLevel(os.environ.get("LOGLEVEL", "ERROR"))
     return run_torchrun(argv)
 
 
@@ -202,6 +208,7 @@ def run_torchrun(argv: Sequence[str]) -> int:
         return exitcodes.FAILED
     except (KeyboardInterrupt, SignalException) as exc:
         sig = getattr(exc, "sigval", signal.SIGINT)
-        print(f"{PROG}: launch interrupted ({signal.Signals(sig).name})", file=sys.stderr)
+        if sig != signal.SIGINT:  # Ctrl-C: the command prints the one line
+            print(f"{PROG}: launch interrupted ({signal.Signals(sig).name})", file=sys.stderr)
         return exitcodes.INTERRUPTED if sig == signal.SIGINT else exitcodes.FAILED
     return EXIT_OK

@@ -40,6 +40,8 @@ __all__ = [
     "resolve_device",
     "check_devices",
     "check_names",
+    "check_seq_len",
+    "MAX_SEQ_LEN",
     "build_inner_optimizer",
 ]
 
@@ -150,6 +152,26 @@ def check_names(cfg: TrainConfig) -> str:
             f"(task: {data_task})"
         )
     return task
+
+
+#: the longest ``--seq-len`` a language model is trained with unless its own context is
+#: longer: above the model's context its position table is extended, and attention's time
+#: and memory grow with the square of the length (100,000 tokens would run for hours)
+MAX_SEQ_LEN = 4096
+
+
+def check_seq_len(cfg: TrainConfig, spec: dict[str, Any]) -> int:
+    """The context of the model to train (``spec``: its :func:`empirical.models.model_spec`),
+    after refusing a ``--seq-len`` above :data:`MAX_SEQ_LEN` and the model's own context."""
+    context = int(spec.get("max_position_embeddings", cfg.seq_len))
+    cap = max(MAX_SEQ_LEN, context)
+    if cfg.seq_len > cap:
+        raise UserInputError(
+            f"--seq-len {cfg.seq_len} is above the cap of {cap} tokens (model '{cfg.model}' "
+            f"has a context of {context}; attention's cost grows with the square of the "
+            "length): give a shorter --seq-len"
+        )
+    return context
 
 
 def _build_datasets(cfg: TrainConfig, task: str) -> tuple[Any, Any]:
@@ -285,7 +307,7 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
     stability = check_stability(alg, cfg.alpha, strict=True)
     overrides: dict[str, Any] = {}
     if task == "lm":
-        context = models.model_spec(cfg.model).get("max_position_embeddings", cfg.seq_len)
+        context = check_seq_len(cfg, models.model_spec(cfg.model))
         if cfg.seq_len > context:
             overrides["max_position_embeddings"] = cfg.seq_len
     train_set, eval_set = _build_datasets(cfg, task)

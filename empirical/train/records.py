@@ -15,19 +15,27 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from core.errors import InputChanged
 from core.io import atomic_write_json
 from empirical.config import config_to_dict
 from empirical.distributed import barrier
 from empirical.export import export_anchor, run_name
 from empirical.metrics import MetricsWriter, package_versions
 from empirical.train.options import PROG
-from empirical.train.outcomes import EXIT_DIVERGED, EXIT_NO_RESOURCES, CheckpointFailed, Diverged
+from empirical.train.outcomes import (
+    EXIT_DIVERGED,
+    EXIT_NO_RESOURCES,
+    EXIT_USER_ERROR,
+    CheckpointFailed,
+    Diverged,
+    rank_tag,
+)
 from empirical.train.state import RunState
 
 __all__ = ["Records"]
 
 #: statuses of a run that ended on an error (no final summary line on stdout)
-_FAILED = ("diverged", "no_space", "failed")
+_FAILED = ("diverged", "no_space", "failed", "input_changed")
 
 
 class Records:
@@ -149,6 +157,18 @@ class Records:
         if st.main:
             print(f"{PROG}: error: {message}", file=sys.stderr)
         return "diverged", EXIT_DIVERGED, message
+
+    def input_changed(self, exc: InputChanged, agreed: bool) -> tuple[str, int, str]:
+        """Record an input file that changed under the run (``agreed``: every rank found
+        it, else only this one); ``(status, exit code, message)``."""
+        st = self.state
+        last = str(st.last_checkpoint) if st.last_checkpoint else "none"
+        message = f"{exc.line} (stopped at step {int(st.algo.t)}; last checkpoint: {last})"
+        with contextlib.suppress(OSError):
+            self.write("event", {"event": "input_changed", "step": int(st.algo.t)})
+        if st.main or not agreed:
+            print(f"{PROG}: error{rank_tag()}: {message}", file=sys.stderr)
+        return "input_changed", EXIT_USER_ERROR, message
 
     # ------------------------------------------------------------------ the end
     def close(

@@ -33,8 +33,9 @@ def train(cfg: TrainConfig) -> int:
     ctx = init_distributed(backend, bound=device)
     finished = False
     try:
-        code = Trainer(prep, ctx).fit()
-        finished = True
+        trainer = Trainer(prep, ctx)
+        code = trainer.fit()
+        finished = not trainer.ended_alone  # alone: its peers are not at the barrier
         return code
     except RuntimeError as exc:
         if ctx.world_size == 1 or not _from_collective(exc):

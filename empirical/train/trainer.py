@@ -18,11 +18,13 @@ from typing import Any, NamedTuple
 import torch
 import torch.distributed as dist
 
+from core.errors import InputChanged
 from empirical import data as data_mod
 from empirical import models
 from empirical.algorithms import build_algorithm
 from empirical.algorithms.fsdp import SliceStream, shard_model, worker_mesh
 from empirical.data import seed_of
+from empirical.distributed import all_agree
 from empirical.schedules import rate_at
 from empirical.timing import DeviceClock
 from empirical.train.checkpoints import Checkpoints
@@ -144,6 +146,7 @@ class Trainer:
         self.checkpoints.resume()
         self.monitor = Monitor(st, self.records, self.clock, built.eval_model, built.eval_loader)
         self._apply_hyperparameters(int(self.algo.t))
+        self.input_agreed = self.ended_alone = False
 
     def _autocast(self) -> Any:
         """``autocast`` of the forward pass (bf16/fp16, fp32 master weights), or ``None``."""
@@ -235,8 +238,10 @@ class Trainer:
                 monitor.check_finite(step, params=False)
                 monitor.log(step)
             if cfg.eval_interval > 0 and (step % cfg.eval_interval == 0 or last):
+                self._check_inputs()
                 monitor.evaluate(step)
             if cfg.checkpoint_interval > 0 and (step % cfg.checkpoint_interval == 0 or last):
+                self._check_inputs()  # no checkpoint after data that changed
                 monitor.check_finite(step, params=True)  # no checkpoint holds a diverged state
                 monitor.resolve_times()  # the time totals the checkpoint holds
                 self.checkpoints.save(step)
@@ -244,14 +249,30 @@ class Trainer:
                 raise InjectedFailure(f"crash_at_step: injected failure after step {step}")
         return "finished"
 
+    def _check_inputs(self) -> None:
+        """Collective (before an evaluation and a checkpoint): the data files are the ones
+        checked at the start (a token file's size), agreed over the ranks; raises
+        :class:`~core.errors.InputChanged` on every rank otherwise."""
+        sets = [s for s in (self.state.prep.train_set, self.state.prep.eval_set) if s is not None]
+        sets = [s for s in sets if hasattr(s, "changed")]
+        if not sets:
+            return
+        why = next((w for w in (s.changed() for s in sets) if w), None)
+        if not all_agree(why is None, self.device):
+            self.input_agreed = True
+            raise InputChanged(why or "a data file changed under the run on another rank")
+
     def fit(self) -> int:
-        """Run until ``T`` steps (or ``max_steps_this_run``); return the exit code."""
+        """Run until ``T`` steps (or ``max_steps_this_run``); return the exit code.
+        ``ended_alone`` is True afterwards when this rank stopped without its peers (an
+        input file found changed by this rank's own read)."""
         self.records.open()
-        if not self.state.resumed_from and self.cfg.eval_interval > 0:
-            self.monitor.evaluate(0)
         started = time.perf_counter()
         status, code, message = "finished", EXIT_OK, ""
         try:
+            if not self.state.resumed_from and self.cfg.eval_interval > 0:
+                self._check_inputs()
+                self.monitor.evaluate(0)
             status = self._run_steps()
             if status == "stopped":
                 self.records.stopped()
@@ -262,6 +283,9 @@ class Trainer:
             status, code, message = self.records.checkpoint_failed(exc)
         except Diverged as exc:
             status, code, message = self.records.diverged(exc)
+        except InputChanged as exc:
+            self.ended_alone = not self.input_agreed and self.state.world > 1
+            status, code, message = self.records.input_changed(exc, self.input_agreed)
         finally:
             self.records.close_bar()
         stats = dict(self.algo.stats)  # the summary's, before the last times are folded
