@@ -1,4 +1,6 @@
-"""No import cycle inside ``theory/``: the module graph built from the source (ast) is acyclic.
+"""No import cycle in the toolkit: the module graph of every package (``core``, ``theory``,
+``empirical``, ``paper_figures``, ``palsgd``), built from the source (ast), is acyclic,
+cycles across packages included.
 
 Two graphs: the top-level imports (what importing a module runs), and every import, the
 ones inside functions and the ``importlib.import_module("theory....")`` calls with a
@@ -16,6 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: every package of the toolkit (the graph is one graph over all of them)
+PACKAGES = ("core", "theory", "empirical", "paper_figures", "palsgd")
 
 
 def _module_name(root: Path, path: Path) -> str:
@@ -76,9 +80,13 @@ def _imports(tree: ast.Module, name: str, is_package: bool, *, top_level: bool) 
     return out
 
 
-def import_graph(root: Path, package: str, *, top_level: bool) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports (see the module docstring)."""
-    files = {_module_name(root, p): p for p in sorted((root / package).rglob("*.py"))}
+def import_graph(
+    root: Path, packages: str | tuple[str, ...], *, top_level: bool
+) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` (one package or several: one graph, edges
+    between packages included) it imports (see the module docstring)."""
+    names = (packages,) if isinstance(packages, str) else packages
+    files = {_module_name(root, p): p for pkg in names for p in sorted((root / pkg).rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         named = _imports(
@@ -117,10 +125,14 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 @pytest.mark.parametrize("top_level", [True, False], ids=["top-level", "every-import"])
-def test_theory_has_no_import_cycle(top_level):
-    graph = import_graph(ROOT, "theory", top_level=top_level)
-    assert len(graph) > 100 and sum(map(len, graph.values())) > 300  # the graph was built
-    assert find_cycle(graph) is None
+def test_no_package_has_an_import_cycle(top_level):
+    graph = import_graph(ROOT, PACKAGES, top_level=top_level)
+    for pkg in PACKAGES:  # the graph was built, every package in it
+        assert any(m == pkg or m.startswith(pkg + ".") for m in graph), pkg
+    assert len(graph) > 300 and sum(map(len, graph.values())) > 900
+    crossing = {(a, b) for a, bs in graph.items() for b in bs if a.split(".")[0] != b.split(".")[0]}
+    assert len(crossing) > 100  # edges between packages are in the graph
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
 def test_a_cycle_is_found(tmp_path):
@@ -145,3 +157,15 @@ def test_a_cycle_is_found(tmp_path):
     del every["pkg.b"]
     assert find_cycle(every) == ["pkg.sub.d", "pkg.sub.e", "pkg.sub.d"]
     assert find_cycle({"x": {"y"}, "y": {"z"}, "z": set()}) is None
+
+
+def test_a_cycle_across_packages_is_found(tmp_path):
+    """Negative control: a cycle that only closes across two packages (each acyclic alone)."""
+    for pkg, body in (("p1", "from p2.b import y\n"), ("p2", "def f():\n    import p1.a\n")):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+        (tmp_path / pkg / ("a.py" if pkg == "p1" else "b.py")).write_text(body)
+    assert find_cycle(import_graph(tmp_path, "p1", top_level=False)) is None
+    assert find_cycle(import_graph(tmp_path, "p2", top_level=False)) is None
+    both = import_graph(tmp_path, ("p1", "p2"), top_level=False)
+    assert find_cycle(both) == ["p1.a", "p2.b", "p1.a"]

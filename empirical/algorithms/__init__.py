@@ -14,7 +14,9 @@ explicit decision point for PALSGD's pull steps::
 
 Construction goes through one table, :data:`IMPLEMENTATIONS` (the class that runs each
 implementation: torch's DDP, or the local algorithms), from which :func:`build_algorithm`
-picks the class of ``config.name``.
+picks the class the algorithm's table row names (``Algorithm.implementation``), checked to
+run the row's local steps and sync rule (:func:`implementation_for`; the local algorithms'
+sync part is the one of the row's ``sync``, :data:`~empirical.algorithms.local.SYNC_PARTS`).
 
 Files: ``config.py`` (the configuration and stability check), ``base.py`` (the interface,
 statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (Local SGD, Post-Local SGD,
@@ -43,6 +45,8 @@ __all__ = [
     "LocalAlgorithm",
     "IMPLEMENTATIONS",
     "implementation_of",
+    "implementation_for",
+    "RUNS",
     "StepInfo",
     "StepResult",
     "CoinSource",
@@ -65,7 +69,13 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "empirical.algorithms.base": ("DistributedAlgorithm", "StepInfo", "StepResult"),
-        "empirical.algorithms.build": ("IMPLEMENTATIONS", "build_algorithm", "implementation_of"),
+        "empirical.algorithms.build": (
+            "IMPLEMENTATIONS",
+            "RUNS",
+            "build_algorithm",
+            "implementation_for",
+            "implementation_of",
+        ),
         "empirical.algorithms.coins": ("CoinSource", "counter_coins", "recorded_coins"),
         "empirical.algorithms.config": (
             "BUFFERS",

@@ -7,8 +7,9 @@ One class, :class:`LocalAlgorithm`, runs the four; the configuration
   flat buffer, the buffers' layout, the work buffer;
 * :class:`~empirical.algorithms.anchor.Anchor`: the anchor ``z``, the outer optimizer
   (:mod:`empirical.algorithms.outer`), the buffers' snapshot and policy;
-* the sync: :class:`~empirical.algorithms.sync.Sync` (blocking) or, with ``sync_delay``,
-  :class:`~empirical.algorithms.overlap.OverlappedSync`;
+* the sync: the part of the row's sync rule (:data:`SYNC_PARTS`, keyed by
+  :attr:`theory.algorithm.Algorithm.sync`): :class:`~empirical.algorithms.sync.Sync`
+  (blocking) or, with ``sync_delay``, :class:`~empirical.algorithms.overlap.OverlappedSync`;
 * :class:`~empirical.algorithms.pulls.Pulls`: PALSGD's coins and pull;
 * the warm-up's gradient all-reduce and the initial broadcast
   (:mod:`empirical.algorithms.collectives`), over one
@@ -68,13 +69,43 @@ from empirical.algorithms.pulls import Pulls
 from empirical.algorithms.slowlink import link_delay_fn
 from empirical.algorithms.sync import Sync
 from empirical.timing import DeviceClock
-from theory.algorithm import LOCAL_NAMES, is_sync_step
+from theory.algorithm import Algorithm, is_sync_step
 
-__all__ = ["LocalAlgorithm"]
+__all__ = ["LocalAlgorithm", "SYNC_PARTS", "sync_part"]
+
+#: the sync part of each sync rule (:attr:`theory.algorithm.Algorithm.sync`) a row with local
+#: steps may have: (blocking, overlapped with ``sync_delay``). Averaging is the outer step
+#: ``z <- z - Delta`` of one part (the configuration's ``outer`` picks the update). EASGD's
+#: elastic mixing has no part here: a row with it is refused (:func:`sync_part`), never run
+#: with another rule.
+SYNC_PARTS: dict[str, tuple[type[Sync], type[Sync]]] = {
+    "average": (Sync, OverlappedSync),
+    "outer": (Sync, OverlappedSync),
+}
+
+
+def sync_part(row: Algorithm, sync_delay: int = 0) -> type[Sync]:
+    """The sync part that runs the sync rule of the table row ``row`` (the overlapped one
+    with ``sync_delay > 0``); :class:`~core.errors.UserInputError` for a row without local
+    steps or whose sync rule has no part in :data:`SYNC_PARTS`."""
+    if not row.local:
+        raise UserInputError(
+            f"{row.name!r} takes no local steps (its sync rule {row.sync!r} acts at every "
+            "step): LocalAlgorithm, rounds of local steps closed by a sync, does not run it"
+        )
+    parts = SYNC_PARTS.get(row.sync)
+    if parts is None:
+        raise UserInputError(
+            f"{row.name!r} syncs by the rule {row.sync!r}, which has no sync part on "
+            f"torch.distributed (empirical.algorithms.local.SYNC_PARTS: {sorted(SYNC_PARTS)}); "
+            "add one before giving the row a distributed implementation"
+        )
+    return parts[1 if sync_delay else 0]
 
 
 class LocalAlgorithm(DistributedAlgorithm):
-    """``local_sgd``, ``post_local_sgd``, ``diloco`` and ``palsgd`` (see the module docstring).
+    """The rows with local steps and a sync part (:func:`sync_part`): ``local_sgd``,
+    ``post_local_sgd``, ``diloco`` and ``palsgd`` (see the module docstring).
 
     ``model`` must be identical on all ranks or is made so: at construction rank 0's
     parameters and buffers are broadcast (as torch DDP does). Parameters that are not in
@@ -96,10 +127,7 @@ class LocalAlgorithm(DistributedAlgorithm):
         process_group: Any = None,
         coin_source: Callable[[np.ndarray, int], np.ndarray] | np.ndarray | None = None,
     ) -> None:
-        if config.name not in LOCAL_NAMES:
-            raise UserInputError(
-                f"LocalAlgorithm does not run {config.name!r}; use build_algorithm"
-            )
+        sync = sync_part(config.spec.definition, config.sync_delay)
         self._start(config, model, inner_optimizer)
         self.model = model
         fm = self.flat_model = FlatModel(model, average_buffers=config.buffers == "average")
@@ -109,7 +137,6 @@ class LocalAlgorithm(DistributedAlgorithm):
         self.rank, self.world_size = self.comm.rank, self.comm.size
         self.T0 = config.warmup_steps
         self.anchor = Anchor(fm, config)
-        sync = OverlappedSync if config.sync_delay else Sync
         self.sync: Sync = sync(fm, self.anchor, self.comm, config, self.stats, self.clock)
         self.pulls = Pulls(config, inner_optimizer, fm, self.anchor, coin_source, self.rank)
         self.local_started = False

@@ -13,6 +13,8 @@ seconds, bytes, bytes per second, FLOP, FLOP/s.
 
 Files:
 
+* ``profile_types.py``: the link, compute and cluster records (shared by ``profiles.py``,
+  ``comm.py`` and ``link_calibration.py``; imports none of them).
 * ``profiles.py``: link, compute, GPU and cluster profiles; the named clusters
   (:data:`CLUSTER_PROFILES`, every number cited or marked as an assumption); profile files.
 * ``comm.py``: the all-reduce formulas (ring, tree, Rabenseifner) and DDP's bucketed,

@@ -34,7 +34,7 @@ import numpy as np
 from core.errors import UserInputError
 from core.validation import ParameterError, check_number
 from empirical.cost.checks import check_workers
-from empirical.cost.profiles import LinkProfile
+from empirical.cost.profile_types import LinkProfile
 
 __all__ = [
     "DDP_FIRST_BUCKET_BYTES",

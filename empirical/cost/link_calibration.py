@@ -22,7 +22,7 @@ from empirical.algorithms.base import Communicator, new_stats
 from empirical.algorithms.slowlink import link_delay_fn
 from empirical.cost.checks import check_workers
 from empirical.cost.comm import allreduce_coefficients
-from empirical.cost.profiles import (
+from empirical.cost.profile_types import (
     ALLREDUCE_ALGORITHMS,
     LOCAL_PROFILE,
     ClusterProfile,

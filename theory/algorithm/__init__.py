@@ -1,10 +1,11 @@
 """The algorithm table and the algorithm spec: every algorithm the toolkit knows, once.
 
 :data:`ALGORITHMS` is the one table of algorithm definitions (:class:`Algorithm`: name,
-aliases, local steps or not, pull steps or not, warm-up, allowed outer updates, coin models,
-exact oracle, simulator, distributed implementation). Every list of names, argparse choice
-and help text of the toolkit is derived from it; :data:`PRESETS` names compositions of its
-parts (SlowMo over Local SGD is the Local-SGD rounds of ``diloco`` with outer SGD momentum).
+aliases, local steps or not, sync rule, pull steps or not, warm-up, allowed outer updates,
+coin models, exact oracle, simulator, distributed name and implementation). Every list of
+names, argparse choice and help text of the toolkit is derived from it; :data:`PRESETS`
+names compositions of its parts (SlowMo over Local SGD is the Local-SGD rounds of
+``diloco`` with outer SGD momentum).
 
 :class:`AlgorithmSpec` is the one description of an algorithm run: a table name and its
 hyperparameters, validated against the table. The simulator (:mod:`theory.simulate`), the
@@ -45,11 +46,13 @@ from theory.algorithm.table import (
     DILOCO_DEFAULT_GAMMA,
     DILOCO_DEFAULT_MU,
     DISTRIBUTED_NAMES,
+    IMPLEMENTATION_KEYS,
     KINDS,
     LABELS,
     LOCAL_NAMES,
     NAMES,
     PRESETS,
+    SYNC_RULES,
     WARMUP_NAMES,
     Algorithm,
     Preset,
@@ -64,6 +67,7 @@ from theory.sync import OUTERS, is_landing_step, is_sync_step, outer_step
 __all__ = [
     "Algorithm", "Preset", "AlgorithmSpec", "PullStability", "ALGORITHMS", "PRESETS",
     "NAMES", "KINDS", "LABELS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "OUTERS", "COINS",
+    "SYNC_RULES", "IMPLEMENTATION_KEYS",
     "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "PULL_EDGE", "lookup", "fields_fixed",
     "covered_names", "spec_summary", "spec_from_summary", "distributed_choices",
     "describe_choices", "pull_coefficient", "pull_stability", "is_sync_step", "is_landing_step",

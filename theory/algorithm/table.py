@@ -1,9 +1,11 @@
 """The algorithm table: every algorithm the toolkit knows, with its parts, once.
 
 :data:`ALGORITHMS` is the one table of algorithm definitions (:class:`Algorithm`): name,
-aliases, local steps or not, pull steps or not, warm-up, allowed outer updates, coin models,
-exact oracle, simulator, distributed implementation. Every list of names, argparse choice
-and help text of the toolkit is derived from it (the name lists below,
+aliases, local steps or not, its sync rule (:data:`SYNC_RULES`), pull steps or not, warm-up,
+allowed outer updates, coin models, exact oracle, simulator, distributed name and the
+implementation that runs it (:data:`IMPLEMENTATION_KEYS`; the trainer reads the row's
+``implementation``, ``local`` and ``sync``, never a list of names). Every list of names,
+argparse choice and help text of the toolkit is derived from it (the name lists below,
 :func:`distributed_choices`, :func:`describe_choices`); :data:`PRESETS` names compositions
 of its parts. The rules it implies for one run are :mod:`theory.algorithm.spec`'s.
 """
@@ -17,9 +19,9 @@ from core.validation import ParameterError, check_choice, check_int
 from theory.sync import OUTERS
 
 __all__ = [
-    "Algorithm", "Preset", "ALGORITHMS", "PRESETS", "COINS", "NAMES", "KINDS",
-    "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "DILOCO_DEFAULT_GAMMA",
-    "DILOCO_DEFAULT_MU", "LABELS", "lookup", "distributed_choices", "describe_choices",
+    "Algorithm", "Preset", "ALGORITHMS", "SYNC_RULES", "IMPLEMENTATION_KEYS", "PRESETS",
+    "COINS", "NAMES", "KINDS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES",
+    "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "LABELS", "lookup", "distributed_choices", "describe_choices",
     "check_sync_delay", "authors_sync_offset",
 ]  # fmt: skip
 
@@ -30,6 +32,14 @@ WARMUPS = ("none", "optional", "required", "ignored")
 #: exact oracles (:attr:`Algorithm.exact`): the moment recursions of :mod:`theory.moments`,
 #: EASGD's batched recursion, or Local SGD with one worker (an all-reduce base)
 EXACT = ("moments", "elastic", "all_reduce", "")
+#: sync rules (:attr:`Algorithm.sync`): the models (or, without local steps, the gradients)
+#: averaged, an outer update of the anchor by the averaged outer gradient, or EASGD's
+#: elastic mixing of the workers and a centre
+SYNC_RULES = ("average", "outer", "elastic")
+#: the distributed implementations a row may name (:attr:`Algorithm.implementation`; the
+#: classes are :data:`empirical.algorithms.IMPLEMENTATIONS`): torch's DDP, or rounds of
+#: local steps closed by a sync part (:data:`empirical.algorithms.local.SYNC_PARTS`)
+IMPLEMENTATION_KEYS = ("ddp", "local")
 
 
 @dataclass(frozen=True)
@@ -37,18 +47,25 @@ class Algorithm:
     """One row of the algorithm table.
 
     ``local``: the workers take local steps between syncs (minibatch SGD and an all-reduce
-    base average their gradients at every step). ``rounds``: a sync closes every ``H``
-    steps. ``pulls``: pull steps toward the anchor (``p > 0`` allowed). ``warmup``: the
-    DDP warm-up ``T0``: ``"none"`` (``T0 = 0``; :attr:`warmup_name` has one),
-    ``"optional"``, ``"required"`` (``T0 >= 1``) or ``"ignored"`` (every step already
-    averages). ``outers``: the outer updates allowed, the default first, with the default
-    ``gamma`` and ``mu`` of a non-averaging one; ``outer_name``: the algorithm that runs the
-    same rounds with an outer optimiser (Local SGD's is DiLoCo's rounds). ``coins``: the coin models of the pulls.
-    ``elastic``: EASGD's elastic mixing instead of a restart from the anchor. ``exact``:
-    its exact oracle (:data:`EXACT`). ``simulated``: :mod:`theory.simulate` runs it.
+    base average their gradients at every step). ``sync``: the sync rule
+    (:data:`SYNC_RULES`): ``"average"`` (``z <- mean_k x_k``; every step's gradients
+    without local steps), ``"outer"`` (an outer update of the anchor, averaging among its
+    choices) or ``"elastic"`` (EASGD's elastic mixing instead of a restart from the
+    anchor). ``rounds``: a sync closes every ``H`` steps. ``pulls``: pull steps toward the
+    anchor (``p > 0`` allowed). ``warmup``: the DDP warm-up ``T0``: ``"none"`` (``T0 = 0``;
+    :attr:`warmup_name` has one), ``"optional"``, ``"required"`` (``T0 >= 1``) or
+    ``"ignored"`` (every step already averages). ``outers``: the outer updates allowed, the
+    default first, with the default ``gamma`` and ``mu`` of a non-averaging one;
+    ``outer_name``: the algorithm that runs the same rounds with an outer optimiser (Local
+    SGD's is DiLoCo's rounds). ``coins``: the coin models of the pulls. ``exact``: its exact
+    oracle (:data:`EXACT`). ``simulated``: :mod:`theory.simulate` runs it.
     ``distributed``: its name on ``torch.distributed`` (``""``: none), shown as
-    ``distributed_label`` where that differs from ``label``. ``sync_shift``: the
-    authors' code tests the sync on ``global_step + sync_shift`` (:func:`authors_sync_offset`).
+    ``distributed_label`` where that differs from ``label``; ``implementation``: the
+    implementation that runs it there (:data:`IMPLEMENTATION_KEYS`), named exactly when
+    ``distributed`` is (the trainer builds it, or refuses a row whose local steps and sync
+    rule that implementation does not run: :func:`empirical.algorithms.implementation_for`).
+    ``sync_shift``: the authors' code tests the sync on ``global_step + sync_shift``
+    (:func:`authors_sync_offset`).
     """
 
     name: str
@@ -57,6 +74,7 @@ class Algorithm:
     source: str
     aliases: tuple[str, ...] = ()
     local: bool = True
+    sync: str = "average"
     rounds: bool = True
     pulls: bool = False
     warmup: str = "optional"
@@ -66,16 +84,38 @@ class Algorithm:
     gamma: float = 1.0
     mu: float = 0.0
     coins: tuple[str, ...] = ("independent",)
-    elastic: bool = False
     exact: str = "moments"
     simulated: bool = True
     distributed: str = ""
     distributed_label: str = ""
+    implementation: str = ""
     sync_shift: int = 0
 
     def __post_init__(self) -> None:
         assert self.warmup in WARMUPS and self.exact in EXACT
         assert set(self.outers) <= set(OUTERS) and set(self.coins) <= set(COINS)
+        if self.sync not in SYNC_RULES:
+            raise ValueError(f"row {self.name!r}: sync {self.sync!r} is not one of {SYNC_RULES}")
+        if self.sync == "average" and self.outers != ("average",):
+            raise ValueError(
+                f"row {self.name!r}: sync 'average' has no outer update, but outers = "
+                f"{self.outers}: its sync rule is 'outer'"
+            )
+        if self.implementation not in ("", *IMPLEMENTATION_KEYS):
+            raise ValueError(
+                f"row {self.name!r}: implementation {self.implementation!r} is not one of "
+                f"{IMPLEMENTATION_KEYS}"
+            )
+        if bool(self.distributed) != bool(self.implementation):
+            raise ValueError(
+                f"row {self.name!r}: a distributed name and an implementation go together "
+                f"(distributed={self.distributed!r}, implementation={self.implementation!r})"
+            )
+
+    @property
+    def elastic(self) -> bool:
+        """Whether its sync is EASGD's elastic mixing (``sync == "elastic"``)."""
+        return self.sync == "elastic"
 
     @property
     def warms_up(self) -> bool:
@@ -94,38 +134,40 @@ _TABLE = (
         "sgd", "minibatch SGD (DDP)", "gradients averaged at every step",
         "Ghadimi & Lan 2013; torch DistributedDataParallel",
         aliases=("ddp", "minibatch", "minibatch_sgd", "mbsgd"), local=False, rounds=False,
-        warmup="ignored", distributed="ddp", distributed_label="DDP",
+        warmup="ignored", distributed="ddp", distributed_label="DDP", implementation="ddp",
     ),
     Algorithm(
         "local_sgd", "Local SGD", "H local steps, then the models are averaged",
         "Stich, ICLR 2019; Lin et al., ICLR 2020", warmup="none",
         warmup_name="post_local_sgd", outer_name="diloco", distributed="local_sgd",
+        implementation="local",
     ),
     Algorithm(
         "post_local_sgd", "Post-Local SGD", "T0 >= 1 DDP warm-up steps, then Local SGD",
         "Lin et al., ICLR 2020", warmup="required", outer_name="diloco",
-        distributed="post_local_sgd",
+        distributed="post_local_sgd", implementation="local",
     ),
     Algorithm(
         "diloco", "DiLoCo", "Local SGD rounds with an outer optimiser (Nesterov 0.7/0.9)",
-        "Douillard et al. 2023, Sec. 2", outers=("nesterov", "sgd"), gamma=0.7, mu=0.9,
-        distributed="diloco",
+        "Douillard et al. 2023, Sec. 2", sync="outer", outers=("nesterov", "sgd"), gamma=0.7,
+        mu=0.9, distributed="diloco", implementation="local",
     ),
     Algorithm(
         "palsgd", "PALSGD", "with probability p a pull toward the anchor, else a gradient step",
-        "Naganuma et al., TMLR 2025, Algorithm 1", pulls=True,
-        outers=("average", "sgd", "nesterov"), coins=COINS, distributed="palsgd", sync_shift=1,
+        "Naganuma et al., TMLR 2025, Algorithm 1", sync="outer", pulls=True,
+        outers=("average", "sgd", "nesterov"), coins=COINS, distributed="palsgd",
+        implementation="local", sync_shift=1,
     ),
     Algorithm(
         "easgd", "EASGD", "elastic mixing of the workers and a centre every H steps",
         "Zhang, Choromanska & LeCun, NeurIPS 2015; Wang & Joshi, JMLR 2021, Sec. 4",
-        elastic=True, exact="elastic",
+        sync="elastic", exact="elastic",
     ),
     Algorithm(
         "slowmo_ar_sgd", "SlowMo over all-reduce SGD",
         "gradients averaged at every step, an outer heavy-ball step every H steps",
-        "Wang, Tantia, Ballas & Rabbat, ICLR 2020, eqs. (2)-(3)", local=False, warmup="none",
-        outers=("sgd",), exact="all_reduce", simulated=False,
+        "Wang, Tantia, Ballas & Rabbat, ICLR 2020, eqs. (2)-(3)", local=False, sync="outer",
+        warmup="none", outers=("sgd",), exact="all_reduce", simulated=False,
     ),
 )  # fmt: skip
 
