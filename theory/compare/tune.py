@@ -31,7 +31,11 @@ in the inner step alone. The optimum often sits on a cliff (the
 last stable inner step of an outer rate, where a Nesterov or large-outer-rate map turns
 unstable): a fixed log grid lands on either side of it by chance, and an outside search of
 much wider and finer grids found up to 2.25x fewer rounds there before this step
-(``benchmarks/bench_map_tuning_gap.py``). ``max_extend = 0`` refines nothing either, nor does the Monte-Carlo engine (a sampled
+(``benchmarks/bench_map_tuning_gap.py``). The patch and the near rows are taken around up to
+:data:`~theory.compare.refine.SPREAD` configurations of a tie of optima where the optimum
+takes at most :data:`~theory.compare.refine.FEW` rounds (only the middle above), and with
+outer rates each optimum is also extended along its ``alpha * gamma`` diagonal until interior
+there (:mod:`theory.compare.refine`). ``max_extend = 0`` refines nothing either, nor does the Monte-Carlo engine (a sampled
 value's cliff is noise).
 
 A result still on an edge says so (``alpha_edge = "lower"``, ``gamma_edge = "lower"`` or
@@ -52,6 +56,7 @@ import numpy as np
 from core.validation import check_fraction, check_int, check_number
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
+from theory.compare.refine import diagonal, spread_for, tie_points
 
 __all__ = [
     "Grid",
@@ -168,6 +173,7 @@ class _Cell:
         self.extended = 0
         self.verified: set[tuple[float, float]] = set()
         self.extra: list[tuple[float, float]] = []  # refinement points off the product grid
+        self.diag_steps = 0
 
     def pending(self) -> list[tuple[float, float]]:
         grid = [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.index]
@@ -220,9 +226,12 @@ def tune(
     state = [_Cell(grid.alphas(m, L, eta, p), grid.gammas(m)) for eta, p in cells]
     T = _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
     levels = grid.refine if grid.max_extend > 0 else 0
+    diag = m.has_outer and levels > 0 and len(grid.gammas(m)) > 1
     while True:
         while True:
             grown = [_extend(c, T, grid) for c in state]  # every cell, not the first
+            if diag:
+                grown += [_diagonal(c, T) for c in state]
             if not any(grown):
                 break
             _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
@@ -316,6 +325,32 @@ def _extend(c: _Cell, T: int, grid: Grid) -> bool:
     return added
 
 
+#: at most this many diagonal steps per cell (each one step along every optimum's diagonal)
+MAX_DIAGONAL = 16
+
+
+def _diagonal(c: _Cell, T: int) -> bool:
+    """One step along the ``alpha * gamma`` diagonal around every target's optima
+    (:func:`theory.compare.refine.diagonal`); whether any configuration is new."""
+    if c.diag_steps >= MAX_DIAGONAL:
+        return False
+    top = max(c.alphas)
+    rows: dict[float, list[float]] = {}
+    for a, g in c.keys:
+        rows.setdefault(g, []).append(a)
+    rows = {g: sorted(xs) for g, xs in rows.items()}
+    new = []
+    for e in range(T):
+        arg = _argmins(c, e)
+        if arg:
+            n = spread_for(int(c.R[c.index[arg[0]], e]))
+            new += diagonal(arg, rows, top, GAMMA_MIN, GAMMA_MAX, n)
+    new = [k for k in dict.fromkeys(new) if k not in c.index]
+    c.extra += new
+    c.diag_steps += 1
+    return bool(new)
+
+
 def _midpoints(values: list[float], x: float) -> list[float]:
     """``x`` and the geometric midpoints between ``x`` and its nearest neighbours in
     ``values`` (below and above, where they exist)."""
@@ -333,16 +368,20 @@ def _midpoints(values: list[float], x: float) -> list[float]:
 NEAR = 2.0
 
 
-def _row_optima(c: _Cell, e: int, within: float) -> dict[float, float]:
+def _row_optima(c: _Cell, e: int, within: float, n: int) -> dict[float, list[float]]:
     """Per outer rate whose least rounds for target ``e`` is at most ``within``: the inner
-    step attaining it (the smallest of a tie)."""
+    steps attaining it (a tie: up to :data:`~theory.compare.refine.SPREAD`, spread)."""
     col = c.R[:, e]
-    out: dict[float, tuple[int, float]] = {}
+    out: dict[float, tuple[int, list[float]]] = {}
     for j, (a, g) in enumerate(c.keys):
         r = int(col[j])
-        if r >= 0 and c.ok[j] and r <= within and (g not in out or (r, a) < out[g]):
-            out[g] = (r, a)
-    return {g: a for g, (_, a) in out.items()}
+        if r < 0 or not c.ok[j] or r > within:
+            continue
+        if g not in out or r < out[g][0]:
+            out[g] = (r, [a])
+        elif r == out[g][0]:
+            out[g][1].append(a)
+    return {g: [a for a, _ in tie_points([(a, g) for a in xs], n)] for g, (_, xs) in out.items()}
 
 
 def _refine(c: _Cell, T: int) -> bool:
@@ -352,16 +391,18 @@ def _refine(c: _Cell, T: int) -> bool:
     gammas = sorted({k[1] for k in c.keys})
     new = []
     for e in range(T):
-        k = _pick(c, e)
-        if k is None:
+        arg = _argmins(c, e)
+        if not arg:
             continue
-        for a in _midpoints(alphas, k[0]):
-            for g in _midpoints(gammas, k[1]) if len(gammas) > 1 else [k[1]]:
-                new.append((a, g))
-        best = int(c.R[c.index[k], e])
-        for g, a in _row_optima(c, e, NEAR * best).items():  # every near row's cliff
+        best = int(c.R[c.index[arg[0]], e])
+        n = spread_for(best)
+        for k in tie_points(arg, n):  # around the whole tie, not only its middle
+            for a in _midpoints(alphas, k[0]):
+                for g in _midpoints(gammas, k[1]) if len(gammas) > 1 else [k[1]]:
+                    new.append((a, g))
+        for g, xs in _row_optima(c, e, NEAR * best, n).items():  # every near row's cliff
             row = sorted(x for x, y in c.keys if y == g)
-            new += [(x, g) for x in _midpoints(row, a)]
+            new += [(x, g) for a in xs for x in _midpoints(row, a)]
     new = [k for k in dict.fromkeys(new) if k not in c.index]
     c.extra += new
     return bool(new)
