@@ -66,7 +66,11 @@ def _launcher_bound_nothing(events: list[dict]) -> bool:
     return not [e for e in events if e["rank"] is None and e["event"] == "set_device"]
 
 
-@pytest.mark.parametrize(("nproc", "restart"), [(2, True), (4, False)], ids=["2-restart", "4"])
+@pytest.mark.parametrize(
+    ("nproc", "restart"),
+    [(2, True), pytest.param(4, False, marks=pytest.mark.slow)],  # 4 ranks: ~13 s on 2 cores
+    ids=["2-restart", "4"],
+)
 def test_each_rank_binds_its_own_gpu(nproc, restart, tmp_path):
     """``palsgd train --nproc N --device cuda --T 4``: every rank binds ``cuda:LOCAL_RANK``
     before an NCCL group with that ``device_id``. With 2 ranks the run crashes after step 2
