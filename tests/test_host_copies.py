@@ -197,6 +197,7 @@ def test_causal_padding_mask_is_transformers_eager_mask():
         assert torch.equal(ours, theirs.expand_as(ours)), name
 
 
+@pytest.mark.slow  # 13 s; the default run's sync-free check counts every blocking copy
 @pytest.mark.distributed
 def test_trainer_steps_copy_only_their_batches(tmp_path):
     """Every step of the trainer (warm-up, gradient, pull, sync) copies nothing from the host

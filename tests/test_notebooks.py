@@ -34,9 +34,16 @@ NAMES = (
 #: per-cell time limit (seconds); a notebook as a whole should take about a minute
 CELL_TIMEOUT = 300
 #: the notebooks that train real runs or map hundreds of cells (20-40 s each on two idle
-#: cores): executed under ``-m slow``; in the default run every notebook's imports are
-#: resolved and its code compiled (:func:`test_notebook_code_compiles_and_imports_resolve`)
-HEAVY = ("04_reproduce_figure", "05_distributed_run_vs_bound", "06_when_pulling_pays")
+#: cores) and those over 10 s: executed under ``-m slow``; in the default run every
+#: notebook's imports are resolved and its code compiled
+#: (:func:`test_notebook_code_compiles_and_imports_resolve`), and 02 and 07 execute
+HEAVY = (
+    "01_explore_bounds",
+    "03_verify_bound",
+    "04_reproduce_figure",
+    "05_distributed_run_vs_bound",
+    "06_when_pulling_pays",
+)
 
 
 def _present(name: str) -> bool:

@@ -33,10 +33,13 @@ def test_gradient_descent_at_one_over_L_is_tight(T, L, F0):
     "case",
     [
         dict(K=2, H=2, R=2, L=1.0, alpha=0.1, zeta=1.0, F0=1.0, measured="anchors"),
-        dict(K=2, H=3, R=2, L=2.0, alpha=0.07, zeta=0.5, F0=3.0, measured="iterates"),
-        dict(K=2, H=2, R=3, L=0.5, alpha=0.9, zeta=2.0, F0=0.7, measured="anchors"),
+        # 9-11 s each on two cores: under -m slow
+        pytest.param(dict(K=2, H=3, R=2, L=2.0, alpha=0.07, zeta=0.5, F0=3.0,
+                          measured="iterates"), marks=pytest.mark.slow),
+        pytest.param(dict(K=2, H=2, R=3, L=0.5, alpha=0.9, zeta=2.0, F0=0.7,
+                          measured="anchors"), marks=pytest.mark.slow),
     ],
-)
+)  # fmt: skip
 def test_local_sgd_agrees_with_an_independent_pep(case):
     ours = worst_case("local_sgd", **case).value
     ref = local_sgd_worst(**case)
