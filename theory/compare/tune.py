@@ -56,7 +56,14 @@ import numpy as np
 from core.validation import check_fraction, check_int, check_number
 from theory.compare.exact import Quadratic, exact_rounds
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
-from theory.compare.refine import diagonal, spread_for, tie_points
+from theory.compare.refine import (
+    GAMMA_MAX,
+    GAMMA_MIN,
+    Cell,
+    argmins,
+    diagonal_step,
+    refine_patch,
+)
 
 __all__ = [
     "Grid",
@@ -148,57 +155,11 @@ Evaluator = Callable[..., tuple[np.ndarray, np.ndarray]]
 #: each configuration's values at its answers are resolved in float64
 Verifier = Callable[..., np.ndarray]
 
-#: the outer rates are extended while the optimum sits on their edge and inside these
-GAMMA_MIN, GAMMA_MAX = 2.0**-10, 2.0**14
-
 
 def exact_evaluator(q: Quadratic) -> Evaluator:
     """The exact first and sustained passages on the quadratic ``q`` (:func:`exact_rounds`):
     ``T = 2E`` targets, the first passage below each ``eps`` then the sustained one."""
     return partial(exact_rounds, q, sustained=True)
-
-
-class _Cell:
-    """The evaluated configurations of one cell: their ``(alpha, gamma)`` keys, rounds
-    ``R`` ``(n, T)`` and diverged flags, and the configurations refused or verified."""
-
-    def __init__(self, alphas: np.ndarray, gammas: np.ndarray) -> None:
-        self.alphas, self.gammas = [float(a) for a in alphas], [float(g) for g in gammas]
-        self.keys: list[tuple[float, float]] = []
-        self.index: dict[tuple[float, float], int] = {}
-        self.R = np.zeros((0, 0), dtype=np.int64)
-        self.div = np.zeros(0, dtype=bool)
-        self.ok = np.zeros(0, dtype=bool)  # not refused
-        self.ext_alpha = 0
-        self.extended = 0
-        self.verified: set[tuple[float, float]] = set()
-        self.extra: list[tuple[float, float]] = []  # refinement points off the product grid
-        self.diag_steps = 0
-
-    def pending(self) -> list[tuple[float, float]]:
-        grid = [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.index]
-        return grid + [
-            k for k in dict.fromkeys(self.extra) if k not in self.index and k not in grid
-        ]
-
-    def add(self, keys: list[tuple[float, float]], R: np.ndarray, div: np.ndarray) -> None:
-        for k in keys:
-            self.index[k] = len(self.keys)
-            self.keys.append(k)
-        self.R = R if self.R.size == 0 else np.concatenate([self.R, R])
-        self.div = np.concatenate([self.div, div])
-        self.ok = np.concatenate([self.ok, np.ones(len(keys), dtype=bool)])
-
-    def refuse(self, k: tuple[float, float]) -> None:
-        self.ok[self.index[k]] = False
-
-    def best(self, T: int) -> np.ndarray:
-        """``(T,)`` the least rounds per target so far (-1: none)."""
-        if self.R.size == 0:
-            return np.full(T, -1, dtype=np.int64)
-        R = np.where((self.R >= 0) & self.ok[:, None], self.R, np.iinfo(np.int64).max)
-        b = R.min(axis=0)
-        return np.where(b == np.iinfo(np.int64).max, -1, b)
 
 
 def tune(
@@ -223,7 +184,7 @@ def tune(
     ``verify``: the precision guard of the module docstring (``None``: none).
     """
     eps = np.asarray(eps, dtype=float).reshape(-1)
-    state = [_Cell(grid.alphas(m, L, eta, p), grid.gammas(m)) for eta, p in cells]
+    state = [Cell(grid.alphas(m, L, eta, p), grid.gammas(m)) for eta, p in cells]
     T = _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
     levels = grid.refine if grid.max_extend > 0 else 0
     diag = m.has_outer and levels > 0 and len(grid.gammas(m)) > 1
@@ -231,12 +192,12 @@ def tune(
         while True:
             grown = [_extend(c, T, grid) for c in state]  # every cell, not the first
             if diag:
-                grown += [_diagonal(c, T) for c in state]
+                grown += [diagonal_step(c, T) for c in state]
             if not any(grown):
                 break
             _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
         # a refined optimum can land on an edge again: then extend again
-        if levels == 0 or not any([_refine(c, T) for c in state]):
+        if levels == 0 or not any([refine_patch(c, T) for c in state]):
             break
         levels -= 1
         _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
@@ -276,19 +237,7 @@ def _run_pending(evaluate, m, H, cells, state, eps, caps, mu) -> int:
     return int(rounds.shape[1])
 
 
-def _argmins(c: _Cell, e: int) -> list[tuple[float, float]]:
-    """The configurations attaining the least rounds for target ``e`` (empty if none)."""
-    if c.R.size == 0:
-        return []
-    col = c.R[:, e]
-    use = (col >= 0) & c.ok
-    if not use.any():
-        return []
-    best = col[use].min()
-    return [c.keys[j] for j in np.flatnonzero(use & (col == best))]
-
-
-def _extend(c: _Cell, T: int, grid: Grid) -> bool:
+def _extend(c: Cell, T: int, grid: Grid) -> bool:
     """Extend ``c``'s grid past every edge an optimum sits on (or, when a target is not
     reached at all, below its smallest inner step unless every configuration there
     diverged), within the caps of the module docstring. Whether anything was added."""
@@ -296,7 +245,7 @@ def _extend(c: _Cell, T: int, grid: Grid) -> bool:
     gs = sorted(c.gammas)
     down = up_g = down_g = False
     for e in range(T):
-        arg = _argmins(c, e)
+        arg = argmins(c, e)
         if not arg:
             lowest = [c.div[j] for j, k in enumerate(c.keys) if k[0] == lo_a]
             down |= not all(lowest)
@@ -325,89 +274,6 @@ def _extend(c: _Cell, T: int, grid: Grid) -> bool:
     return added
 
 
-#: at most this many diagonal steps per cell (each one step along every optimum's diagonal)
-MAX_DIAGONAL = 16
-
-
-def _diagonal(c: _Cell, T: int) -> bool:
-    """One step along the ``alpha * gamma`` diagonal around every target's optima
-    (:func:`theory.compare.refine.diagonal`); whether any configuration is new."""
-    if c.diag_steps >= MAX_DIAGONAL:
-        return False
-    top = max(c.alphas)
-    rows: dict[float, list[float]] = {}
-    for a, g in c.keys:
-        rows.setdefault(g, []).append(a)
-    rows = {g: sorted(xs) for g, xs in rows.items()}
-    new = []
-    for e in range(T):
-        arg = _argmins(c, e)
-        if arg:
-            n = spread_for(int(c.R[c.index[arg[0]], e]))
-            new += diagonal(arg, rows, top, GAMMA_MIN, GAMMA_MAX, n)
-    new = [k for k in dict.fromkeys(new) if k not in c.index]
-    c.extra += new
-    c.diag_steps += 1
-    return bool(new)
-
-
-def _midpoints(values: list[float], x: float) -> list[float]:
-    """``x`` and the geometric midpoints between ``x`` and its nearest neighbours in
-    ``values`` (below and above, where they exist)."""
-    below = [v for v in values if v < x]
-    above = [v for v in values if v > x]
-    out = [x]
-    if below:
-        out.append(float(np.sqrt(max(below) * x)))
-    if above:
-        out.append(float(np.sqrt(min(above) * x)))
-    return out
-
-
-#: refinement also searches every outer rate whose best is within this factor of the optimum
-NEAR = 2.0
-
-
-def _row_optima(c: _Cell, e: int, within: float, n: int) -> dict[float, list[float]]:
-    """Per outer rate whose least rounds for target ``e`` is at most ``within``: the inner
-    steps attaining it (a tie: up to :data:`~theory.compare.refine.SPREAD`, spread)."""
-    col = c.R[:, e]
-    out: dict[float, tuple[int, list[float]]] = {}
-    for j, (a, g) in enumerate(c.keys):
-        r = int(col[j])
-        if r < 0 or not c.ok[j] or r > within:
-            continue
-        if g not in out or r < out[g][0]:
-            out[g] = (r, [a])
-        elif r == out[g][0]:
-            out[g][1].append(a)
-    return {g: [a for a, _ in tie_points([(a, g) for a in xs], n)] for g, (_, xs) in out.items()}
-
-
-def _refine(c: _Cell, T: int) -> bool:
-    """Add the refinement patch around every target's reported optimum (module docstring);
-    whether any configuration is new."""
-    alphas = sorted({k[0] for k in c.keys})
-    gammas = sorted({k[1] for k in c.keys})
-    new = []
-    for e in range(T):
-        arg = _argmins(c, e)
-        if not arg:
-            continue
-        best = int(c.R[c.index[arg[0]], e])
-        n = spread_for(best)
-        for k in tie_points(arg, n):  # around the whole tie, not only its middle
-            for a in _midpoints(alphas, k[0]):
-                for g in _midpoints(gammas, k[1]) if len(gammas) > 1 else [k[1]]:
-                    new.append((a, g))
-        for g, xs in _row_optima(c, e, NEAR * best, n).items():  # every near row's cliff
-            row = sorted(x for x, y in c.keys if y == g)
-            new += [(x, g) for a in xs for x in _midpoints(row, a)]
-    new = [k for k in dict.fromkeys(new) if k not in c.index]
-    c.extra += new
-    return bool(new)
-
-
 def _guard(verify: Verifier, m, H, cells, state, eps, T, mu) -> None:
     """Recheck every reported optimum (:func:`_pick`) in extended precision; refuse the
     unresolved and take the next best until each target's optimum is confirmed (or none is
@@ -433,16 +299,16 @@ def _guard(verify: Verifier, m, H, cells, state, eps, T, mu) -> None:
                 state[i].refuse(k)
 
 
-def _pick(c: _Cell, e: int) -> tuple[float, float] | None:
+def _pick(c: Cell, e: int) -> tuple[float, float] | None:
     """The configuration reported for target ``e``: the middle of the tie of optima."""
-    arg = sorted(_argmins(c, e))
+    arg = sorted(argmins(c, e))
     return arg[len(arg) // 2] if arg else None
 
 
-def _best(c: _Cell, e: int, m: Method, grid: Grid) -> Tuned:
+def _best(c: Cell, e: int, m: Method, grid: Grid) -> Tuned:
     common = dict(configs=len(c.keys), diverged=int(c.div.sum()), extended=c.extended,
                   refused=int((~c.ok).sum()), rechecked=len(c.verified))  # fmt: skip
-    arg = _argmins(c, e)
+    arg = argmins(c, e)
     if not arg:
         return Tuned(None, **common)
     arg = sorted(arg)
