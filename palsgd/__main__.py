@@ -1,7 +1,5 @@
 """``python -m palsgd``: the same as the ``palsgd`` console script."""
 
-import sys
+from palsgd.cli import entry
 
-from palsgd.cli import main
-
-sys.exit(main())
+entry()

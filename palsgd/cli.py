@@ -29,7 +29,7 @@ from palsgd import startup
 from paper_figures import commands as figures_commands
 from theory import commands as theory_commands
 
-__all__ = ["main", "build_parser", "HelpFormatter", "Parser", "SUBCOMMANDS", "version"]
+__all__ = ["main", "entry", "build_parser", "HelpFormatter", "Parser", "SUBCOMMANDS", "version"]
 
 #: name -> (module, one-line help), in the order ``palsgd --help`` lists them
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -144,5 +144,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return guarded(f"palsgd {cmd}", run)
 
 
+def entry() -> None:
+    """The ``palsgd`` console script and ``python -m palsgd``: :func:`main`, then exit.
+
+    An interrupted command (130) ends with ``os._exit`` once its line is printed and its
+    clean-up has run: a Ctrl-C that landed while a C extension ran Python code through
+    ``PyRun_String`` (during an import) leaves CPython's "unhandled KeyboardInterrupt" flag
+    set even though the command caught it, and the interpreter would then end itself with
+    the signal (exit status -2) instead of 130."""
+    code = main()
+    if code == exitcodes.INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()
