@@ -1,4 +1,4 @@
-"""Tests of the on-disk cache of compiled bounds (theory.bound_cache) and the fast CLI paths."""
+"""Tests of the on-disk cache of compiled bounds (theory.bound.cache) and the fast CLI paths."""
 
 import json
 import os
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import theory
-from theory import bound_cache, bound_registry
 from theory.bound import Bound
+from theory.bound import cache as bound_cache
+from theory.bound import registry as bound_registry
 from theory.bounds import get
 from theory.check import check
 
@@ -200,7 +201,7 @@ def test_warm_cli_imports_neither_sympy_nor_numpy_where_it_can(tmp_path):
 
 
 def test_bytecode_only_for_the_same_interpreter():
-    from theory.bound_numeric import CompiledFn
+    from theory.bound.numeric import CompiledFn
 
     fn = get("sgd").compiled.f_expression
     d = fn.to_dict()

@@ -1,4 +1,4 @@
-"""The vectorised step-size and H searches of theory.bound_numeric against scalar references."""
+"""The vectorised step-size and H searches of theory.bound.numeric against scalar references."""
 
 import math
 

@@ -3,13 +3,9 @@
 Errors, the value checks, files, writers, limits and exit codes are the base layer's
 (:mod:`core`), which this package imports and which imports nothing of it.
 
-Files: ``bound.py`` (the symbolic :class:`~theory.bound.Bound`), ``bound_compile.py``
-(sympy to compiled formulas), ``bound_rates.py`` (rate in ``T``), ``bound_numeric.py``
-(:class:`~theory.bound_numeric.CompiledBound`, the sympy-free numerics), ``bound_search.py``
-(grid searches), ``bound_results.py`` (``MaxH``, ``OptimalStep``, ``ConditionResult``),
-``compiled_fn.py``, ``bound_cache.py`` (on-disk cache of each bound's compiled formulas),
-``bound_registry.py`` (the registered bounds without sympy: the registry snapshot; it reads
-the registry, which never imports it), ``bounds/`` (the registry),
+Files: ``bound/`` (the bound machinery: the symbolic :class:`~theory.bound.Bound`, its
+compiled sympy-free numerics, grid searches, results and on-disk caches, and the registry
+snapshot), ``bounds/`` (the registry),
 ``proofs/`` (machine-checked lemma chains), ``check/`` and ``check_bounds_cmd.py``
 (``palsgd check`` / ``bounds``), ``presets.py``, ``validation.py`` (the table of the
 notation's parameters and the checks against it), ``problems/`` (synthetic
@@ -39,8 +35,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "bounds": ("theory.bounds", None),
     "Bound": ("theory.bound", "Bound"),
-    "MaxH": ("theory.bound_results", "MaxH"),
-    "OptimalStep": ("theory.bound_results", "OptimalStep"),
+    "MaxH": ("theory.bound.results", "MaxH"),
+    "OptimalStep": ("theory.bound.results", "OptimalStep"),
     "at_optimal_step": ("theory.shortcuts", "at_optimal_step"),
     "verify_bound": ("theory.shortcuts", "verify_bound"),
 }

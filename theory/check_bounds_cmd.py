@@ -13,7 +13,7 @@ import argparse
 import json
 
 from core.errors import UserInputError
-from theory import bound_registry
+from theory.bound import registry as bound_registry
 
 __all__ = ["add_arguments", "run", "render"]
 
@@ -77,7 +77,7 @@ def _get(known: dict[str, dict], name: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Run ``palsgd bounds``; unknown names raise UserInputError (exit 2).
 
-    The descriptions come from :func:`theory.bound_registry.descriptions` (the on-disk
+    The descriptions come from :func:`theory.bound.registry.descriptions` (the on-disk
     registry snapshot: no sympy or numpy once it is written).
     """
     known = {d["name"]: d for d in bound_registry.descriptions()}

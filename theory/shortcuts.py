@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import UserInputError
 from theory import bounds as registry
 from theory.bound import Bound
-from theory.bound_numeric import CompiledBound, OptimalStep
+from theory.bound.numeric import CompiledBound, OptimalStep
 
 if TYPE_CHECKING:  # the verifier is imported when a bound is verified (scipy, matplotlib)
     from theory.verify.report_types import VerifyReport

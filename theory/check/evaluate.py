@@ -11,10 +11,10 @@ import numpy as np
 
 from core.errors import UserInputError
 from core.validation import check_choice, check_type
-from theory import bound_registry
 from theory.algorithm import NAMES, lookup
 from theory.assumptions import A3_IID, OUTER_AVERAGING
-from theory.bound_numeric import CompiledBound
+from theory.bound import registry as bound_registry
+from theory.bound.numeric import CompiledBound
 from theory.check import contradiction
 from theory.check.lower import lower_values
 from theory.check.render import fmt as _fmt
@@ -210,7 +210,7 @@ def check(
 
     ``values``: parameters by project name or the authors' alias (scalars); ``eps`` among
     them asks for the rounds to reach ``eps``. ``bounds``: names (or
-    :class:`~theory.bound.Bound` or :class:`~theory.bound_numeric.CompiledBound` objects);
+    :class:`~theory.bound.Bound` or :class:`~theory.bound.numeric.CompiledBound` objects);
     default: every registered bound whose ``algorithms`` include the algorithm implied by the
     inputs (:func:`infer_algorithm`, or ``algorithm`` if given). ``preset``: a
     :mod:`theory.presets` name whose values ``values`` override; its caveats are reported.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from theory.algorithm import PULL_EDGE, pull_stability
-from theory.bound_numeric import CompiledBound
+from theory.bound.numeric import CompiledBound
 from theory.check.render import fmt as _fmt
 from theory.check.report import ConfigWarning
 

@@ -198,7 +198,7 @@ def max_steps(bound: Bound, d: Mapping[str, np.ndarray]) -> np.ndarray:
     The search of :meth:`theory.bound.Bound.max_step` (feasible at ``1e-14``; the largest
     feasible decade up to ``1e12``; then the feasible end of a bracket), with 32 geometric
     bisections (relative precision 1e-9) instead of its finer grid refinement, on the
-    bound's own compiled conditions (:meth:`theory.bound_numeric.CompiledBound.feasible`):
+    bound's own compiled conditions (:meth:`theory.bound.numeric.CompiledBound.feasible`):
     about ten times faster on a search batch, and the returned step meets every condition
     exactly (``tests/test_verify_exact.py`` checks it against ``Bound.max_step``)."""
     comp = bound.compiled

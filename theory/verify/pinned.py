@@ -18,8 +18,8 @@ import numpy as np
 import sympy as sp
 
 from theory.bound import Bound, Condition
-from theory.bound_compile import compile_formula
-from theory.compiled_fn import CompiledFn
+from theory.bound.compiled_fn import CompiledFn
+from theory.bound.compiler import compile_formula
 
 __all__ = ["pinned_roots", "pinned_step", "pinned_values"]
 

@@ -5,14 +5,14 @@ A :class:`CompiledBound` holds what :class:`theory.bound.Bound` computes from it
 expressions once (the lambdified Python source of the expression, its terms, the condition
 sides, the recommended step and the expanded speed-up split of :meth:`CompiledBound.max_H`)
 and everything the checker prints about the bound. It is built from a ``Bound`` by
-:func:`theory.bound_cache.compiled` (or loaded from the on-disk cache), so ``palsgd check``
+:func:`theory.bound.cache.compiled` (or loaded from the on-disk cache), so ``palsgd check``
 runs without importing sympy. Every numeric method of ``Bound`` is the method of the same
 name here; units, vectorisation and the assumptions of the searches are documented on
 :class:`theory.bound.Bound`.
 
-The compiled formulas are :class:`~theory.compiled_fn.CompiledFn`; the searches are the
-grid searches of :mod:`theory.bound_search`; the results are the types of
-:mod:`theory.bound_results`. Their names are re-exported here.
+The compiled formulas are :class:`~theory.bound.compiled_fn.CompiledFn`; the searches are the
+grid searches of :mod:`theory.bound.search`; the results are the types of
+:mod:`theory.bound.results`. Their names are re-exported here.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import numpy as np
 from core.errors import UserInputError
 from core.validation import check_choice, check_int, check_number
 from theory.assumptions import Assumption
-from theory.bound_results import ConditionResult, MaxH, OptimalStep, binding
-from theory.bound_search import (
+from theory.bound.compiled_fn import CODE_TAG, MODULES, CompiledFn, resolve_globals
+from theory.bound.results import ConditionResult, MaxH, OptimalStep, binding
+from theory.bound.search import (
     GRID,
     ext,
     first_true_count,
@@ -37,7 +38,6 @@ from theory.bound_search import (
     log_minimiser,
     shape_of,
 )
-from theory.compiled_fn import CODE_TAG, MODULES, CompiledFn, resolve_globals
 from theory.validation import validate
 
 __all__ = [
@@ -262,7 +262,7 @@ class CompiledBound:
         it has none), ``"optimal"`` (numeric optimum at each H) or a number. A given ``H``
         (and, unless ``step`` is a number, ``alpha``) is ignored. NaN where ``H = 1``
         already fails, and ``h_max`` where no limit was found below it (always, if the bound
-        does not depend on ``H``). The result (:class:`~theory.bound_results.MaxH`) also
+        does not depend on ``H``). The result (:class:`~theory.bound.results.MaxH`) also
         holds the smaller of the two limits, which one binds, and the step used there.
         """
         factor = check_number("factor", factor, 0.0, low_open=True)

@@ -1,9 +1,9 @@
 """From a bound's sympy statement to its sympy-free compiled forms.
 
-:func:`compile_formula` lambdifies expressions into :class:`~theory.compiled_fn.CompiledFn`
+:func:`compile_formula` lambdifies expressions into :class:`~theory.bound.compiled_fn.CompiledFn`
 (the Python source over numpy kept, so that it can be cached); :func:`compile_entry` is the
 input-independent symbolic work of a :class:`~theory.bound.Bound` as the JSON-ready entry of
-the on-disk cache (:mod:`theory.bound_cache`); :func:`cache_text` is the statement as text,
+the on-disk cache (:mod:`theory.bound.cache`); :func:`cache_text` is the statement as text,
 what that entry depends on.
 """
 
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import sympy as sp
 
 from core.errors import UserInputError
-from theory.bound_rates import speedup_exprs
-from theory.compiled_fn import CompiledFn, resolve_globals
+from theory.bound.compiled_fn import CompiledFn, resolve_globals
+from theory.bound.rates import speedup_exprs
 
 if TYPE_CHECKING:
     from theory.bound import Bound

@@ -1,6 +1,6 @@
 """A compiled formula without sympy: :class:`CompiledFn`, the Python source of a lambdified
 expression over numpy with its parameter names, and its JSON form (source and bytecode) for
-the on-disk cache of :mod:`theory.bound_cache`."""
+the on-disk cache of :mod:`theory.bound.cache`."""
 
 from __future__ import annotations
 

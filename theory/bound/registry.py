@@ -1,6 +1,6 @@
 """The registered bounds without sympy: the registry snapshot of the on-disk cache.
 
-``registry-<fingerprint>.json`` (in :func:`theory.bound_cache.cache_dir`) lists the
+``registry-<fingerprint>.json`` (in :func:`theory.bound.cache.cache_dir`) lists the
 registered built-in bounds (their descriptions, metadata and bound keys) and lower bounds,
 so that a fresh process (``palsgd check``, ``palsgd bounds``) knows them without importing
 sympy. ``fingerprint`` hashes the package version and the text of every module of the
@@ -8,7 +8,7 @@ sympy. ``fingerprint`` hashes the package version and the text of every module o
 it; whatever bounds the modules register are listed, one entry each.
 
 The dependencies point one way: this module reads the registry (:mod:`theory.bounds`,
-:mod:`theory.lower`) and the per-bound cache (:mod:`theory.bound_cache`); the registry
+:mod:`theory.lower`) and the per-bound cache (:mod:`theory.bound.cache`); the registry
 imports :mod:`theory.bound`, which imports only the per-bound cache, never this module.
 This module imports neither sympy nor numpy; the registry is imported inside the functions
 that need it (it imports sympy, which ``palsgd check`` on a warm cache never loads).
@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 import theory
-from theory.bound_cache import FORMAT, bound_key, cache_dir, load_entry, meta, read_file, write_file
+from theory.bound.cache import FORMAT, bound_key, cache_dir, load_entry, meta, read_file, write_file
 
 __all__ = ["KEEP_SNAPSHOTS", "descriptions", "fingerprint", "lower_descriptions", "registered"]
 
@@ -98,7 +98,7 @@ def _live() -> bool:
 
 
 def registered() -> dict[str, Any]:
-    """Every registered bound as a :class:`~theory.bound_numeric.CompiledBound`, by name.
+    """Every registered bound as a :class:`~theory.bound.numeric.CompiledBound`, by name.
 
     In a process that has imported :mod:`theory.bounds` (and may have registered its own
     bounds), the live registry; otherwise the built-in bounds from the registry snapshot,

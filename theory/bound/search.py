@@ -3,7 +3,7 @@
 Each search takes a predicate or objective that evaluates a whole grid of candidates at
 once (a trailing array axis after the broadcast shape of the inputs), so a search costs
 about ten calls instead of hundreds of scalar calls. Used by
-:class:`theory.bound_numeric.CompiledBound`.
+:class:`theory.bound.numeric.CompiledBound`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Two kinds of files, JSON, in :func:`cache_dir` (``$PALSGD_CACHE_DIR``; else
   symbol (their sympy ``srepr`` text), the package version and :data:`FORMAT`: a changed
   statement or version is a different file.
 * ``registry-<fingerprint>.json``: the registry snapshot, written and read by
-  :mod:`theory.bound_registry` through :func:`read_file` and :func:`write_file`.
+  :mod:`theory.bound.registry` through :func:`read_file` and :func:`write_file`.
 
 Every read is checked (format, version, key, and a digest of a bound entry's content)
 and any failure (missing, corrupt or
@@ -128,11 +128,11 @@ def meta(bound: Any) -> dict[str, Any]:
 
 
 def _build(entry: dict[str, Any], meta: dict[str, Any]) -> Any:
-    """A :class:`~theory.bound_numeric.CompiledBound` from a cache entry and the metadata."""
+    """A :class:`~theory.bound.numeric.CompiledBound` from a cache entry and the metadata."""
     # numpy comes with the numerics only: `palsgd bounds` reads descriptions without it
     from theory.algorithm import spec_from_summary
     from theory.assumptions import Assumption
-    from theory.bound_numeric import CompiledBound, CompiledFn
+    from theory.bound.numeric import CompiledBound, CompiledFn
 
     name = meta["name"]
 
@@ -193,7 +193,7 @@ def load_entry(key: str, meta: dict[str, Any]) -> Any | None:
 
 
 def compiled(bound: Any) -> Any:
-    """The :class:`~theory.bound_numeric.CompiledBound` of a :class:`~theory.bound.Bound`.
+    """The :class:`~theory.bound.numeric.CompiledBound` of a :class:`~theory.bound.Bound`.
 
     From ``bound-<key>.json`` when present and valid; otherwise computed with sympy
     (:meth:`Bound.compile_entry`) and written there.

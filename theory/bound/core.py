@@ -13,10 +13,10 @@ squared gradient norm; ``F0`` is in units of loss, ``L`` of loss/length^2, ``sig
 Everything numeric is vectorised: any parameter may be a numpy array, and results have the
 broadcast shape of *all* supplied parameters (including ones the bound does not use).
 Sympy expressions are compiled once per bound with :func:`sympy.lambdify`
-(:mod:`theory.bound_compile`) into a sympy-free :class:`~theory.bound_numeric.CompiledBound`
-(:attr:`Bound.compiled`), kept in the on-disk cache of :mod:`theory.bound_cache`; the
+(:mod:`theory.bound.compiler`) into a sympy-free :class:`~theory.bound.numeric.CompiledBound`
+(:attr:`Bound.compiled`), kept in the on-disk cache of :mod:`theory.bound.cache`; the
 numeric methods are that object's methods of the same name, documented there. The rate
-in ``T`` is :mod:`theory.bound_rates`.
+in ``T`` is :mod:`theory.bound.rates`.
 Public methods validate their inputs once through :func:`theory.validation.validate`;
 the searches work on the validated arrays without validating again.
 
@@ -38,13 +38,13 @@ from typing import Any
 import sympy as sp
 
 from core.errors import UserInputError
-from theory import bound_cache
 from theory import symbols as S
 from theory.algorithm import AlgorithmSpec, covered_names, spec_summary
 from theory.assumptions import COIN_ASSUMPTIONS, Assumption
-from theory.bound_compile import cache_text, compile_entry, param_name
-from theory.bound_numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, MaxH, OptimalStep
-from theory.bound_rates import RateTerm, rate_groups, rate_terms
+from theory.bound import cache as bound_cache
+from theory.bound.compiler import cache_text, compile_entry, param_name
+from theory.bound.numeric import RTOL, CompiledBound, CompiledFn, ConditionResult, MaxH, OptimalStep
+from theory.bound.rates import RateTerm, rate_groups, rate_terms
 from theory.safe_parse import parse_condition, parse_formula
 
 __all__ = [
@@ -95,7 +95,7 @@ class Condition:
 
 
 def _numeric(name: str) -> Any:
-    """The method ``name`` of :class:`~theory.bound_numeric.CompiledBound`, run on
+    """The method ``name`` of :class:`~theory.bound.numeric.CompiledBound`, run on
     :attr:`Bound.compiled` (same signature and docstring)."""
     target = getattr(CompiledBound, name)
 
@@ -318,21 +318,21 @@ class Bound:
 
     @cached_property
     def compiled(self) -> CompiledBound:
-        """The sympy-free numerics (:class:`~theory.bound_numeric.CompiledBound`).
+        """The sympy-free numerics (:class:`~theory.bound.numeric.CompiledBound`).
 
-        Built once per bound and kept in the on-disk cache (:mod:`theory.bound_cache`),
+        Built once per bound and kept in the on-disk cache (:mod:`theory.bound.cache`),
         keyed by the statement's expressions and the package version.
         """
         return bound_cache.compiled(self)
 
     def compile_entry(self) -> dict[str, Any]:
         """The input-independent symbolic work, as the JSON-ready cache entry
-        (:func:`theory.bound_compile.compile_entry`)."""
+        (:func:`theory.bound.compiler.compile_entry`)."""
         return compile_entry(self)
 
     def cache_text(self) -> str:
         """The statement as text: what the compiled forms depend on
-        (:func:`theory.bound_compile.cache_text`)."""
+        (:func:`theory.bound.compiler.cache_text`)."""
         return cache_text(self)
 
     @cached_property
@@ -351,7 +351,7 @@ class Bound:
         return {}
 
     # ----------------------------------------------------------------- public numerics
-    # documented on theory.bound_numeric.CompiledBound, which computes them
+    # documented on theory.bound.numeric.CompiledBound, which computes them
     __call__ = _numeric("__call__")
     evaluate = _numeric("evaluate")
     at_optimal_step = _numeric("at_optimal_step")
