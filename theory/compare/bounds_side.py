@@ -24,6 +24,7 @@ winner agrees, and Spearman's rank correlation of the log ratios.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -34,24 +35,43 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory.bounds import get
+from theory.assumptions import A3_IID
+from theory.bound import Bound
+from theory.bounds import all_bounds, get
 from theory.compare.averages import exact_parts
 from theory.compare.exact import Quadratic
-from theory.compare.methods import BASELINES, METHODS, PALSGD_METHODS, round_cost
+from theory.compare.methods import BASELINES, METHODS, PALSGD_METHODS, Method, round_cost
 from theory.compare.records import CellResult, best_of
 from theory.compare.spec import MapSpec
 
-__all__ = ["METHOD_BOUNDS", "score_bounds", "agreement", "term_family"]
+__all__ = ["bounds_for", "speaks_for", "score_bounds", "agreement", "term_family"]
 
-#: the registered upper bounds that cover each compared method
-METHOD_BOUNDS: dict[str, tuple[str, ...]] = {
-    "sgd": ("sgd",),
-    "local_sgd": ("local_sgd_ours", "local_sgd_noniid", "local_sgd_outer"),
-    "diloco": ("local_sgd_outer",),
-    "palsgd": ("palsgd", "palsgd_outer", "palsgd_pull_aware"),
-    "palsgd_nesterov": ("palsgd_outer", "palsgd_pull_aware"),
-    "palsgd_shared": ("palsgd_shared_coins",),
-}
+
+def speaks_for(bound: Bound, m: Method) -> bool:
+    """Whether the registered upper bound ``bound`` is a statement about the compared method
+    ``m`` on the map's problems, read from the bound's own spec (:attr:`Bound.algorithm`,
+    :attr:`Bound.outers`, :attr:`Bound.assumptions`): it does not assume i.i.d. data (the
+    map's workers are heterogeneous), it assumes ``m``'s coin model, and it is stated for
+    ``m``'s algorithm with ``m``'s outer update, or for plain averaging when ``m``'s grid of
+    outer rates contains it (an outer SGD step without momentum at ``gamma = 1``), where the
+    bound's algorithm is ``m``'s or runs ``m``'s rounds with averaging (the table's
+    ``outer_name``: Local SGD's rounds are DiLoCo's)."""
+    spec, ms = bound.algorithm, m.spec
+    if spec is None or A3_IID in bound.assumptions or spec.coins != ms.coins:
+        return False
+    averages = ms.outer == "average" or (ms.outer == "sgd" and ms.mu == 0.0)
+    if spec.kind == ms.kind:
+        return ms.outer in bound.outers or (bound.outers == ("average",) and averages)
+    return spec.definition.outer_name == ms.kind and bound.outers == ("average",) and averages
+
+
+@functools.cache
+def bounds_for(name: str) -> tuple[str, ...]:
+    """The registered upper bounds that speak for the method ``name``
+    (:func:`speaks_for`), in the registry's order."""
+    return tuple(b.name for b in all_bounds() if speaks_for(b, METHODS[name]))
+
+
 _T_MAX = 10**13
 
 
@@ -133,7 +153,7 @@ def _guarantee_rounds(m, consts, H, eta, p, eps, grid) -> dict[str, np.ndarray]:
     ``(nH, nEta, E)``, at its best outer rate over ``m``'s grid (a trailing axis)."""
     out = {}
     shape = np.broadcast_shapes(np.shape(H), np.shape(eta))
-    for name in METHOD_BOUNDS[m.name]:
+    for name in bounds_for(m.name):
         b = get(name)
         vals: dict[str, Any] = dict(consts)
         Hb = np.asarray(H, dtype=float)[..., None] if "H" in b.parameters else np.ones(1)
@@ -206,7 +226,7 @@ def _tuned_points(cells: list[CellResult], q: Quadratic, consts: dict[str, float
             "mu": np.array([c.tuned[n]["mu"] or 0.0 for c in todo]),
         }  # fmt: skip
         parts = exact_parts(q, m, **cfg)
-        for name in METHOD_BOUNDS[n]:
+        for name in bounds_for(n):
             b = get(name)
             vals = {**consts, "alpha": cfg["alpha"], "T": R * H, "H": H}
             if m.pulls:

@@ -6,7 +6,7 @@ inner step ``alpha`` left to the tuning grid) with its coin model and outer upda
 | method | spec kind | outer update | coins | tuned over |
 |---|---|---|---|---|
 | ``sgd`` | ``sgd`` (minibatch SGD / DDP) | (every step) | | ``alpha`` |
-| ``local_sgd`` | ``diloco`` (Local SGD rounds + outer step) | SGD, ``mu = 0`` (``gamma = 1``: averaging) | | ``alpha``, ``gamma`` |
+| ``local_sgd`` | ``local_sgd`` run on its ``outer_name``, ``diloco`` (Local SGD rounds + outer step) | SGD, ``mu = 0`` (``gamma = 1``: averaging) | | ``alpha``, ``gamma`` |
 | ``diloco`` | ``diloco`` | Nesterov | | ``alpha``, ``gamma`` (``mu`` fixed) |
 | ``palsgd`` | ``palsgd`` | SGD, ``mu = 0`` | independent | ``alpha``, ``gamma`` |
 | ``palsgd_nesterov`` | ``palsgd`` | Nesterov | independent | ``alpha``, ``gamma`` |
@@ -43,6 +43,7 @@ from theory.algorithm import (
     DILOCO_DEFAULT_MU,
     PULL_EDGE,
     AlgorithmSpec,
+    lookup,
 )
 from theory.coins import round_excess
 
@@ -115,15 +116,23 @@ class Method:
         return self.spec.shared_coins
 
 
-def _method(name: str, kind: str, label: str, **spec: Any) -> Method:
-    return Method(name, AlgorithmSpec.of(kind, **spec), label)
+def _method(name: str, algorithm: str, label: str, **values: Any) -> Method:
+    """The method ``name``: the table's ``algorithm`` (a name or a preset) with ``values``;
+    an outer update the row does not take runs on the row's ``outer_name`` (Local SGD with
+    an outer SGD step runs DiLoCo's rounds)."""
+    row = lookup(algorithm)
+    outer = values.get("outer")
+    if outer is not None and outer not in row.outers and row.outer_name:
+        algorithm = row.outer_name
+    return Method(name, AlgorithmSpec.of(algorithm, **values), label)
 
 
+#: the compared methods, each a row of the algorithm table with its outer update and coins
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         _method("sgd", "sgd", "minibatch SGD (DDP)"),
-        _method("local_sgd", "diloco", "Local SGD (outer SGD)", outer="sgd", mu=0.0),
+        _method("local_sgd", "local_sgd", "Local SGD (outer SGD)", outer="sgd", mu=0.0),
         _method("diloco", "diloco", "DiLoCo (outer Nesterov)", outer="nesterov"),
         _method("palsgd", "palsgd", "PALSGD (outer SGD)", outer="sgd"),
         _method(
