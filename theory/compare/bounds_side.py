@@ -59,7 +59,7 @@ def speaks_for(bound: Bound, m: Method) -> bool:
     spec, ms = bound.algorithm, m.spec
     if spec is None or A3_IID in bound.assumptions or spec.coins != ms.coins:
         return False
-    averages = ms.outer == "average" or (ms.outer == "sgd" and ms.mu == 0.0)
+    averages = not ms.nesterov and ms.mu == 0.0  # an outer SGD step at gamma = 1, or none
     if spec.kind == ms.kind:
         return ms.outer in bound.outers or (bound.outers == ("average",) and averages)
     return spec.definition.outer_name == ms.kind and bound.outers == ("average",) and averages
