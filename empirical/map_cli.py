@@ -21,6 +21,10 @@ or ``--json FILE`` / ``--csv FILE`` alone. A resumable cache of finished units l
 ``--cache`` (default ``OUT/.cache``). Exit codes: 0 done, 2 bad input (a problem above the
 size caps :data:`MAX_K`, :data:`MAX_D`, :data:`MAX_ENTRIES` included), 70 internal error, 71
 out of memory or disk space, 130 interrupted.
+
+The options are declared once, as data, in :mod:`empirical.map_options`; the ranges of the
+notation's flags (``--H``, ``--eta``, ``--p``, ...) and of ``--seed`` and ``--sync-delay``
+are checked when the command line is parsed, the rules between flags here.
 """
 
 from __future__ import annotations
@@ -31,220 +35,18 @@ from pathlib import Path
 
 from core.errors import UserInputError
 from core.files import check_output_dir, check_output_file
-from theory.compare import BUDGET_KINDS, METHODS, Grid, MapSpec, Prices, ProblemSource
-from theory.compare.montecarlo import FAMILIES
+from core.options import declare
+from empirical.map_options import EPILOG, FAMILY_OPTIONS, MC_FAMILY_FLAGS, OPTIONS
+from theory.compare import Grid, MapSpec, Prices, ProblemSource
 from theory.compare.report import format_summary
-from theory.compare.spec import CRITERIA
 
 __all__ = ["add_arguments", "run", "prices_for"]
 
 
-def _budget(text: str) -> tuple[str, float]:
-    kind, sep, value = text.partition(":")
-    if not sep or kind not in BUDGET_KINDS:
-        raise argparse.ArgumentTypeError(
-            f"expected KIND:B with KIND in {', '.join(BUDGET_KINDS)} (e.g. grads:2e5), got {text!r}"
-        )
-    try:
-        return kind, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"budget {kind}: B must be a number, got {value!r}"
-        ) from None
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``palsgd map``."""
-    d, g = MapSpec(), Grid()
-    parser.epilog = (
-        "exit codes: 0 done, 2 bad input, 70 internal error (a bug), 71 out of memory or disk "
-        "space, 130 interrupted (the cache keeps the work)."
-    )
-    a = parser.add_argument_group("cells")
-    a.add_argument(
-        "--H",
-        "--sync_interval",
-        type=int,
-        nargs="+",
-        default=list(d.H),
-        metavar="H",
-        help=f"sync intervals, integers in [1, inf) (default {' '.join(map(str, d.H))})",
-    )
-    a.add_argument(
-        "--eta",
-        type=float,
-        nargs="+",
-        default=list(d.eta),
-        metavar="ETA",
-        help=f"PALSGD pull rates in (0, inf) (default {' '.join(f'{x:g}' for x in d.eta)})",
-    )
-    a.add_argument(
-        "--p",
-        "--prob_no_grad",
-        type=float,
-        nargs="+",
-        default=list(d.p),
-        metavar="P",
-        help=f"pull probabilities in (0, 1) (default {' '.join(f'{x:g}' for x in d.p)})",
-    )
-    a.add_argument(
-        "--zeta",
-        type=float,
-        nargs="+",
-        default=None,
-        metavar="ZETA",
-        help="heterogeneity at the optimum, in [0, inf) (the minimisers are scaled about "
-        f"x*; default {' '.join(f'{x:g}' for x in d.zeta)}; with --problem: the "
-        "file's own unless given)",
-    )
-    a.add_argument(
-        "--eps",
-        type=float,
-        nargs="+",
-        default=list(d.eps),
-        metavar="EPS",
-        help=f"targets on E||grad f||^2, in (0, inf) (default {' '.join(f'{x:g}' for x in d.eps)})",
-    )
-    a.add_argument(
-        "--budget",
-        type=_budget,
-        nargs="+",
-        default=None,
-        metavar="KIND:B",
-        help="budgets: grads:B (gradient evaluations per worker), rounds:B "
-        "(communication rounds), time:SECONDS (needs --profile); default grads:2e5",
-    )
-    a.add_argument(
-        "--methods",
-        nargs="+",
-        choices=list(METHODS),
-        default=list(d.methods),
-        help="methods to compare (default: all)",
-    )
-    a.add_argument(
-        "--sync-delay",
-        type=int,
-        default=0,
-        metavar="TAU",
-        help="overlapped sync of every method with rounds: the outer step lands TAU local "
-        "steps after the sync starts, integer in [0, H-1] for the smallest --H; needs --engine "
-        "montecarlo; "
-        "compare with a map at 0 to read what the delay costs (default 0: blocking sync)",
-    )
-    p = parser.add_argument_group("problem")
-    p.add_argument(
-        "--engine",
-        choices=["exact", "montecarlo"],
-        default="exact",
-        help="exact moments on quadratics (default) or Monte Carlo on nonconvex problems",
-    )
-    p.add_argument(
-        "--family",
-        choices=sorted(FAMILIES),
-        default=None,
-        help="nonconvex family of --engine montecarlo (default hetero_cosine)",
-    )
-    p.add_argument(
-        "--family-file",
-        metavar="FILE",
-        help="--engine montecarlo on your own problem: a YAML/JSON file of per-worker "
-        "quadratics plus an optional common cosine (docs/examples/hetero_cosine_family.yaml; "
-        "the map computes and states L, sigma2, zeta2, F0); instead of --family (default: none)",
-    )
-    p.add_argument(
-        "--replicas",
-        type=int,
-        default=64,
-        help="Monte Carlo: replicas per configuration while tuning, in [2, inf) (default 64)",
-    )
-    p.add_argument(
-        "--holdout-replicas",
-        type=int,
-        default=256,
-        help="Monte Carlo: fresh replicas of each tuned configuration, in [2, inf) (default 256)",
-    )
-    p.add_argument(
-        "--problem",
-        metavar="FILE",
-        help="a YAML/JSON problem file (default: the generated family): eigenvalues "
-        "(K lists of d numbers), minimisers (K lists of d), x0 (d), sigma2",
-    )
-    s = ProblemSource()
-    only = "; not with --problem (the file gives its own)"
-    for flag, key, kind, what, rng, exact_only in (
-        ("--K", "K", int, "workers of the generated family", "[2, inf)", False),
-        ("--d", "d", int, "dimension of the generated family", "[1, inf)", False),
-        ("--L", "L", float, "largest curvature L", "(0, inf)", True),
-        ("--lam-min", "lam_min", float, "smallest curvature", "(0, L]", True),
-        ("--sigma", "sigma", float, "gradient-noise std sigma", "[0, inf)", False),
-        ("--F0", "F0", float, "initial gap f(x0) - f*", "[0, inf)", True),
-        ("--seed", "seed", int, "seed of the generated problem", "[0, inf)", False),
-    ):
-        p.add_argument(
-            flag, dest=key, type=kind, default=None,
-            help=f"{what}, in {rng} (default {getattr(s, key):g})"
-            + ("; exact engine only" if exact_only else "") + only,
-        )  # fmt: skip
-    a.add_argument(
-        "--criterion",
-        choices=list(CRITERIA),
-        default=d.criterion,
-        help="what reaching eps means: 'sustained' (default: the value stays <= eps from "
-        "that round on; exact where the round map contracts, else through the end of the "
-        "64-round block holding the budget's last round) or 'first' (first passage); the "
-        "summary gives the other beside where they differ",
-    )
-    t = parser.add_argument_group("tuning (the same grid size for every method)")
-    for flag, kind, default, text in (
-        ("--n-alpha", int, g.n_alpha, "inner steps per outer rate, in [2, inf)"),
-        ("--n-outer", int, g.n_outer, "outer rates per inner step, in [1, inf)"),
-        ("--span", float, g.span, "decades of inner steps below the stability edge, in (0, inf)"),
-        (
-            "--max-extend",
-            int,
-            g.max_extend,
-            "inner-step extensions below the grid per cell, in "
-            "[0, inf); outer rates extend until the optimum is interior or they pass "
-            "[2^-10, 2^14]; 0: no extension at all",
-        ),
-        ("--mu", float, g.mu, "Nesterov outer momentum, in [0, 1)"),
-    ):
-        t.add_argument(flag, type=kind, default=default, help=f"{text} (default {default:g})")
-    # fmt: skip
-    c = parser.add_argument_group("wall-clock prices (for the time budget)")
-    c.add_argument(
-        "--profile",
-        help="a cluster profile of the cost model (palsgd cost profiles; default: none, the time budget unavailable)",
-    )
-    c.add_argument(
-        "--setting",
-        default="gptneo-8m-tinystories",
-        help="the model whose steps are priced (default gptneo-8m-tinystories)",
-    )
-    o = parser.add_argument_group("output")
-    o.add_argument(
-        "--out",
-        metavar="DIR",
-        help="write map.json, map.csv, plots, summary.txt here (default: not written)",
-    )
-    o.add_argument(
-        "--json",
-        dest="json_path",
-        metavar="FILE",
-        help="write the JSON here (default: not written)",
-    )
-    o.add_argument(
-        "--csv", dest="csv_path", metavar="FILE", help="write the CSV here (default: not written)"
-    )
-    o.add_argument(
-        "--cache",
-        metavar="DIR",
-        help="resumable cache of the exact engine (default OUT/.cache; none without --out)",
-    )
-    o.add_argument("--no-bounds", action="store_true", help="skip the bound map and its scores")
-    o.add_argument("--no-plots", action="store_true", help="no heatmaps")
-    o.add_argument("--no-progress", action="store_true", help="no progress bar")
-    # fmt: skip
+    """Options of ``palsgd map`` (:data:`empirical.map_options.OPTIONS`)."""
+    parser.epilog = EPILOG
+    declare(parser, OPTIONS)
 
 
 def prices_for(setting: str, profile: str) -> Prices:
@@ -274,8 +76,8 @@ def _spec(args: argparse.Namespace) -> MapSpec:
         raise UserInputError(
             "--budget time:... needs --profile (a cluster profile of the cost model)"
         )
-    tau = args.sync_delay
-    if tau < 0 or (tau and tau > min(args.H) - 1):
+    tau = args.sync_delay  # >= 0: checked at parse time
+    if tau > min(args.H) - 1:
         raise UserInputError(
             f"--sync-delay must be an integer in [0, min(--H) - 1] = [0, {min(args.H) - 1}], "
             f"got {tau}"
@@ -301,16 +103,15 @@ def _spec(args: argparse.Namespace) -> MapSpec:
                    sync_delay=tau, criterion=args.criterion)  # fmt: skip
 
 
-#: flags of the generated family (``ProblemSource`` fields); those the Monte-Carlo engine reads
-_FAMILY_FLAGS = {"K": "--K", "d": "--d", "L": "--L", "lam_min": "--lam-min",
-                 "sigma": "--sigma", "F0": "--F0", "seed": "--seed"}  # fmt: skip
-_MC_FLAGS = ("K", "d", "sigma", "seed")
+#: flags of the generated family (``ProblemSource`` field -> flag)
+_FAMILY_FLAGS = {o.dest: o.names[0] for o in FAMILY_OPTIONS}
 
 
 def _source(args: argparse.Namespace) -> ProblemSource:
     """The problem of the map from the flags: each refused by the name typed when it does
     not apply (a generated-family flag with ``--problem``; ``--L``, ``--lam-min``, ``--F0``
-    with Monte Carlo) or is out of range."""
+    with Monte Carlo); the ranges of ``--K``, ``--d`` and ``--seed`` are checked when the
+    command line is parsed."""
     given = {k: getattr(args, k) for k in _FAMILY_FLAGS if getattr(args, k) is not None}
     if args.family_file is not None and given:
         flags = ", ".join(_FAMILY_FLAGS[k] for k in given)
@@ -325,17 +126,11 @@ def _source(args: argparse.Namespace) -> ProblemSource:
             "workers, dimension, curvatures, noise and start (drop them, or drop --problem)"
         )
     if args.engine == "montecarlo":
-        exact_only = [_FAMILY_FLAGS[k] for k in given if k not in _MC_FLAGS]
+        exact_only = [_FAMILY_FLAGS[k] for k in given if k not in MC_FAMILY_FLAGS]
         if exact_only:
             raise UserInputError(
                 f"{', '.join(exact_only)}: settings of the exact engine's quadratic family; "
                 "--engine montecarlo builds --family from --K, --d, --sigma and --seed"
-            )
-    ranges = {"K": (2, " (heterogeneity needs two workers)"), "d": (1, ""), "seed": (0, "")}
-    for k, (low, why) in ranges.items():
-        if k in given and given[k] < low:
-            raise UserInputError(
-                f"{_FAMILY_FLAGS[k]} must be an integer in [{low}, inf){why}, got {given[k]}"
             )
     return ProblemSource(path=args.problem, **given)
 

@@ -3,12 +3,13 @@
 ``palsgd SUBCOMMAND [options]``. Each package registers the subcommands it owns in its
 ``commands`` module (:mod:`theory.commands`, :mod:`empirical.commands`,
 :mod:`paper_figures.commands`): a name, the module that implements it, a one-line help.
-Each implementing module provides ``add_arguments(parser)`` and ``run(args) -> int`` and is
-imported only when its subcommand runs: ``palsgd check`` does not import torch (about 1 s of
-start-up), and ``palsgd --help`` imports neither numpy nor sympy. The parser is built and
-the flags parsed before torch or sympy is imported: a module's ``add_arguments`` needs
-neither (its package re-exports lazily, :mod:`core.lazy`; the heavy imports happen in
-``run``), so ``palsgd SUB --help`` and a bad flag answer in about 0.2 s
+Each implementing module provides ``add_arguments(parser)``, which hands its options
+(:class:`~core.options.Option` records) to :func:`core.options.declare`, and ``run(args)
+-> int``, and is imported only when its subcommand runs: ``palsgd check`` does not import
+torch (about 1 s of start-up), and ``palsgd --help`` imports neither numpy nor sympy. The
+parser is built and the flags parsed before torch or sympy is imported: a module's
+``add_arguments`` needs neither (its package re-exports lazily, :mod:`core.lazy`; the heavy
+imports happen in ``run``), so ``palsgd SUB --help`` and a bad flag answer in about 0.2 s
 (``tests/test_cli_startup.py``). Every subcommand runs inside :func:`core.guard.guarded`,
 which maps failures to the exit codes of :mod:`core.exitcodes`; Ctrl-C before that (imports,
 parser) ends with the same line and 130 (:mod:`palsgd.startup`).
@@ -94,7 +95,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser(cmd: str) -> argparse.ArgumentParser:
-    """The argument parser of ``palsgd CMD`` (its module imported, its flags added)."""
+    """The argument parser of ``palsgd CMD`` (its module imported, its options declared by
+    the module's ``add_arguments``)."""
     module_name, text = SUBCOMMANDS[cmd]
     # stays lazy: the subcommand's module is named by its package's table, imported only
     # for the subcommand that runs (`palsgd --help` imports neither numpy nor torch)

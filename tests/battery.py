@@ -40,6 +40,7 @@ import test_bad_inputs_files as files  # noqa: E402
 
 import core.io  # noqa: E402
 from core.errors import UserInputError  # noqa: E402
+from core.options import declare, option  # noqa: E402
 from palsgd.cli import main  # noqa: E402
 
 #: (argv, note on stderr or stdout) of the cases that must run (exit 0) and say one line
@@ -164,7 +165,7 @@ def battery(timeout: int) -> list[tuple[str, str, str]]:
 
 def main_(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timeout", type=int, default=60, help="seconds per case (60)")
+    declare(parser, (option("--timeout", type=int, default=60, help="seconds per case (60)"),))
     args = parser.parse_args(argv)
     rows = battery(args.timeout)
     counts = Counter(outcome for _, _, outcome in rows)

@@ -9,15 +9,24 @@ from pathlib import Path
 import pytest
 
 from core.errors import UserInputError
+from core.options import declare
 from empirical.algorithms import AlgorithmConfig, check_stability
 from empirical.config import TrainConfig
-from empirical.train import add_arguments, config_from_args
+from empirical.train import OPTIONS, config_from_args
 from empirical.train.launch import check_before_launch
 from palsgd.cli import main as cli_main
 from theory import algorithm as A
 from theory.check import check
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _train_parser() -> argparse.ArgumentParser:
+    """A parser of ``palsgd train``'s options (:data:`empirical.train.OPTIONS`)."""
+    parser = argparse.ArgumentParser()
+    declare(parser, OPTIONS)
+    return parser
+
 
 #: the pull coefficients of the sweep: both sides of 1 and of 2, the neighbours of 2 in
 #: double precision included (alpha = 1, p = 1/4: eta = c/4 is exact, so alpha*eta/p = c)
@@ -97,8 +106,7 @@ def test_lists_are_derived_from_the_table():
     )
     assert set(A.LOCAL_NAMES) <= set(A.KINDS) and set(A.WARMUP_NAMES) <= set(A.KINDS)
     assert A.distributed_choices() == A.DISTRIBUTED_NAMES + ("slowmo",)
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    parser = _train_parser()
     algo = next(a for a in parser._actions if a.dest.endswith("algorithm"))
     assert tuple(algo.choices) == A.distributed_choices()
     for n in A.distributed_choices():  # the help text names and describes every choice
@@ -136,8 +144,7 @@ def test_slowmo_is_a_preset_of_existing_parts():
     cfg = AlgorithmConfig(name="slowmo", H=4)
     assert (cfg.name, cfg.outer, cfg.gamma, cfg.mu) == ("diloco", "sgd", 1.0, 0.5)
     assert cfg.spec == spec.replace(alpha=None)
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    parser = _train_parser()
     tc = config_from_args(parser.parse_args(["--algorithm", "slowmo"]))
     assert tc.algorithm == "slowmo" and (tc.outer, tc.gamma, tc.mu, tc.p) == (None,) * 4
 
@@ -145,8 +152,7 @@ def test_slowmo_is_a_preset_of_existing_parts():
 def test_local_sgd_from_the_default_preset_averages(capsys):
     """--algorithm local_sgd on the default preset (outer Nesterov 0.7/0.9 for PALSGD): Local
     SGD has no outer optimiser, so the preset's outer settings are dropped with a note."""
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    parser = _train_parser()
     tc = config_from_args(parser.parse_args(["--algorithm", "local_sgd"]))
     assert (tc.outer, tc.gamma, tc.mu, tc.p, tc.eta) == (None,) * 5
     assert "has no outer optimiser" in capsys.readouterr().err

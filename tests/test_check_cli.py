@@ -310,8 +310,9 @@ def test_load_config_missing_file_names_it(tmp_path):
 @pytest.mark.parametrize(
     "argv,fragment",
     [
-        (["--p", "1.5"], "'p'"),
-        (["--sync_interval", "2.5"], "'H'"),
+        # a notation flag out of its range: refused by argparse, naming the flag
+        (["--p", "1.5"], "argument --p/--prob_no_grad: 1.5 is not in [0, 1)"),
+        (["--sync_interval", "2.5"], "--H/--sync_interval: 2.5 is not an integer in [1, inf)"),
         (["--bound", "nope"], "unknown bound"),
         (["--preset", "nope"], "invalid choice: 'nope'"),
     ],

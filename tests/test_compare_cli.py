@@ -45,14 +45,14 @@ def test_time_budget_with_a_cluster_profile(tmp_path):
     [
         (["--budget", "flops:3"], "--budget"),
         (["--budget", "time:10"], "--profile"),
-        (["--eta", "-1"], "'eta'"),
-        (["--p", "1.5"], "'p'"),
-        (["--H", "0"], "'H'"),
+        (["--eta", "-1"], "argument --eta: -1 is not in (0, inf)"),
+        (["--p", "1.5"], "argument --p/--prob_no_grad: 1.5 is not in (0, 1)"),
+        (["--H", "0"], "argument --H/--sync_interval: 0 is not"),
         (["--problem", "/nonexistent/p.yaml"], "problem file"),
         (["--profile", "nowhere"], "nowhere"),
         (["--engine", "montecarlo", "--replicas", "1"], "replicas"),
         (["--sync-delay", "1"], "--sync-delay needs --engine montecarlo"),
-        (["--engine", "montecarlo", "--sync-delay", "-1"], "--sync-delay must be"),
+        (["--engine", "montecarlo", "--sync-delay", "-1"], "argument --sync-delay: -1 is not"),
         (["--engine", "montecarlo", "--H", "4", "--sync-delay", "4"], "[0, 3], got 4"),
         (
             [

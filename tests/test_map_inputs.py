@@ -60,9 +60,9 @@ def test_monte_carlo_with_an_eps_the_start_meets(tmp_path):
 @pytest.mark.parametrize(
     "argv, says",
     [
-        (["--zeta", "1", "--seed", "-1"], "--seed must be an integer in [0, inf)"),
-        (["--zeta", "1", "--K", "1"], "--K must be an integer in [2, inf)"),
-        (["--zeta", "1", "--d", "0"], "--d must be"),
+        (["--zeta", "1", "--seed", "-1"], "argument --seed: -1 is not an integer in [0, inf)"),
+        (["--zeta", "1", "--K", "1"], "1 is not an integer in [2, inf)"),
+        (["--zeta", "1", "--d", "0"], "argument --d: 0 is not"),
         (["--problem", "docs/examples/hetero_problem.yaml", "--K", "3"], "--K: the generated"),
         (["--problem", "docs/examples/hetero_problem.yaml", "--d", "2", "--seed", "1"],
          "--d, --seed"),

@@ -29,7 +29,7 @@ def test_text_output_names_the_relaxation(capsys):
     ("argv", "needle"),
     [
         (["--algorithm", "foo", "--alpha", "1", "--T", "4"], "--algorithm"),
-        (["--algorithm", "sgd", "--alpha", "-1", "--T", "4"], "'alpha'"),
+        (["--algorithm", "sgd", "--alpha", "-1", "--T", "4"], "--alpha/--lr: -1 is not in (0, inf)"),
         (["--algorithm", "local_sgd", "--H", "2", "--alpha", "0.1"], "--T (steps) or --R"),
         (["--algorithm", "local_sgd", "--H", "2", "--T", "4", "--alpha", "0.1", "--bound",
           "local_sgd_outer"], "not about --algorithm"),

@@ -13,20 +13,27 @@ import argparse
 import json
 
 from core.errors import UserInputError
+from core.options import Option, declare, option
 from theory.bound import registry as bound_registry
 
-__all__ = ["add_arguments", "run", "render"]
+__all__ = ["OPTIONS", "add_arguments", "run", "render"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``palsgd bounds``."""
-    parser.add_argument("names", nargs="*", metavar="NAME", help="bounds to show (default: all)")
-    parser.add_argument(
+#: every option of ``palsgd bounds``
+OPTIONS: tuple[Option, ...] = (
+    option("names", nargs="*", metavar="NAME", help="bounds to show (default: all)"),
+    option(
         "--latex",
         metavar="NAME",
         help="print the LaTeX statement of one bound (default: the text descriptions)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the descriptions as JSON")
+    ),
+    option("--json", action="store_true", help="print the descriptions as JSON"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``palsgd bounds`` (:data:`OPTIONS`)."""
+    declare(parser, OPTIONS)
 
 
 def render(desc: dict) -> str:

@@ -1,7 +1,8 @@
 """The fields of ``palsgd train``'s configuration (:class:`TrainConfig`), each declared
 once with its default and its :class:`~empirical.config.flags.Flag`: help, what ``None``
 means, range, choices, rule on resume, the algorithm keyword it sets. The tables derived
-from these declarations are in :mod:`empirical.config.tables`."""
+from these declarations are in :mod:`empirical.config.tables`; the values of the choices
+the configuration owns in :mod:`empirical.config.choices`."""
 
 from __future__ import annotations
 
@@ -9,30 +10,23 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from empirical.config.flags import FREE, MATCH, Range, flag
+from empirical.config.choices import BACKENDS, OPTIMIZERS, PRECISIONS
+from empirical.config.flags import (
+    BELOW_ONE,
+    COUNT,
+    FREE,
+    MATCH,
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT_INTERVAL,
+    Range,
+    flag,
+)
 from empirical.schedules import SCHEDULES
 from empirical.token_cache import TOKEN_DTYPES
 from theory.algorithm import describe_choices, distributed_choices
 
 __all__ = ["TrainConfig", "OPTIMIZERS", "PRECISIONS", "BACKENDS"]
-
-#: inner optimizers the trainer builds (torch.optim): name -> description
-OPTIMIZERS: dict[str, str] = {
-    "sgd": "torch.optim.SGD, no momentum",
-    "sgd_momentum": "torch.optim.SGD with heavy-ball momentum `momentum`",
-    "adamw": "torch.optim.AdamW with betas (beta1, beta2), eps 1e-8",
-}
-#: forward-pass precisions (autocast; fp32 master weights)
-PRECISIONS = ("fp32", "bf16", "fp16")
-#: process-group backends (auto: NCCL on CUDA, gloo on the CPU)
-BACKENDS = ("auto", "nccl", "gloo")
-
-#: the ranges most options share
-COUNT = Range(0, math.inf, integer=True)
-POSITIVE = Range(1, math.inf, integer=True)
-NON_NEGATIVE = Range(0, math.inf)
-BELOW_ONE = Range(0, 1, high_open=True)
-UNIT_INTERVAL = Range(0, 1)
 
 
 @dataclass
@@ -251,11 +245,7 @@ class TrainConfig:
     outer_lr_schedule: str = flag(
         "constant", "outer learning-rate schedule (over the steps after T0)", choices=SCHEDULES
     )
-    outer_lr_warmup: int = flag(
-        0,
-        "local steps of linear outer learning-rate warm-up",
-        range=COUNT,
-    )
+    outer_lr_warmup: int = flag(0, "local steps of linear outer learning-rate warm-up", range=COUNT)
     outer_lr_min_ratio: float = flag(
         0.0, "final outer learning rate / gamma of the cosine schedule", range=UNIT_INTERVAL
     )
@@ -263,12 +253,7 @@ class TrainConfig:
     precision: str = flag(
         "fp32", "autocast with fp32 master weights (fp16 with a GradScaler)", choices=PRECISIONS
     )
-    num_workers: int = flag(
-        0,
-        "DataLoader worker processes per rank",
-        resume=FREE,
-        range=COUNT,
-    )
+    num_workers: int = flag(0, "DataLoader worker processes per rank", resume=FREE, range=COUNT)
     pin_memory: bool = flag(
         False, "page-locked host batches (faster host-to-GPU copies)", resume=FREE
     )
@@ -284,10 +269,7 @@ class TrainConfig:
     )
     # evaluation (of the anchor, i.e. the global model)
     eval_interval: int = flag(
-        50,
-        "steps between evaluations of the anchor (0: none)",
-        resume=FREE,
-        range=COUNT,
+        50, "steps between evaluations of the anchor (0: none)", resume=FREE, range=COUNT
     )
     eval_batches: int = flag(4, "batches per evaluation", resume=FREE, range=POSITIVE)
     # checkpoints
@@ -295,16 +277,10 @@ class TrainConfig:
         None, "checkpoint directory", resume=FREE, none_means="OUTPUT_DIR/checkpoints"
     )
     checkpoint_interval: int = flag(
-        0,
-        "steps between checkpoints (0: none)",
-        resume=FREE,
-        range=COUNT,
+        0, "steps between checkpoints (0: none)", resume=FREE, range=COUNT
     )
     keep_checkpoints: int = flag(
-        3,
-        "checkpoints kept on disk (oldest deleted first)",
-        resume=FREE,
-        range=POSITIVE,
+        3, "checkpoints kept on disk (oldest deleted first)", resume=FREE, range=POSITIVE
     )
     resume: str | None = flag(
         None,

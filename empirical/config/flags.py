@@ -4,7 +4,8 @@ help, what ``None`` means, its range, its choices, its rule on resume and the
 :class:`~empirical.algorithms.AlgorithmConfig` keyword it sets); :func:`flag_of` reads it
 back. Every table of the options (the flags of ``palsgd train``, the trainer's ranges, the
 fields a resume must match or may change) is derived from these declarations
-(:mod:`empirical.config.fields`)."""
+(:mod:`empirical.config.fields`). A range is a :class:`~core.validation.ParamSpec`
+(:class:`Range`: one declared without the name and meaning its field gives it)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,23 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Flag", "Range", "flag", "flag_of", "MATCH", "FREE", "CHANGE", "NO_DEFAULT"]
+from core.validation import ParamSpec
+
+__all__ = [
+    "Flag",
+    "Range",
+    "flag",
+    "flag_of",
+    "MATCH",
+    "FREE",
+    "CHANGE",
+    "NO_DEFAULT",
+    "COUNT",
+    "POSITIVE",
+    "NON_NEGATIVE",
+    "BELOW_ONE",
+    "UNIT_INTERVAL",
+]
 
 #: resume rules: the checkpoint must hold the same value (model, data, algorithm, sync
 #: schedule, coins: another value is another run) ...
@@ -35,16 +52,24 @@ class _NoDefault:
 NO_DEFAULT: Any = _NoDefault()
 
 
-@dataclass(frozen=True)
-class Range:
-    """The allowed values of a numeric option (as :class:`core.validation.ParamSpec`)."""
+class Range(ParamSpec):
+    """The allowed values of a numeric option: a :class:`~core.validation.ParamSpec` (its
+    fields and their defaults, declared there once: ``low``, ``high``, ``low_open``,
+    ``high_open``, ``integer``, ``unit``) written without the name and meaning, which the
+    field it ranges supplies (:data:`empirical.config.checks.TRAINER_PARAMS`):
+    ``Range(0, 1, high_open=True)``."""
 
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-    integer: bool = False
-    unit: str = ""
+    def __init__(self, *bounds: Any, name: str = "", meaning: str = "", **kw: Any) -> None:
+        # ParamSpec's own fields and defaults, after the name and meaning
+        super().__init__(name, meaning, *bounds, **kw)
+
+
+#: the ranges most options share
+COUNT = Range(0, math.inf, integer=True)
+POSITIVE = Range(1, math.inf, integer=True)
+NON_NEGATIVE = Range(0, math.inf)
+BELOW_ONE = Range(0, 1, high_open=True)
+UNIT_INTERVAL = Range(0, 1)
 
 
 @dataclass(frozen=True)
@@ -65,7 +90,7 @@ class Flag:
     help: str
     resume: str = CHANGE
     none_means: str = "none"
-    range: Range | None = None
+    range: ParamSpec | None = None
     theory: bool = False
     choices: tuple[str, ...] | None = None
     algorithm: str | None = None

@@ -31,7 +31,8 @@ Files:
   (:func:`profile_compute`, :func:`measure_compute`).
 * ``check.py``: the end-to-end check against runs on an emulated slow link
   (:func:`emulated_link_check`).
-* ``cli.py``: ``palsgd cost``.
+* ``cli.py``: ``palsgd cost``; ``options.py``: its options, declared once as data
+  (:mod:`core.options`).
 * ``checks.py``: the worker count; every other input is checked by the base layer's
   :func:`core.validation.check_number` and :func:`core.validation.check_choice`.
 

@@ -79,7 +79,9 @@ Files:
 * ``runs.py``: :func:`load_run`, :func:`run_problem`, :func:`run_points`,
   :func:`train_reference_run`.
 * ``report.py``: :func:`probe_run`, :func:`render`, :func:`write_outputs`.
-* ``cli.py``: :func:`add_arguments`, :func:`run` (``palsgd probe``).
+* ``options.py``: the options of ``palsgd probe`` as :class:`~core.options.Option`
+  records (:data:`~empirical.probe.options.OPTIONS`) and :func:`add_arguments`.
+* ``cli.py``: :func:`run` (``palsgd probe``), the checks of the options' values.
 * ``__main__.py``: ``python -m empirical.probe``, the same as ``palsgd probe``.
 """
 
@@ -87,15 +89,13 @@ from __future__ import annotations
 
 from core.lazy import lazy_exports
 
-# lazy (core.lazy): `palsgd probe --help` builds its parser (cli.py) without importing torch
+# lazy (core.lazy): `palsgd probe --help` builds its parser (options.py) without importing torch
 # and scipy, which the modules below need
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "empirical.probe.cli": (
-            "add_arguments",
-            "run",
-        ),
+        "empirical.probe.cli": ("run",),
+        "empirical.probe.options": ("OPTIONS", "add_arguments"),
         "empirical.probe.compare": (
             "compare_with_theory",
             "theory_scope",
@@ -184,6 +184,7 @@ __all__ = [
     "run_points",
     "train_reference_run",
     "probe_run",
+    "OPTIONS",
     "add_arguments",
     "run",
     "POINT_FIELDS",

@@ -1,4 +1,5 @@
-"""``palsgd probe``: its options (:func:`add_arguments`) and entry point (:func:`run`)."""
+"""``palsgd probe``: its options (:func:`add_arguments`, declared in
+:mod:`empirical.probe.options`) and entry point (:func:`run`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import TYPE_CHECKING
 from core.errors import UserInputError
 from core.files import check_output_dir
 from core.io import json_safe
-from core.limits import MAX_STEPS, check_processes, check_steps, process_cap
+from core.limits import check_processes, check_steps
 from core.validation import ParameterError, check_int, with_flag
 from empirical import models
 from empirical.data import DATASET_NAMES
+from empirical.probe.options import add_arguments
 
 if TYPE_CHECKING:
     from empirical.probe.runs import RunInfo
@@ -25,216 +27,7 @@ if TYPE_CHECKING:
 # torch and the modules that probe are imported by the functions that use them: `palsgd
 # probe --help` and a bad flag answer before they load (tests/test_cli_startup.py)
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``palsgd probe``."""
-    parser.epilog = (
-        "Duration: about 1.5 min at the defaults on two idle CPU cores (a 48-step run of "
-        "2 ranks, then the estimates at 5 points); it grows with --steps, --points, "
-        "--samples and --hvp-iters, and with the load of the machine. Progress bars on stderr."
-    )
-    _source_arguments(parser)
-    _estimation_arguments(parser)
-    _sweep_arguments(parser)
-    _output_arguments(parser)
-
-
-def _source_arguments(parser: argparse.ArgumentParser) -> None:
-    src = parser.add_argument_group("what to probe")
-    src.add_argument(
-        "--run",
-        metavar="DIR",
-        help="output directory of a palsgd train run "
-        "(config.json, checkpoints) (default: none: a short run is trained first)",
-    )
-    src.add_argument(
-        "--model",
-        choices=models.MODEL_NAMES,
-        help="model of the run to train (default: gptneo-tiny)",
-    )
-    src.add_argument(
-        "--dataset",
-        choices=DATASET_NAMES,
-        help="dataset of the run to train (default: embedded-text)",
-    )
-    src.add_argument(
-        "--data-path",
-        dest="data_path",
-        metavar="PATH",
-        help="file or folder of the dataset (default: none; the embedded datasets need none)",
-    )
-    src.add_argument(
-        "--train-preset",
-        dest="train_preset",
-        metavar="NAME",
-        help="trainer preset of the run to train, one of 'palsgd train --list-presets' "
-        "(default: a PALSGD run inside the theory: inner SGD, outer averaging, no clipping)",
-    )
-    src.add_argument(
-        "--train-config",
-        dest="train_config",
-        metavar="FILE",
-        help="trainer YAML/JSON options of the run to train, at most 4 MiB (default: none)",
-    )
-    src.add_argument(
-        "--nproc",
-        type=int,
-        default=2,
-        metavar="K",
-        help=f"workers K of the run to train, integer in [1, {process_cap()}] on this machine "
-        "(default: %(default)s)",
-    )
-    src.add_argument(
-        "--steps",
-        type=int,
-        default=48,
-        metavar="T",
-        help=f"steps T of the run to train, integer in [1, {MAX_STEPS:.0e}] (default: %(default)s)",
-    )
-    src.add_argument(
-        "--iid",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="i.i.d. shards (--no-iid: each worker owns a block of the data) (default: the "
-        "preset's, i.i.d.)",
-    )
-
-
-def _estimation_arguments(parser: argparse.ArgumentParser) -> None:
-    est = parser.add_argument_group("estimation")
-    est.add_argument(
-        "--points",
-        type=int,
-        default=5,
-        metavar="N",
-        help="trajectory points: the initial model and checkpoints, integer in [1, inf) "
-        "(default: %(default)s)",
-    )
-    est.add_argument(
-        "--samples",
-        type=int,
-        default=64,
-        metavar="N",
-        help="per-sample gradients per point for sigma^2, integer in [2, inf) (default: %(default)s)",
-    )
-    est.add_argument(
-        "--max-samples",
-        dest="max_samples",
-        type=int,
-        default=512,
-        metavar="N",
-        help="probe-set size, integer in [2, inf); all of the data when it is smaller "
-        "(default: %(default)s)",
-    )
-    est.add_argument(
-        "--hvp-samples",
-        dest="hvp_samples",
-        type=int,
-        default=32,
-        metavar="N",
-        help="batch of the Hessian-vector products, integer in [1, inf) (default: %(default)s)",
-    )
-    est.add_argument(
-        "--hvp-iters",
-        dest="hvp_iters",
-        type=int,
-        default=20,
-        metavar="N",
-        help="power-iteration steps at most, integer in [1, inf) (default: %(default)s)",
-    )
-    est.add_argument(
-        "--hvp-tol",
-        dest="hvp_tol",
-        type=float,
-        default=1e-3,
-        metavar="X",
-        help="relative stopping tolerance of the power iteration, in (0, 1) (default: %(default)s)",
-    )
-    est.add_argument(
-        "--confidence",
-        type=float,
-        default=0.95,
-        metavar="C",
-        help="confidence level of the intervals, in (0, 1) (default: %(default)s)",
-    )
-    est.add_argument(
-        "--f-lower",
-        dest="f_lower",
-        type=float,
-        default=0.0,
-        metavar="F",
-        help="lower bound of the loss, f_star >= f_lower, in (-inf, inf) (default: "
-        "%(default)s, right for cross entropy)",
-    )
-    est.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        metavar="S",
-        help="seed of every random choice, integer in [0, inf) (default: %(default)s)",
-    )
-    est.add_argument(
-        "--device",
-        default="cpu",
-        metavar="DEV",
-        help="cpu, auto, cuda or cuda:N (default: %(default)s)",
-    )
-
-
-def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    sw = parser.add_argument_group(
-        "sweep (the bound's dependences against measured ones, empirical/probe/sweep.py)"
-    )
-    sw.add_argument(
-        "--sweep",
-        metavar="NAME=V1,V2,V3",
-        help="after the probe, short seeded PALSGD runs on the probe's objective at each "
-        "value of H or p (at least 3 ascending values, e.g. H=1,2,4,8); the measured change "
-        "of (1/T) sum ||grad f||^2 and its exponent against the bound's at the probed "
-        "constants, a verdict per dependence; writes sweep.csv, sweep.json, sweep.png "
-        "(default: no sweep)",
-    )
-    sw.add_argument(
-        "--sweep-seeds",
-        dest="sweep_seeds",
-        type=int,
-        default=3,
-        metavar="N",
-        help="seeded runs per swept value, integer in [3, inf) (default: %(default)s)",
-    )
-    sw.add_argument(
-        "--sweep-steps",
-        dest="sweep_steps",
-        type=int,
-        default=24,
-        metavar="T",
-        help="steps of each sweep run, integer in [2, inf) (default: %(default)s)",
-    )
-    sw.add_argument(
-        "--sweep-record",
-        dest="sweep_record",
-        type=int,
-        default=4,
-        metavar="N",
-        help="steps between records of ||grad f(xbar)||^2 in a sweep run, integer in [1, "
-        "inf) (default: %(default)s)",
-    )
-
-
-def _output_arguments(parser: argparse.ArgumentParser) -> None:
-    out = parser.add_argument_group("output")
-    out.add_argument(
-        "--out", metavar="DIR", help="output directory (default: RUN/probe, or runs/probe)"
-    )
-    out.add_argument(
-        "--json", action="store_true", help="print probe.json instead of text (default: text)"
-    )
-    out.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_false",
-        help="no progress bars (default: progress bars on stderr)",
-    )
+__all__ = ["add_arguments", "run"]
 
 
 def _device(name: str) -> str:

@@ -2,7 +2,8 @@
 
 Files:
 
-* ``options.py``: the flags (one per :class:`~empirical.config.TrainConfig` field, the
+* ``options.py``: the flags (:data:`~empirical.train.options.OPTIONS`, one
+  :class:`~core.options.Option` per :class:`~empirical.config.TrainConfig` field, the
   authors' names as aliases) and their resolution into a configuration;
 * ``cli.py``: the entry points ``palsgd train`` (:func:`run`) and ``python -m
   empirical.train`` (:func:`main`, each torchrun rank; ``__main__.py``);
@@ -96,7 +97,7 @@ __getattr__, __dir__ = lazy_exports(
             "run_ranks",
             "run_torchrun",
         ),
-        "empirical.train.options": ("add_arguments", "config_from_args"),
+        "empirical.train.options": ("OPTIONS", "add_arguments", "config_from_args"),
         "empirical.train.outcomes": (
             "EXIT_DIVERGED",
             "EXIT_NO_RESOURCES",
@@ -115,6 +116,7 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
+    "OPTIONS",
     "add_arguments",
     "config_from_args",
     "run",

@@ -1,18 +1,23 @@
 """The options of ``palsgd train``: one flag per :class:`~empirical.config.TrainConfig`
 field (its help, range, default and choices from the field's declaration,
 :data:`empirical.config.FLAGS`), the authors' flag names as aliases, and their resolution
-(preset < ``--config`` file < flags) into a validated configuration."""
+(preset < ``--config`` file < flags) into a validated configuration. The flags are
+:class:`~core.options.Option` records (:data:`OPTIONS`), declared by
+:func:`core.options.declare`; their values are checked when the configuration is resolved
+(:func:`empirical.config.validate_config`), which names the parameter and the flag as
+typed."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from dataclasses import fields
+from dataclasses import Field, fields
 from typing import Any
 
 from core.errors import UserInputError
 from core.limits import MAX_STEPS, process_cap
+from core.options import SUPPRESS, Option, declare, option
 from core.validation import ParameterError
 from empirical.algorithms.config import BUFFERS, SYNC_SCHEDULES
 from empirical.config import (
@@ -31,7 +36,7 @@ from theory.algorithm import COINS, OUTERS, fields_fixed, lookup
 from theory.presets import preset_names
 from theory.validation import ALIASES, PARAMS, canonicalize
 
-__all__ = ["PROG", "add_arguments", "config_from_args"]
+__all__ = ["PROG", "OPTIONS", "add_arguments", "config_from_args"]
 
 PROG = "palsgd train"
 
@@ -83,66 +88,37 @@ def _flag_names(name: str) -> list[str]:
     return [dashed] if dashed == under else [dashed, under]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``palsgd train`` (every :class:`TrainConfig` field plus aliases)."""
-    parser.add_argument(
-        "--config",
-        dest="cfg:config",
-        default=argparse.SUPPRESS,
-        metavar="FILE",
-        help="YAML or JSON file of options, at most 4 MiB (flags override it) (default: none)",
+def _field_option(f: Field) -> Option:
+    """The flag of the field ``f``: ``--name`` (and ``--under_score`` when the dashed name
+    differs), its help, type and choices from the field's declaration; a switch for a
+    ``bool`` field (``--name`` / ``--no-name``). Unset, it sets nothing (``SUPPRESS``): the
+    preset and the ``--config`` file supply the value."""
+    typ = str(f.type)
+    names = _flag_names(f.name)
+    text = _help_text(f.name, f.default)
+    kw: dict[str, Any] = {"dest": f"opt:{f.name}", "default": SUPPRESS}
+    if "bool" in typ:
+        return option(names[0], help=text, action=argparse.BooleanOptionalAction, **kw)
+    kw["type"] = _arg_type(typ)
+    kw["metavar"] = f.name.upper() if len(f.name) > 2 else f.name
+    if f.name in _CHOICES:  # the metavar lists them ('none' unsets an optional one)
+        kw["choices"] = (*_CHOICES[f.name], None) if "None" in typ else _CHOICES[f.name]
+        kw["metavar"] = "{" + ",".join(_CHOICES[f.name]) + "}"
+    return option(*names, help=text, **kw)
+
+
+def _alias_option(alias: str, target: str) -> Option:
+    """The flag ``--alias`` of the field ``target`` (an authors'-code name): its own
+    destination, so that a bad value is reported under the name the user typed."""
+    return option(
+        *_flag_names(alias),
+        dest=f"opt:{alias}",
+        type=_arg_type(str(_FIELD_TYPES[target])),
+        default=SUPPRESS,
+        metavar=target.upper() if len(target) > 2 else target,
+        help=f"alias of --{target.replace('_', '-')} (authors' code); "
+        + _range_and_default(target, _DEFAULTS[target]),
     )
-    parser.add_argument(
-        "--preset",
-        dest="cfg:preset",
-        default=argparse.SUPPRESS,
-        choices=preset_names(),
-        metavar="NAME",
-        help="named preset, one of the list of every command (--list-presets; the "
-        f"trainer runs {', '.join(sorted(PRESETS))}) (default: tiny)",
-    )
-    parser.add_argument(
-        "--list-presets",
-        dest="cfg:list_presets",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="list the presets of every command and exit (default: train)",
-    )
-    parser.add_argument(
-        "--print-config",
-        dest="cfg:print_config",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="print the resolved configuration as JSON and exit (default: train)",
-    )
-    for f in fields(TrainConfig):
-        typ = str(f.type)
-        names = _flag_names(f.name)
-        kw: dict[str, Any] = {
-            "dest": f"opt:{f.name}",
-            "default": argparse.SUPPRESS,
-            "help": _help_text(f.name, f.default),
-        }
-        if "bool" in typ:
-            kw["action"] = argparse.BooleanOptionalAction
-            names = names[:1]
-        else:
-            kw["type"] = _arg_type(typ)
-            kw["metavar"] = f.name.upper() if len(f.name) > 2 else f.name
-            if f.name in _CHOICES:  # the metavar lists them ('none' unsets an optional one)
-                kw["choices"] = (*_CHOICES[f.name], None) if "None" in typ else _CHOICES[f.name]
-                kw["metavar"] = "{" + ",".join(_CHOICES[f.name]) + "}"
-        parser.add_argument(*names, **kw)
-    for alias, target in _CLI_ALIASES.items():
-        parser.add_argument(
-            *_flag_names(alias),
-            dest=f"opt:{alias}",
-            type=_arg_type(str(_FIELD_TYPES[target])),
-            default=argparse.SUPPRESS,
-            metavar=target.upper() if len(target) > 2 else target,
-            help=f"alias of --{target.replace('_', '-')} (authors' code); "
-            + _range_and_default(target, _DEFAULTS[target]),
-        )
 
 
 def _range_and_default(name: str, default: Any) -> str:
@@ -167,6 +143,52 @@ def _help_text(name: str, default: Any) -> str:
     """The help of the flag of field ``name``: what it sets (its declaration's help), its
     range and its default."""
     return f"{FLAGS[name].help.replace('%', '%%')} ({_range_and_default(name, default)})"
+
+
+#: the options of the command itself, not fields of the configuration
+COMMAND_OPTIONS: tuple[Option, ...] = (
+    option(
+        "--config",
+        dest="cfg:config",
+        default=SUPPRESS,
+        metavar="FILE",
+        help="YAML or JSON file of options, at most 4 MiB (flags override it) (default: none)",
+    ),
+    option(
+        "--preset",
+        dest="cfg:preset",
+        default=SUPPRESS,
+        choices=tuple(preset_names()),
+        metavar="NAME",
+        help="named preset, one of the list of every command (--list-presets; the "
+        f"trainer runs {', '.join(sorted(PRESETS))}) (default: tiny)",
+    ),
+    option(
+        "--list-presets",
+        dest="cfg:list_presets",
+        action="store_true",
+        default=SUPPRESS,
+        help="list the presets of every command and exit (default: train)",
+    ),
+    option(
+        "--print-config",
+        dest="cfg:print_config",
+        action="store_true",
+        default=SUPPRESS,
+        help="print the resolved configuration as JSON and exit (default: train)",
+    ),
+)
+#: one flag per TrainConfig field, in field order
+FIELD_OPTIONS: tuple[Option, ...] = tuple(_field_option(f) for f in fields(TrainConfig))
+#: the authors'-code names and trainer synonyms of fields
+ALIAS_OPTIONS: tuple[Option, ...] = tuple(_alias_option(a, t) for a, t in _CLI_ALIASES.items())
+#: every option of ``palsgd train`` (and of ``python -m empirical.train``), in --help order
+OPTIONS: tuple[Option, ...] = (*COMMAND_OPTIONS, *FIELD_OPTIONS, *ALIAS_OPTIONS)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd train``: :data:`OPTIONS`."""
+    declare(parser, OPTIONS)
 
 
 def _as_typed(exc: ParameterError, overrides: dict[str, Any]) -> UserInputError:

@@ -29,7 +29,8 @@ directory, a paper-scale run on a machine without the GPUs or data it needs).
 
 Files:
 
-* ``options.py``: the options (:func:`add_arguments`) and their checks.
+* ``options.py``: the options (:data:`~paper_figures.cli.options.OPTIONS`,
+  :class:`~core.options.Option` records declared by :func:`add_arguments`) and their checks.
 * ``calibration.py``: :func:`calibrate`, the cost model of this machine.
 * ``plan_view.py``: the GPUs of a paper-scale invocation and the printed plan.
 * ``draw.py``: one command per figure, its inputs taken from the plan, runs and options.
@@ -39,6 +40,6 @@ Files:
 
 from paper_figures.cli.calibration import calibrate
 from paper_figures.cli.command import run
-from paper_figures.cli.options import DEFAULT_OUT, add_arguments
+from paper_figures.cli.options import DEFAULT_OUT, OPTIONS, add_arguments
 
-__all__ = ["add_arguments", "run", "calibrate", "DEFAULT_OUT"]
+__all__ = ["OPTIONS", "add_arguments", "run", "calibrate", "DEFAULT_OUT"]

@@ -1,4 +1,6 @@
-"""The options of ``palsgd figures`` and their checks."""
+"""The options of ``palsgd figures``, declared once as :class:`~core.options.Option` records
+(:data:`OPTIONS`, handed to :func:`core.options.declare`), and the checks of their values
+(:func:`check_inputs`, naming the option at fault)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,18 @@ from pathlib import Path
 from core import exitcodes
 from core.errors import UserInputError
 from core.limits import check_processes, process_cap
+from core.options import Option, declare, option
 from empirical import cost as costmodel
 from paper_figures import runs as R
 
-__all__ = ["DEFAULT_OUT", "DEFAULT_PROFILE", "COST_FIGURES", "add_arguments", "check_inputs"]
+__all__ = [
+    "DEFAULT_OUT",
+    "DEFAULT_PROFILE",
+    "COST_FIGURES",
+    "OPTIONS",
+    "add_arguments",
+    "check_inputs",
+]
 
 DEFAULT_OUT = "figures_out"
 #: the figures drawn with the calibrated cost model
@@ -24,41 +34,37 @@ COST_FIGURES = frozenset(
 DEFAULT_PROFILE = "64xGPU-100Gbps"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``palsgd figures``."""
-    parser.epilog = (
-        f"figures: {', '.join(R.FIGURES)}. Exit codes: 0 all drawn, {exitcodes.FAILED} a "
-        "figure or run failed, 2 bad input (README: the exit-code table)."
-    )
-    parser.add_argument(
+#: every option of ``palsgd figures``, in --help order
+OPTIONS: tuple[Option, ...] = (
+    option(
         "--scale",
         default="quick",
         choices=R.SCALES,
         help="quick (tiny models, 2 CPU processes, about 4-6 min on two cores) or paper (the "
         "paper's models; GPUs and data sets needed) (default: %(default)s)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--only",
         nargs="+",
         choices=R.FIGURES,
         metavar="NAME",
         help="draw only these figures (default: all; names in the epilog)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--out",
         default=DEFAULT_OUT,
         metavar="DIR",
         help="output directory, created if missing (default: %(default)s)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--nproc",
         type=int,
         default=None,
         metavar="K",
         help="training processes = workers K, integer in [1, inf); at quick scale at most "
         f"{process_cap()} on this machine (default: 2 at quick scale, 4 at paper scale)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--gpus",
         type=int,
         default=None,
@@ -67,16 +73,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fewer than K the K workers share them (gloo), with 2K or more runs train side by "
         "side; with --dry-run on a machine without GPUs, the GPUs to plan for (default: "
         "every GPU torch sees; a dry run without GPUs plans for K)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--max-parallel-runs",
         type=int,
         default=None,
         metavar="N",
         help="paper scale: at most N runs train at the same time, integer in [1, inf) "
         "(default: one per GPU set, G // GPUs per run)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--smoke-runs",
         type=int,
         default=None,
@@ -85,55 +91,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tiny sizes on the embedded data, on the same GPUs, workers and launches, into "
         "OUT/smoke-runs, then stop (no figure): a check of the launch before the long "
         "run, integer in [1, inf) (default: the real plan)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--seed",
         type=int,
         default=0,
         metavar="S",
         help="seed of every run, integer in [0, inf) (default: %(default)s)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--dry-run",
         action="store_true",
         help="print the run plan and what is missing for it, then stop (default: run it)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--data",
         nargs="+",
-        default=[],
+        default=(),
         metavar="NAME=PATH",
         help=f"data sets of the paper scale, NAME one of {', '.join(R.DATA_NAMES)}; not "
         "read at quick scale (default: none)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--runs-dir",
         default=None,
         metavar="DIR",
         help="directory of cached runs, must exist if given (default: OUT/runs)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--no-train",
         action="store_true",
         help="use cached runs only; a missing run is an error (default: train missing runs)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--verify-report",
         default=None,
         metavar="DIR",
         help="draw the theory figure from this palsgd verify report instead "
         "of running the verification (default: run it)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--profile",
         default=None,
-        choices=list(costmodel.CLUSTER_PROFILES.static()),
+        choices=tuple(costmodel.CLUSTER_PROFILES.static()),
         metavar="NAME",
         help="cluster profile of the paper-scale attribution and of the paper-scale cost "
         f"model, one of {', '.join(costmodel.CLUSTER_PROFILES.static())} "
         f"(default: {DEFAULT_PROFILE})",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--compute-calibration",
         choices=("runs", "measure"),
         default=None,
@@ -141,10 +147,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default at quick scale: this machine is shared, a separate "
         "measurement sees a different load) or measured by "
         "empirical.cost.measure_compute (default at paper scale)",
+    ),
+    option("--no-progress", action="store_true", help="no progress bars (default: progress bars)"),
+)
+
+
+def epilog() -> str:
+    """The figures' names and the exit codes, below the options in ``--help``."""
+    return (
+        f"figures: {', '.join(R.FIGURES)}. Exit codes: 0 all drawn, {exitcodes.FAILED} a "
+        "figure or run failed, 2 bad input (README: the exit-code table)."
     )
-    parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bars (default: progress bars)"
-    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd figures``: :data:`OPTIONS`, and the figures in the epilog."""
+    parser.epilog = epilog()
+    declare(parser, OPTIONS)
 
 
 def _figures(only: Sequence[str] | None) -> list[str]:

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from core.errors import UserInputError
 from core.io import atomic_write_json
+from core.options import declare, option
 from empirical.config import config_from_dict
 from paper_figures.runs.cache import STATUS_FILE, cached, resolve_spec, run_directory, run_key
 from paper_figures.runs.device import current_device_kind
@@ -263,12 +264,16 @@ def execute(
     return results
 
 
+#: the options of ``python -m paper_figures.runs`` (one rank of the training launch)
+OPTIONS = (option("--plan", required=True, help="plan file written by palsgd figures"),)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m paper_figures.runs --plan FILE``: one rank of the training launch."""
     parser = argparse.ArgumentParser(
         prog="python -m paper_figures.runs",
         description="train the runs of a figures plan (one rank)",
     )
-    parser.add_argument("--plan", required=True, help="plan file written by palsgd figures")
+    declare(parser, OPTIONS)
     args = parser.parse_args(argv)
     return _worker(args.plan)

@@ -1,5 +1,7 @@
-"""The command line of ``palsgd check``: its flags, the ``--config`` file reader and
-:func:`run` (which calls :func:`theory.check.evaluate.check`)."""
+"""The command line of ``palsgd check``: its flags (:data:`OPTIONS`, declared once as
+:class:`~core.options.Option` records; the notation's parameters are
+:func:`theory.options.notation_option` flags, range checked at parse time), the ``--config``
+file reader and :func:`run` (which calls :func:`theory.check.evaluate.check`)."""
 
 from __future__ import annotations
 
@@ -11,32 +13,22 @@ from typing import Any
 from core.errors import UserInputError
 from core.exitcodes import CONTRADICTION
 from core.files import read_mapping_file
+from core.options import Group, Option, declare, option
 from theory.check import contradiction, evaluate
 from theory.check.evaluate import ALGORITHMS
+from theory.options import notation_option
 from theory.presets import PRESETS, preset_names, render_presets
 from theory.validation import ALIASES, PARAMS, canonicalize, validate
 
-__all__ = ["add_arguments", "load_config", "run"]
+__all__ = ["OPTIONS", "PARAMETERS", "add_arguments", "load_config", "run"]
 
 
-#: (project name, extra option strings) for every parameter flag of ``palsgd check``
-_FLAGS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("L", ()),
-    ("sigma", ()),
-    ("zeta", ()),
-    ("F0", ()),
-    ("K", ("--world_size", "--num_gpus")),
-    ("H", ("--sync_interval",)),
-    ("T", ("--steps",)),
-    ("T0", ("--local_sgd_start_iter",)),
-    ("p", ("--prob_no_grad",)),
-    ("alpha", ("--lr",)),
-    ("eta", ()),
-    ("gamma", ("--outer_lr",)),
-    ("mu", ("--outer_momentum",)),
-    ("A", ("--grad_accu_step",)),
-    ("eps", ()),
-)
+#: the parameters of the notation that ``palsgd check`` takes, in the order of its usage line
+#: (each flag with its authors'-code aliases: :func:`theory.options.notation_option`)
+PARAMETERS: tuple[str, ...] = (
+    "L", "sigma", "zeta", "F0", "K", "H", "T", "T0", "p", "alpha", "eta", "gamma", "mu", "A",
+    "eps",
+)  # fmt: skip
 _CONFIG_EXTRA_KEYS = ("algorithm", "bound", "bounds", "preset")
 #: what an unset parameter means, where it is not simply "unset"
 _DEFAULTS = {
@@ -79,66 +71,79 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- CLI
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``palsgd check``."""
-    parser.epilog = (
-        "Tightness: check prints none (a bound's value is not compared with a measured one "
-        "here); palsgd verify reports two: the instance tightness (measured / bound on its "
-        "own exact instances, tightness.csv) and the class tightness (worst case over every "
-        "problem of the class / bound, class.csv; palsgd worst-case for one design)."
-    )
-    g = parser.add_argument_group(
-        "parameters", "problem constants and hyperparameters (authors' flag names accepted)"
-    )
-    for name, extra in _FLAGS:
-        spec = PARAMS[name]
-        g.add_argument(
-            f"--{name}",
-            *extra,
-            dest=name,
-            type=float,
-            default=None,
-            metavar="X",
-            help=f"{spec.meaning}; allowed {spec.allowed} (default: {_DEFAULTS.get(name, 'unset')})",
+def _number(text: str) -> float:
+    """A parameter as ``palsgd check`` reads it: a float (``--T 1e5`` is 100000.0; an
+    integer parameter must be a whole number, which its range checks)."""
+    return float(text)
+
+
+_number.__name__ = "float"  # argparse and the help's checks name the type by it
+
+EPILOG = (
+    "Tightness: check prints none (a bound's value is not compared with a measured one "
+    "here); palsgd verify reports two: the instance tightness (measured / bound on its "
+    "own exact instances, tightness.csv) and the class tightness (worst case over every "
+    "problem of the class / bound, class.csv; palsgd worst-case for one design)."
+)
+
+#: the notation's parameters (:data:`PARAMETERS`), unset unless given
+PARAMETER_OPTIONS = Group(
+    "parameters",
+    tuple(
+        notation_option(
+            name, type=_number, metavar="X", help=f"default: {_DEFAULTS.get(name, 'unset')}"
         )
-    parser.add_argument(
+        for name in PARAMETERS
+    ),
+    description="problem constants and hyperparameters (authors' flag names accepted)",
+)
+
+#: every option of ``palsgd check``
+OPTIONS: tuple[Option | Group, ...] = (
+    PARAMETER_OPTIONS,
+    option(
         "--config",
         metavar="FILE",
         help="YAML or JSON file of parameters, at most 4 MiB (flags override it) (default: none)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--preset",
         choices=preset_names(),
         help="named hyperparameter setting (the presets of every command, --list-presets), "
         "overridden by the file and flags (default: none)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--bound",
         action="append",
         metavar="NAME",
         help="check this bound (repeatable); default: every bound covering the "
         "configuration's algorithm",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--algorithm",
         choices=ALGORITHMS,
         help="the algorithm the configuration runs (default: inferred from p and H)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print the full report as JSON (default: text)"
-    )
-    parser.add_argument(
+    ),
+    option("--json", action="store_true", help="print the full report as JSON (default: text)"),
+    option(
         "--verbose",
         "-v",
         action="store_true",
         help="the full text: every condition with its margin, every term, the lower bounds, "
         "the largest H, the sources and notes (default: the brief answer, about 20 lines)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--list-presets",
         action="store_true",
         help="list the presets of every command and exit (default: check)",
-    )
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``palsgd check`` (:data:`OPTIONS`)."""
+    parser.epilog = EPILOG
+    declare(parser, OPTIONS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     values, preset, bounds, algorithm = (
         _from_config(args.config) if args.config else ({}, None, None, None)
     )
-    for name, _ in _FLAGS:
+    for name in PARAMETERS:
         val = getattr(args, name)
         if val is not None:
             values[name] = val

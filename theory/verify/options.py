@@ -1,18 +1,38 @@
-"""The options of ``palsgd verify``: its flags (:func:`add_arguments`), the settings they
-make (:func:`settings_from_args`) and those of ``--quick`` (:data:`QUICK`).
-:mod:`theory.verify.cli` runs the command."""
+"""The options of ``palsgd verify``, declared once as :class:`~core.options.Option` records
+(:data:`OPTIONS`, in five parts: :data:`SAMPLING`, :data:`PROBLEM`, :data:`STATISTICS`,
+:data:`EXACT`, :data:`OUTPUT`); :func:`add_arguments` hands them to
+:func:`core.options.declare`. The notation's ``--T``, ``--K``, ``--sigma`` and ``--zeta`` are
+:func:`theory.options.notation_option` flags (their ranges checked at parse time, the authors'
+aliases accepted); :func:`settings_from_args` makes the settings of a run and :data:`QUICK`
+are those of ``--quick``. :mod:`theory.verify.cli` runs the command."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import math
 from typing import Any
 
 from core.errors import UserInputError
+from core.options import Option, declare, option
+from core.validation import ParamSpec
 from theory import verify as V
+from theory.options import notation_option
 from theory.problems.base import NOISE_MODELS
+from theory.validation import PARAMS
+from theory.verify.settings import CORRECTIONS, DEFAULT_PROBLEMS, VerifySettings
 
-__all__ = ["add_arguments", "settings_from_args", "QUICK"]
+__all__ = [
+    "add_arguments",
+    "settings_from_args",
+    "QUICK",
+    "OPTIONS",
+    "SAMPLING",
+    "PROBLEM",
+    "STATISTICS",
+    "EXACT",
+    "OUTPUT",
+    "EPILOG",
+]
 
 
 #: settings of ``--quick`` (a smoke run: every file is written, little statistical power)
@@ -31,158 +51,125 @@ QUICK: dict[str, Any] = dict(
 )
 
 
-def _int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse ``type``: an integer in ``[low, inf)``."""
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected an integer in [{low}, inf), got {text!r}"
-            ) from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, inf), got {v}")
-        return v
-
-    parse.__name__ = "int"
-    return parse
+def _count(name: str, low: int, meaning: str) -> ParamSpec:
+    """The range of a count that is not a parameter of the notation: integers from ``low``."""
+    return ParamSpec(name, meaning, low, math.inf, integer=True)
 
 
-_positive_int = _int_at_least(1)
-_nonneg_int = _int_at_least(0)
-#: a Monte-Carlo test needs a variance: two replicas at least
-_at_least_two = _int_at_least(2)
+_D = VerifySettings()  # the defaults the help texts state
 
+EPILOG = (
+    "exit codes: 0 nothing violated beyond the known findings (each reproduced), 1 a new "
+    "violation or a known finding that no longer reproduces, 2 bad input, 6 nothing "
+    "violated but a bound tested on no design inside its conditions in any stage "
+    "('untested: no design inside its conditions'), 130 interrupted. "
+    f"Default problems: {' '.join(DEFAULT_PROBLEMS)}."
+)
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``palsgd verify``."""
-    d = V.VerifySettings()
-    parser.epilog = (
-        "exit codes: 0 nothing violated beyond the known findings (each reproduced), 1 a new "
-        "violation or a known finding that no longer reproduces, 2 bad input, 6 nothing "
-        "violated but a bound tested on no design inside its conditions in any stage "
-        "('untested: no design inside its conditions'), 130 interrupted. "
-        f"Default problems: {' '.join(V.DEFAULT_PROBLEMS)}."
-    )
-    _add_sampling_arguments(parser, d)
-    _add_problem_arguments(parser, d)
-    _add_statistics_arguments(parser)
-    _add_exact_arguments(parser, d)
-    _add_output_arguments(parser)
-
-
-def _add_sampling_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -> None:
-    """Which bounds and problems, how many configurations and replicas, which T and K."""
-    parser.add_argument(
+#: which bounds and problems, how many configurations and replicas, which T and K
+SAMPLING: tuple[Option, ...] = (
+    option(
         "--bounds",
         nargs="+",
         metavar="NAME",
         help="bounds to verify (default: every registered bound)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--problems",
         nargs="+",
         metavar="NAME",
-        help=f"problems (default: {' '.join(V.DEFAULT_PROBLEMS)})",
-    )
-    parser.add_argument(
+        help=f"problems (default: {' '.join(DEFAULT_PROBLEMS)})",
+    ),
+    option(
         "--replicas",
         "-R",
-        type=_at_least_two,
+        range=_count("replicas", 2, "Monte-Carlo replicas (a test needs a variance)"),
         metavar="R",
-        help=f"Monte-Carlo replicas per configuration, integer in [2, inf) (default {d.replicas})",
-    )
-    parser.add_argument(
+        help=f"Monte-Carlo replicas per configuration, integer in [2, inf) (default {_D.replicas})",
+    ),
+    option(
         "--configs",
-        type=_nonneg_int,
+        range=_count("configs", 0, "configurations inside the conditions"),
         metavar="N",
         help="configurations inside the conditions per (bound, problem), integer in [0, inf); "
-        f"0 leaves only the exact part (default {d.configs})",
-    )
-    parser.add_argument(
+        f"0 leaves only the exact part (default {_D.configs})",
+    ),
+    option(
         "--outside",
-        type=_nonneg_int,
+        range=_count("outside", 0, "configurations outside the conditions"),
         metavar="N",
         help="configurations outside the conditions per (bound, problem), integer in "
-        f"[0, inf) (default {d.outside})",
-    )
-    parser.add_argument(
+        f"[0, inf) (default {_D.outside})",
+    ),
+    option(
         "--seed",
-        type=_nonneg_int,
+        range=_count("seed", 0, "master seed"),
         default=0,
         help="master seed, integer in [0, inf) (default 0)",
-    )
-    parser.add_argument(
-        "--T",
-        type=_positive_int,
+    ),
+    notation_option(
+        "T",
         nargs="+",
         metavar="T",
-        help=f"horizons to sample from, integers in [1, inf) (default {' '.join(map(str, d.T))})",
-    )
-    parser.add_argument(
-        "--K",
-        type=_positive_int,
+        help=f"the horizons to sample from (default {' '.join(map(str, _D.T))})",
+    ),
+    notation_option(
+        "K",
         nargs="+",
         metavar="K",
-        help="worker counts to sample from, integers in [1, inf) "
-        f"(default {' '.join(map(str, d.K))})",
-    )
+        help=f"the worker counts to sample from (default {' '.join(map(str, _D.K))})",
+    ),
+)
 
-
-def _add_problem_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -> None:
-    """The problems' dimension, noise, heterogeneity and declared constants."""
-    parser.add_argument(
+#: the problems' dimension, noise, heterogeneity and declared constants
+PROBLEM: tuple[Option, ...] = (
+    option(
         "--d",
-        type=_positive_int,
+        range=PARAMS["d"],
         metavar="D",
-        help=f"problem dimension, integer in [1, inf) (default {d.d})",
-    )
-    parser.add_argument(
-        "--noise", choices=NOISE_MODELS, help=f"noise model of the problems (default {d.noise})"
-    )
-    parser.add_argument(
-        "--sigma",
-        type=float,
+        help=f"problem dimension, integer in [1, inf) (default {_D.d})",
+    ),
+    option(
+        "--noise", choices=NOISE_MODELS, help=f"noise model of the problems (default {_D.noise})"
+    ),
+    notation_option(
+        "sigma",
         metavar="SIGMA",
-        help="noise level sigma, in [0, inf) (default: the problem's, 1 for additive noise)",
-    )
-    parser.add_argument(
-        "--zeta",
-        type=float,
-        metavar="ZETA",
-        help=f"heterogeneity zeta of the problems, in [0, inf) (default {d.zeta})",
-    )
-    parser.add_argument(
+        help="the problems' noise level (default: the problem's, 1 for additive noise)",
+    ),
+    notation_option(
+        "zeta", metavar="ZETA", help=f"the problems' heterogeneity (default {_D.zeta})"
+    ),
+    option(
         "--declare",
         nargs="+",
         metavar="[PROBLEM.]NAME=VALUE",
         default=[],
         help="declare a constant (L, sigma2, zeta2, f_star) for every problem or "
         "for one; it is checked by sampling and used in the bounds (default: none)",
-    )
+    ),
+)
 
-
-def _add_statistics_arguments(parser: argparse.ArgumentParser) -> None:
-    """Level and multiple-testing correction of the Monte-Carlo verdicts."""
-    parser.add_argument(
+#: level and multiple-testing correction of the Monte-Carlo verdicts
+STATISTICS: tuple[Option, ...] = (
+    option(
         "--level",
-        type=float,
+        range=ParamSpec("level", "family-wise error level", 0, 1, low_open=True, high_open=True),
         default=0.05,
         metavar="LEVEL",
         help="family-wise error level of the verdicts, in (0, 1) (default 0.05)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--correction",
-        choices=V.CORRECTIONS,
+        choices=CORRECTIONS,
         default="holm",
         help="multiple-testing correction (default holm)",
-    )
+    ),
+)
 
-
-def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -> None:
-    """User bounds, negative controls, the exact search's budget, one design (--at)."""
-    parser.add_argument(
+#: user bounds, negative controls, the exact search's budget, one design (--at)
+EXACT: tuple[Option, ...] = (
+    option(
         "--bound-file",
         metavar="FILE",
         help="YAML/JSON file with your own bound(s): name, expression, conditions, "
@@ -190,65 +177,71 @@ def _add_exact_arguments(parser: argparse.ArgumentParser, d: V.VerifySettings) -
         "docs/verification.md, section 10) (read without evaluating any code; at most 4 MiB; a "
         "relative path missing here is also looked up in the toolkit's directory) "
         "(default: none)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--controls",
         action="store_true",
         help="negative-control mode: exact verification and the false variants of every "
         "selected bound only (no Monte Carlo); prints the detection power",
-    )
-    parser.add_argument("--no-controls", action="store_true", help="skip the negative controls")
-    parser.add_argument(
+    ),
+    option("--no-controls", action="store_true", help="skip the negative controls"),
+    option(
         "--no-class",
         action="store_true",
         help="skip the class stage (every bound against the worst case over its whole class)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--class-designs",
-        type=_positive_int,
+        range=_count("class_designs", 1, "designs per bound in the class stage"),
         metavar="N",
         help="designs per bound in the class stage, in [1, inf) (default: 4; --quick: 2)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--budget",
-        type=float,
+        range=ParamSpec("budget", "scale of the exact search", 0, 100, low_open=True),
         metavar="X",
-        help=f"scale of the exact search per bound, in (0, 100] (default {d.budget}; controls "
-        f"{d.control_budget})",
-    )
-    parser.add_argument(
+        help=f"scale of the exact search per bound, in (0, 100] (default {_D.budget}; controls "
+        f"{_D.control_budget})",
+    ),
+    option(
         "--at",
         metavar="DESIGN",
         help="evaluate one design exactly and print measured, bound, ratio and conditions "
         "(the 'key=value ...' text of a reproduce command, each key once); needs one "
         "--bounds NAME (default: none)",
-    )
+    ),
+)
 
-
-def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """Report directory and format, simulator backend, plots and progress."""
-    parser.add_argument(
-        "--out", default="reports/verify", help="report directory (default reports/verify)"
-    )
-    parser.add_argument(
+#: report directory and format, simulator backend, plots and progress
+OUTPUT: tuple[Option, ...] = (
+    option("--out", default="reports/verify", help="report directory (default reports/verify)"),
+    option(
         "--quick", action="store_true", help="a small smoke run (few replicas and configurations)"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print the summary as JSON on stdout (no table)"
-    )
-    parser.add_argument(
+    ),
+    option("--json", action="store_true", help="print the summary as JSON on stdout (no table)"),
+    option(
         "--backend",
         choices=("numpy", "torch"),
         default="numpy",
         help="simulator backend of the Monte-Carlo part (default numpy)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--device",
         metavar="DEV",
         help="torch device of the Monte-Carlo part: cpu, cuda or cuda:N; torch only (default: cpu)",
-    )
-    parser.add_argument("--no-plots", action="store_true", help="skip the plots")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ),
+    option("--no-plots", action="store_true", help="skip the plots"),
+    option("--no-progress", action="store_true", help="no progress bar"),
+)
+
+#: every option of ``palsgd verify``, in the order of its usage line
+OPTIONS: tuple[Option, ...] = (*SAMPLING, *PROBLEM, *STATISTICS, *EXACT, *OUTPUT)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd verify`` (:data:`OPTIONS`)."""
+    parser.epilog = EPILOG
+    declare(parser, OPTIONS)
 
 
 def _parse_declared(items: list[str]) -> dict[str, dict[str, float]]:
@@ -299,9 +292,7 @@ def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
         raise UserInputError("--controls and --no-controls exclude each other")
     if args.class_designs is not None:
         kw["class_designs"] = args.class_designs
-    if args.budget is not None:
-        if not 0 < args.budget <= 100:  # NaN fails too
-            raise UserInputError(f"--budget must be a number in (0, 100], got {args.budget}")
+    if args.budget is not None:  # in (0, 100]: checked at parse time
         kw["budget"] = args.budget
     settings = V.VerifySettings(**kw)  # checked on construction
     declared_problems = set(settings.declared) - {"*"}

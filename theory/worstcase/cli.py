@@ -19,97 +19,105 @@ import sys
 from typing import Any
 
 from core.errors import UserInputError
+from core.options import Option, declare, option
+from theory.algorithm.table import COINS, NAMES, PRESETS
+from theory.options import notation_option
+from theory.sync import OUTERS
+from theory.validation import PARAMS
+from theory.worstcase.pep import CLASS_TEXT, RELAXATIONS
+from theory.worstcase.trajectory import MEASURED
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["OPTIONS", "DESIGN", "JUDGE", "EPILOG", "add_arguments", "run"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``palsgd worst-case`` (the notation's names; the authors' aliases too)."""
-    from theory.algorithm.table import COINS, NAMES, PRESETS
-    from theory.sync import OUTERS
-    from theory.worstcase.pep import CLASS_TEXT, RELAXATIONS
-    from theory.worstcase.trajectory import MEASURED
+def _n(name: str, help: str | None = None, **kw: Any) -> Option:  # noqa: A002
+    """The notation's flag ``--name`` (its range, its authors' aliases) with this command's
+    metavar (the name in capitals) and words."""
+    return notation_option(name, help=help, metavar=name.upper(), **kw)
 
-    parser.epilog = (
-        f"The class: {CLASS_TEXT}. Exit codes: 0 done (certified, exceeded on the relaxed class "
-        "or no --bound), 1 the --bound is refuted, 2 bad input, 130 interrupted."
-    )
-    from theory.validation import PARAMS
 
-    def a(*flags: str, help: str, **kw) -> None:
-        name = kw.get("dest") or flags[0].lstrip("-")
-        if kw.get("type") in (int, float) and name in PARAMS:
-            help = f"{help}, in {PARAMS[name].allowed}"
-        if kw.get("default") is None and not kw.get("required") and "default" not in help:
-            help += " (default: none)"
-        parser.add_argument(*flags, help=help, **kw)
+_METHODS = (*NAMES, *PRESETS)
 
-    names = [*NAMES, *PRESETS]
-    a(
+EPILOG = (
+    f"The class: {CLASS_TEXT}. Exit codes: 0 done (certified, exceeded on the relaxed class "
+    "or no --bound), 1 the --bound is refuted, 2 bad input, 130 interrupted."
+)
+
+#: the method and its design (the notation's names; the authors' aliases too)
+DESIGN: tuple[Option, ...] = (
+    option(
         "--algorithm",
         required=True,
-        choices=names,
+        choices=_METHODS,
         metavar="NAME",
-        help=f"the method (required, no default): one of {', '.join(names)}",
-    )
-    a("--K", type=int, default=2, help="workers")
-    a("--H", "--sync_interval", dest="H", type=int, default=1, help="local steps per round")
-    a("--R", type=int, help="rounds (T = R*H); or give --T")
-    a("--T", type=int, help="steps (instead of --R)")
-    a("--L", type=float, default=1.0, help="smoothness of every f_k")
-    a(
-        "--alpha",
-        "--lr",
-        dest="alpha",
-        type=float,
-        required=True,
-        help="inner learning rate (required, no default)",
-    )
-    a("--zeta", type=float, default=0.0, help="heterogeneity (A3)")
-    a("--F0", type=float, default=1.0, help="initial gap f(x0) - inf f (A4)")
-    a("--outer", choices=OUTERS, help="outer update (default: the algorithm's)")
-    a(
-        "--gamma",
-        "--outer_lr",
-        dest="gamma",
-        type=float,
-        help="outer learning rate (default: the algorithm's)",
-    )
-    a("--mu", type=float, help="outer momentum (default: the algorithm's)")
-    a("--p", "--prob_no_grad", dest="p", type=float, help="pull probability (default: 0)")
-    a("--eta", type=float, help="pull (mixing) rate (default: 0)")
-    a("--T0", "--local_sgd_start_iter", dest="T0", type=int, help="DDP warm-up steps (default: 0)")
-    a("--coins", choices=COINS, help="coin model of the pull steps (default: independent)")
-    a(
+        help=f"the method (required, no default): one of {', '.join(_METHODS)}",
+    ),
+    _n("K", default=2),
+    _n("H", default=1, help="the steps of a round"),
+    option(
+        "--R",
+        range=PARAMS["R"],
+        help="rounds (T = R*H); or give --T, in integer in [1, inf) (default: none)",
+    ),
+    _n("T", help="instead of --R (default: none)"),
+    _n("L", default=1.0),
+    _n("alpha", required=True, help="required, no default"),
+    _n("zeta", default=0.0, help="assumption A3"),
+    _n("F0", default=1.0, help="assumption A4"),
+    option("--outer", choices=OUTERS, help="outer update (default: the algorithm's)"),
+    _n("gamma", help="default: the algorithm's"),
+    _n("mu", help="default: the algorithm's"),
+    _n("p", help="default: 0"),
+    _n("eta", help="default: 0"),
+    _n("T0", help="default: 0"),
+    option("--coins", choices=COINS, help="coin model of the pull steps (default: independent)"),
+    option(
         "--pulls",
         metavar="ROWS",
         help="a fixed pull pattern instead of every coin path: one 0/1 row per worker, rows "
         "separated by commas (e.g. 0100,1000 for K = 2, T = 4; default: every coin path)",
-    )
-    a(
+    ),
+)
+
+#: what is measured, the relaxation, the bound judged and the output
+JUDGE: tuple[Option, ...] = (
+    option(
         "--measured",
         choices=MEASURED,
         default="iterates",
-        help="iterates: (1/T) sum_t ||grad f(xbar_t)||^2; anchors: (1/R) sum_r ||grad f(z_r)||^2",
-    )
-    a(
+        help="iterates: (1/T) sum_t ||grad f(xbar_t)||^2; anchors: (1/R) sum_r ||grad "
+        "f(z_r)||^2 (default: iterates)",
+    ),
+    option(
         "--relaxation",
         choices=RELAXATIONS,
         default="full",
         help="where A3 and A4 are imposed: full (every visited point) or compact (the shared "
-        "points; the same value for every K >= 2)",
-    )
-    a(
+        "points; the same value for every K >= 2) (default: full)",
+    ),
+    option(
         "--bound",
         metavar="NAME",
         help="judge this bound (upper or lower) at the design (default: none)",
-    )
-    a(
+    ),
+    option(
         "--lift",
         action="store_true",
-        help="build an explicit worst instance (1-D) and report its value",
-    )
-    a("--json", action="store_true", help="print one JSON object (key 'value')")
+        help="build an explicit worst instance (1-D) and report its value (default: none)",
+    ),
+    option(
+        "--json", action="store_true", help="print one JSON object (key 'value') (default: none)"
+    ),
+)
+
+#: every option of ``palsgd worst-case``
+OPTIONS: tuple[Option, ...] = (*DESIGN, *JUDGE)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``palsgd worst-case`` (:data:`OPTIONS`)."""
+    parser.epilog = EPILOG
+    declare(parser, OPTIONS)
 
 
 def _pattern(text: str | None) -> Any:
