@@ -29,10 +29,13 @@ from theory.moments.rounds import BUF1, ONE, Z1, Z2
 __all__ = ["Diagnosis", "diagnose"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Diagnosis:
-    """The long-run picture of one configuration (see the module docstring); ``None`` where
-    the map does not contract (no fixed point)."""
+    """The long-run picture of one configuration (see the module docstring): ``rate`` the
+    contraction of the anchor's mean per round and ``rate_per_step`` per local step
+    (dimensionless); ``floor``, ``bias``, ``coin_variance``, ``noise`` in ``E||grad f||^2``
+    units and ``consensus`` in squared distance; ``None`` where the map does not contract
+    (no fixed point)."""
 
     rate: float
     rate_per_step: float
@@ -42,7 +45,7 @@ class Diagnosis:
     noise: float | None
     consensus: float | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, float | None]:
         return asdict(self)
 
 

@@ -29,16 +29,19 @@ coordinate, :mod:`theory.problems.hetero_cosine`) and ``F0 = f(x0) - f_star``. A
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from core.errors import UserInputError
 from core.files import read_mapping_file, resolve_input_path
+from theory.compare.jsonrow import Json, JsonRow
 from theory.problems.base import Problem
 from theory.problems.hessians import HeteroHessianQuadratic, hetero_hessian_from, with_zeta
 from theory.problems.hetero_cosine import HeteroCosine
 
-__all__ = ["ProblemFamily", "FileFamily", "load_family_file"]
+__all__ = ["ProblemFamily", "FileFamily", "FamilyDescription", "CosineTerm", "load_family_file"]
 
 
 @runtime_checkable
@@ -47,7 +50,7 @@ class ProblemFamily(Protocol):
 
     def build(self, zeta: float | None) -> Problem: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> Mapping[str, Json]: ...
 
 
 @dataclass(frozen=True)
@@ -68,18 +71,49 @@ class FileFamily:
             x0=q.x0(), sigma2=q.sigma2, name=q.name,
         )  # fmt: skip
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> FamilyDescription:
+        """What the map states about the family (``problems["source"]`` of ``map.json``)."""
         p = self.build(None)
-        star = getattr(p, "zeta2_star", None)
-        return {
-            "family_file": self.path, "name": p.name, "K": p.K, "d": p.d,
-            "cosine": {"c": self.c, "w": self.w} if self.c else None,
-            "L": p.L, "sigma2": p.sigma2, "zeta2_region": p.zeta2, "zeta2_star": star,
-            "f_star": p.f_star, "F0": p.F0,
-        }  # fmt: skip
+        return FamilyDescription(
+            family_file=self.path, name=p.name, K=p.K, d=p.d,
+            cosine=CosineTerm(self.c, self.w) if self.c else None, L=p.L, sigma2=p.sigma2,
+            zeta2_region=p.zeta2, zeta2_star=getattr(p, "zeta2_star", None), f_star=p.f_star,
+            F0=p.F0,
+        )  # fmt: skip
 
 
-def load_family_file(path: Any, flag: str = "--family-file") -> FileFamily:
+@dataclass(frozen=True)
+class CosineTerm(JsonRow):
+    """The common nonconvex term ``c cos(w x_i)`` of every coordinate (``w``: a frequency
+    in inverse units of ``x``; ``c``: in units of ``f``)."""
+
+    c: float
+    w: float
+
+
+@dataclass(frozen=True)
+class FamilyDescription(JsonRow):
+    """A family file's problem as the map states it: the resolved ``family_file`` path,
+    its ``name``, ``K`` workers, dimension ``d``, the ``cosine`` term (``None``: a
+    quadratic), and its exact constants: ``L`` the smoothness, ``sigma2`` one worker's
+    gradient-noise variance (total), ``zeta2_region`` the heterogeneity over the declared
+    region and ``zeta2_star`` at the quadratic part's minimiser (``None``: not defined),
+    ``f_star`` the minimum of ``f`` and ``F0 = f(x0) - f_star``."""
+
+    family_file: str
+    name: str
+    K: int
+    d: int
+    cosine: CosineTerm | None
+    L: float
+    sigma2: float
+    zeta2_region: float
+    zeta2_star: float | None
+    f_star: float
+    F0: float
+
+
+def load_family_file(path: str | os.PathLike[str], flag: str = "--family-file") -> FileFamily:
     """The :class:`FileFamily` of a YAML/JSON family file; every problem is refused with the
     file and the key named (``flag``: the option that named the file)."""
     resolved = resolve_input_path(path, flag)

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from core.errors import UserInputError
 from core.validation import check_choice
 from theory.algorithm import AlgorithmSpec
+from theory.compare.jsonrow import JsonRow
 from theory.compare.methods import Method
 from theory.problems import Problem
 
@@ -82,17 +82,16 @@ def spec_of(
     )
 
 
-@dataclass
-class Estimate:
-    """First round reaching ``eps``: point estimate and interval (``None``: not by the cap)."""
+@dataclass(frozen=True)
+class Estimate(JsonRow):
+    """First round reaching ``eps`` (rounds): the point estimate ``rounds`` and its 99%
+    interval ``[lo, hi]`` (``None``: not by the cap); ``diverged``: the replicas' mean
+    blew up before the cap."""
 
     rounds: int | None
     lo: int | None
     hi: int | None
     diverged: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _first(mask: np.ndarray) -> int | None:

@@ -15,9 +15,9 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -26,6 +26,7 @@ from core.errors import UserInputError
 from core.io import atomic_write_json
 from theory.compare.bounds_side import agreement, score_bounds
 from theory.compare.exact import Quadratic
+from theory.compare.jsonrow import Json, JsonRow
 from theory.compare.methods import METHODS, Method, round_cost
 from theory.compare.precision import longdouble_verifier
 from theory.compare.records import CellResult, MapResult
@@ -35,7 +36,8 @@ from theory.compare.tune import Tuned, exact_evaluator, tune
 from theory.problems.hessians import HeteroHessianQuadratic
 
 __all__ = [
-    "run_map", "problem_constants", "bound_constants", "map_units", "caps_for", "columns",
+    "run_map", "ProblemConstants", "problem_constants", "bound_constants", "map_units",
+    "caps_for", "columns",
 ]  # fmt: skip
 
 _SOURCES = ("pairs.py", "scan.py", "exact.py", "tune.py", "methods.py", "precision.py")
@@ -50,16 +52,38 @@ def _engine_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def problem_constants(prob: HeteroHessianQuadratic) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ProblemConstants(JsonRow):
+    """A quadratic's exact constants, as ``problems[str(zeta)]`` of ``map.json``: ``K``
+    workers, dimension ``d``, largest curvature ``L``, gradient-noise variance ``sigma2``
+    (one worker, total), initial gap ``F0 = f(x0) - f*``, heterogeneity ``zeta2_region``
+    (the supremum of ``(1/K) sum_k ||grad f_k - grad f||^2`` on the declared region) and
+    ``zeta2_star`` (at the optimum), ``grad_norm_sq_x0 = ||grad f(x0)||^2``, and the arrays
+    ``eigenvalues`` (``K x d``), ``minimisers`` (``K x d``) and the start ``x0`` (``d``)."""
+
+    K: int
+    d: int
+    L: float
+    sigma2: float
+    F0: float
+    zeta2_region: float
+    zeta2_star: float
+    grad_norm_sq_x0: float
+    eigenvalues: list[list[float]]
+    minimisers: list[list[float]]
+    x0: list[float]
+
+
+def problem_constants(prob: HeteroHessianQuadratic) -> ProblemConstants:
     """The problem's exact constants (``zeta2`` on its declared region, ``zeta2_star`` at
     the optimum) and arrays, for the map's JSON."""
-    return {
-        "K": prob.K, "d": prob.d, "L": prob.L, "sigma2": prob.sigma2, "F0": prob.F0,
-        "zeta2_region": prob.zeta2, "zeta2_star": prob.zeta2_star,
-        "grad_norm_sq_x0": float(np.sum(prob.grad(prob.x0()) ** 2)),
-        "eigenvalues": prob.eigenvalues.tolist(), "minimisers": prob.minimisers.tolist(),
-        "x0": prob.x0().tolist(),
-    }  # fmt: skip
+    return ProblemConstants(
+        K=prob.K, d=prob.d, L=prob.L, sigma2=prob.sigma2, F0=prob.F0,
+        zeta2_region=prob.zeta2, zeta2_star=prob.zeta2_star,
+        grad_norm_sq_x0=float(np.sum(prob.grad(prob.x0()) ** 2)),
+        eigenvalues=prob.eigenvalues.tolist(), minimisers=prob.minimisers.tolist(),
+        x0=prob.x0().tolist(),
+    )  # fmt: skip
 
 
 def bound_constants(prob: HeteroHessianQuadratic) -> dict[str, float]:
@@ -91,7 +115,7 @@ def _unit(
     path = None
     if cache is not None:
         key = json.dumps(
-            [problem_constants(prob), m.name, H, cells, list(spec.eps), caps.tolist(),
+            [problem_constants(prob).to_dict(), m.name, H, cells, list(spec.eps), caps.tolist(),
              asdict(spec.grid), _engine_hash()], sort_keys=True,
         )  # fmt: skip
         path = cache / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
@@ -108,7 +132,7 @@ def _unit(
     return res
 
 
-def map_units(spec: MapSpec, methods: list[Method]) -> list[tuple[Any, Method, int]]:
+def map_units(spec: MapSpec, methods: list[Method]) -> list[tuple[float | None, Method, int]]:
     """The units ``(zeta, method, H)`` of a map (minibatch SGD: one unit per ``zeta``)."""
     return [(z, m, H) for z in spec.zetas for m in methods for H in (spec.H if m.local else (1,))]
 
@@ -142,8 +166,8 @@ def run_map(
     methods = [METHODS[n] for n in spec.methods]
     units = map_units(spec, methods)
     results: dict[tuple, list[list[Tuned]]] = {}
-    problems: dict[str, dict[str, Any]] = {}
-    built: dict[Any, tuple[HeteroHessianQuadratic, Quadratic]] = {}
+    problems: dict[str, Mapping[str, Json]] = {}
+    built: dict[float | None, tuple[HeteroHessianQuadratic, Quadratic]] = {}
     for z, m, H in tqdm(units, desc="palsgd map", unit="unit", disable=not progress):
         if z not in built:
             prob = source.build(z)
@@ -158,10 +182,10 @@ def run_map(
         score_bounds(spec, cells, quads, consts, tuned_points=tuned_points, progress=progress)
     summary = summarize(cells, quads)
     if bounds:
-        summary["agreement"] = agreement(cells)
+        summary = replace(summary, agreement=agreement(cells))
     return MapResult(
         cells=cells,
-        spec=spec.to_dict(),
+        spec=spec,
         problems={**problems, "source": source.describe()},
         engine="exact",
         elapsed_s=time.perf_counter() - t0,
