@@ -137,7 +137,7 @@ def test_spec_and_distributed_config_refuse_alike(kw, match):
 
 def test_slowmo_is_a_preset_of_existing_parts():
     """SlowMo over Local SGD = Local SGD rounds + outer SGD with slow momentum: one entry of
-    PRESETS, available to the theory spec, the distributed configuration and palsgd train."""
+    VARIANTS, available to the theory spec, the distributed configuration and palsgd train."""
     spec = A.AlgorithmSpec.of("slowmo", alpha=0.1, H=4)
     assert (spec.kind, spec.outer, spec.gamma, spec.mu) == ("diloco", "sgd", 1.0, 0.5)
     assert A.AlgorithmSpec.of("slowmo", alpha=0.1, H=4, mu=0.7).mu == 0.7

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from empirical.config import PRESETS as TRAIN_PRESETS
-from empirical.config import resolve_config
+from empirical.config import TRAIN_PRESETS, resolve_config
 from palsgd.cli import main
 from theory.presets import PRESETS, preset_names, render_presets
 

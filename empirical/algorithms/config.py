@@ -31,8 +31,8 @@ from theory.algorithm import (
     DILOCO_DEFAULT_GAMMA,
     DILOCO_DEFAULT_MU,
     OUTERS,
-    PRESETS,
     PULL_EDGE,
+    VARIANTS,
     Algorithm,
     AlgorithmSpec,
     PullStability,
@@ -83,7 +83,7 @@ class AlgorithmConfig:
     distributed implementation's own switches.
 
     ``name``: a distributed name of the table or a preset on one (``"slowmo"``: DiLoCo's
-    rounds with outer SGD momentum, :data:`theory.algorithm.PRESETS`); a preset is resolved
+    rounds with outer SGD momentum, :data:`theory.algorithm.VARIANTS`); a preset is resolved
     on construction (``name`` becomes its base, the preset's outer settings fill the fields
     left ``None``). ``outer``, ``gamma`` and ``mu`` left as ``None`` take the algorithm's
     defaults (the table): ``diloco`` gets Nesterov with ``gamma = 0.7, mu = 0.9``; every
@@ -156,7 +156,7 @@ class AlgorithmConfig:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         check_choice("name", self.name, NAMES)
-        preset = PRESETS.get(self.name)
+        preset = VARIANTS.get(self.name)
         if preset is not None:
             for key, val in preset.values:
                 if getattr(self, key) is None:

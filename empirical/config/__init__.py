@@ -4,7 +4,7 @@ Files: ``flags.py`` (how an option is declared: :class:`~empirical.config.flags.
 help, range, choices and rule on resume), ``fields.py`` (:class:`TrainConfig`: every field
 declared once, with its flag), ``tables.py`` (the tables derived from the declarations:
 :data:`FLAGS`, :data:`CHOICES`, :data:`MATCH_FIELDS`, :data:`RUN_ONLY_FIELDS`,
-:data:`CHANGE_FIELDS`, ...), ``presets.py`` (:data:`PRESETS`, :data:`README_8M_RUN`),
+:data:`CHANGE_FIELDS`, ...), ``presets.py`` (:data:`TRAIN_PRESETS`, :data:`README_8M_RUN`),
 ``checks.py`` (:func:`validate_config`, :data:`TRAINER_PARAMS`, derived from the
 declarations too), ``resolve.py`` (:func:`resolve_config`, config files, the dict form,
 :func:`allowed_changes`).
@@ -31,7 +31,7 @@ from __future__ import annotations
 from empirical.config.checks import TRAINER_PARAMS, allowed_changes, validate_config
 from empirical.config.fields import BACKENDS, OPTIMIZERS, PRECISIONS, TrainConfig
 from empirical.config.flags import Flag
-from empirical.config.presets import PRESETS, README_8M_RUN
+from empirical.config.presets import README_8M_RUN, TRAIN_PRESETS
 from empirical.config.resolve import (
     config_from_dict,
     config_to_dict,
@@ -52,7 +52,7 @@ from empirical.config.tables import (
 
 __all__ = [
     "TrainConfig",
-    "PRESETS",
+    "TRAIN_PRESETS",
     "README_8M_RUN",
     "PRECISIONS",
     "BACKENDS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PRESETS", "README_8M_RUN"]
+__all__ = ["TRAIN_PRESETS", "README_8M_RUN"]
 
 
 def _preset(**kw: Any) -> dict[str, Any]:
@@ -44,7 +44,7 @@ README_8M_RUN: dict[str, Any] = dict(
 
 
 #: named presets: field values applied on top of the dataclass defaults
-PRESETS: dict[str, dict[str, Any]] = {
+TRAIN_PRESETS: dict[str, dict[str, Any]] = {
     # The default: a tiny GPT-Neo on the embedded text, PALSGD, well under a minute on CPU.
     "tiny": _preset(),
     # Same, as plain data-parallel SGD (DDP) for comparison.

@@ -14,7 +14,7 @@ from core.files import read_mapping_file
 from core.validation import ParameterError
 from empirical.config.checks import validate_config
 from empirical.config.fields import TrainConfig
-from empirical.config.presets import PRESETS
+from empirical.config.presets import TRAIN_PRESETS
 from empirical.config.tables import _FIELDS, _canonical_key
 from theory.validation import canonicalize
 
@@ -105,10 +105,10 @@ def resolve_config(
 ) -> TrainConfig:
     """Build a :class:`TrainConfig` from preset < file < overrides, then validate it."""
     name = preset or "tiny"
-    if name not in PRESETS:
+    if name not in TRAIN_PRESETS:
         raise UserInputError(_unknown_preset(name))
     values: dict[str, Any] = {}
-    layers: list[tuple[str, Mapping[str, Any]]] = [(f"preset '{name}'", PRESETS[name])]
+    layers: list[tuple[str, Mapping[str, Any]]] = [(f"preset '{name}'", TRAIN_PRESETS[name])]
     if file is not None:
         layers.append((f"config file '{file}'", load_config_file(file)))
     if overrides:
@@ -139,7 +139,7 @@ def _unknown_preset(name: str) -> str:
     (:mod:`theory.presets`) that the trainer cannot run, or an unknown name."""
     from theory.presets import PRESETS as ALL_PRESETS
 
-    known = f"the presets palsgd train runs are {sorted(PRESETS)}"
+    known = f"the presets palsgd train runs are {sorted(TRAIN_PRESETS)}"
     if name in ALL_PRESETS and ALL_PRESETS[name].not_trained:
         return (
             f"--preset '{name}' is for palsgd check only: {ALL_PRESETS[name].not_trained}; {known}"

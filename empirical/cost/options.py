@@ -16,7 +16,7 @@ from core.limits import MAX_PLANNED_S, PROCESSES_PER_CORE, process_cap
 from core.options import Group, Option, option
 from empirical.cost.paper import SETTINGS
 from empirical.cost.profiles import ALLREDUCE_ALGORITHMS, CLUSTER_PROFILES, GPUS
-from theory.algorithm import COINS, LOCAL_NAMES
+from theory.algorithm import COINS, local_choices
 from theory.options import notation_option
 
 __all__ = ["Action", "ACTIONS", "DEFAULT_PROFILE", "PREDICT_OPTIONS"]
@@ -57,7 +57,7 @@ PREDICT_OPTIONS = (
     option("--profiles-file", default=None, metavar="FILE",
            help="YAML/JSON file of more cluster profiles {name: {K, link, gpu, source}}, at "
            "most 4 MiB (default: none)"),
-    option("--method", default="palsgd", choices=LOCAL_NAMES,
+    option("--method", default="palsgd", choices=local_choices(),
            help="the local method (default: %(default)s)"),
     notation_option("p", default=None, metavar="P", help=f"PALSGD's {_SETTING}"),
     notation_option("H", default=None, metavar="H", help=f"the local method's {_SETTING}"),

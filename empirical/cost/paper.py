@@ -18,7 +18,7 @@ from empirical.cost.comm import allreduce_time, ddp_bucket_sizes, ddp_exposed_co
 from empirical.cost.profiles import GPUS, ClusterProfile, ComputeProfile, GPUSpec, cluster_profile
 from empirical.cost.trace import expected_trace
 from empirical.cost.wallclock import attribute_gain
-from theory.algorithm import COINS, LOCAL_NAMES, lookup
+from theory.algorithm import COINS, local_choices, lookup
 from theory.validation import validate
 
 __all__ = [
@@ -197,7 +197,7 @@ def paper_scale_prediction(
     """
     s = paper_setting(setting)
     prof = profile if isinstance(profile, ClusterProfile) else cluster_profile(profile)
-    check_choice("method", method, LOCAL_NAMES)
+    check_choice("method", method, local_choices())
     check_choice("coins", coins, COINS)
     hp = _hyperparameters(s, method, p, H, T0, steps)
     ratio = check_number("step_ratio", step_ratio, 0.0, low_open=True)

@@ -37,7 +37,7 @@ from empirical.cost.checks import check_workers
 from empirical.cost.comm import allreduce_time, ddp_bucket_sizes, ddp_exposed_comm
 from empirical.cost.profiles import ComputeProfile, LinkProfile
 from empirical.cost.trace import load_trace, round_excess
-from theory.algorithm import COINS, DISTRIBUTED_NAMES, lookup
+from theory.algorithm import COINS, distributed_choices, lookup
 from theory.validation import validate
 
 __all__ = ["time_breakdown", "modelled_time", "attribute_gain"]
@@ -52,7 +52,7 @@ def _check_inputs(
     if not isinstance(link, LinkProfile):
         raise UserInputError("'link' must be a LinkProfile")
     K = check_workers(K)
-    check_choice("algorithm", algorithm, DISTRIBUTED_NAMES)
+    check_choice("algorithm", algorithm, distributed_choices())
     check_choice("coins", coins, COINS)
     nbytes = check_number("param_bytes", param_bytes, 0.0, unit="bytes")
     validate(p=p)

@@ -37,7 +37,7 @@ Launch:
 
 With no options it trains a tiny GPT-Neo on the embedded text with PALSGD on two CPU
 ranks over gloo (preset ``tiny``, ``--nproc 2``; well under a minute). ``--preset`` picks another preset
-(:data:`empirical.config.PRESETS`), ``--config FILE`` reads YAML/JSON, flags override both;
+(:data:`empirical.config.TRAIN_PRESETS`), ``--config FILE`` reads YAML/JSON, flags override both;
 the authors' flag names (``--lr``, ``--prob_no_grad``, ``--sync_interval``, ``--outer_lr``,
 ``--local_sgd_start_iter``, ``--grad_accu_step``) are accepted as aliases.
 

@@ -24,7 +24,7 @@ from empirical.config import (
     CHOICES,
     FIELD_ALIASES,
     FLAGS,
-    PRESETS,
+    TRAIN_PRESETS,
     TRAINER_PARAMS,
     TrainConfig,
     load_config_file,
@@ -161,7 +161,7 @@ COMMAND_OPTIONS: tuple[Option, ...] = (
         choices=tuple(preset_names()),
         metavar="NAME",
         help="named preset, one of the list of every command (--list-presets; the "
-        f"trainer runs {', '.join(sorted(PRESETS))}) (default: tiny)",
+        f"trainer runs {', '.join(sorted(TRAIN_PRESETS))}) (default: tiny)",
     ),
     option(
         "--list-presets",

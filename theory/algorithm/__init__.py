@@ -3,7 +3,7 @@
 :data:`ALGORITHMS` is the one table of algorithm definitions (:class:`Algorithm`: name,
 aliases, local steps or not, sync rule, pull steps or not, warm-up, allowed outer updates,
 coin models, exact oracle, simulator, distributed name and implementation). Every list of
-names, argparse choice and help text of the toolkit is derived from it; :data:`PRESETS`
+names, argparse choice and help text of the toolkit is derived from it; :data:`VARIANTS`
 names compositions of its parts (SlowMo over Local SGD is the Local-SGD rounds of
 ``diloco`` with outer SGD momentum).
 
@@ -51,25 +51,26 @@ from theory.algorithm.table import (
     LABELS,
     LOCAL_NAMES,
     NAMES,
-    PRESETS,
     SYNC_RULES,
+    VARIANTS,
     WARMUP_NAMES,
     Algorithm,
-    Preset,
+    Variant,
     authors_sync_offset,
     check_sync_delay,
     describe_choices,
     distributed_choices,
+    local_choices,
     lookup,
 )
 from theory.sync import OUTERS, is_landing_step, is_sync_step, outer_step
 
 __all__ = [
-    "Algorithm", "Preset", "AlgorithmSpec", "PullStability", "ALGORITHMS", "PRESETS",
+    "Algorithm", "Variant", "AlgorithmSpec", "PullStability", "ALGORITHMS", "VARIANTS",
     "NAMES", "KINDS", "LABELS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES", "OUTERS", "COINS",
     "SYNC_RULES", "IMPLEMENTATION_KEYS",
     "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "PULL_EDGE", "lookup", "fields_fixed",
     "covered_names", "spec_summary", "spec_from_summary", "distributed_choices",
-    "describe_choices", "pull_coefficient", "pull_stability", "is_sync_step", "is_landing_step",
+    "describe_choices", "local_choices", "pull_coefficient", "pull_stability", "is_sync_step", "is_landing_step",
     "check_sync_delay", "authors_sync_offset", "outer_step",
 ]  # fmt: skip

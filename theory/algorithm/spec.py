@@ -20,7 +20,7 @@ from core.validation import ParameterError, check_choice, check_int, check_numbe
 from theory.algorithm.table import (
     ALGORITHMS,
     COINS,
-    PRESETS,
+    VARIANTS,
     Algorithm,
     check_sync_delay,
     lookup,
@@ -207,11 +207,11 @@ class AlgorithmSpec:
 
     @classmethod
     def of(cls, name: str, **params: Any) -> AlgorithmSpec:
-        """The spec of ``name`` (a table name, an alias or a preset of :data:`PRESETS`) with
+        """The spec of ``name`` (a table name, an alias or a preset of :data:`VARIANTS`) with
         ``params`` (project names or the authors' aliases: ``lr``, ``prob_no_grad``, ...);
         ``alpha`` may be left out (``None``)."""
         values = canonicalize(params, allow_unknown=True)
-        preset = PRESETS.get(name) if isinstance(name, str) else None
+        preset = VARIANTS.get(name) if isinstance(name, str) else None
         if preset is not None:
             name, values = preset.base, {**dict(preset.values), **values}
         return cls(kind=name, **{"alpha": None, **values})
@@ -333,8 +333,8 @@ def fields_fixed(name: str) -> dict[str, Any]:
     keys = ["p", "eta"] if not row.pulls else []
     if row.outers == ("average",):
         keys += ["outer", "gamma", "mu"]
-    if name in PRESETS:
-        keys += [k for k, _ in PRESETS[name].values]
+    if name in VARIANTS:
+        keys += [k for k, _ in VARIANTS[name].values]
     own = AlgorithmSpec.of(name, T0=int(row.warmup == "required"))
     return {k: getattr(own, k) for k in dict.fromkeys(keys)}
 

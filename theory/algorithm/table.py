@@ -6,7 +6,7 @@ allowed outer updates, coin models, exact oracle, simulator, distributed name an
 implementation that runs it (:data:`IMPLEMENTATION_KEYS`; the trainer reads the row's
 ``implementation``, ``local`` and ``sync``, never a list of names). Every list of names,
 argparse choice and help text of the toolkit is derived from it (the name lists below,
-:func:`distributed_choices`, :func:`describe_choices`); :data:`PRESETS` names compositions
+:func:`distributed_choices`, :func:`describe_choices`); :data:`VARIANTS` names compositions
 of its parts. The rules it implies for one run are :mod:`theory.algorithm.spec`'s.
 """
 
@@ -19,9 +19,9 @@ from core.validation import ParameterError, check_choice, check_int
 from theory.sync import OUTERS
 
 __all__ = [
-    "Algorithm", "Preset", "ALGORITHMS", "SYNC_RULES", "IMPLEMENTATION_KEYS", "PRESETS",
+    "Algorithm", "Variant", "ALGORITHMS", "SYNC_RULES", "IMPLEMENTATION_KEYS", "VARIANTS",
     "COINS", "NAMES", "KINDS", "DISTRIBUTED_NAMES", "LOCAL_NAMES", "WARMUP_NAMES",
-    "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "LABELS", "lookup", "distributed_choices", "describe_choices",
+    "DILOCO_DEFAULT_GAMMA", "DILOCO_DEFAULT_MU", "LABELS", "lookup", "distributed_choices", "describe_choices", "local_choices",
     "check_sync_delay", "authors_sync_offset",
 ]  # fmt: skip
 
@@ -176,7 +176,7 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in _TABLE}
 
 
 @dataclass(frozen=True)
-class Preset:
+class Variant:
     """A named composition of the table's parts: a base algorithm and the values it fixes
     (an outer update, its rate and momentum); given values override them."""
 
@@ -189,10 +189,10 @@ class Preset:
 
 
 #: named compositions (a new variant of existing parts is one entry here; docs/algorithms.md)
-PRESETS: dict[str, Preset] = {
+VARIANTS: dict[str, Variant] = {
     p.name: p
     for p in (
-        Preset(
+        Variant(
             "slowmo", "diloco", "SlowMo over Local SGD",
             "Local SGD rounds with an outer SGD step of slow momentum (heavy ball)",
             "Wang, Tantia, Ballas & Rabbat, ICLR 2020, Algorithm 1 with the Local SGD base; "
@@ -224,35 +224,41 @@ DILOCO_DEFAULT_MU = ALGORITHMS["diloco"].mu
 LABELS: dict[str, str] = {
     **{a.name: a.label for a in _TABLE},
     **{a.distributed: a.distributed_label or a.label for a in _TABLE if a.distributed},
-    **{p.name: p.label for p in PRESETS.values()},
+    **{p.name: p.label for p in VARIANTS.values()},
 }
 _KEYS = {k: a.name for a in _TABLE for k in (a.name, *a.aliases, a.distributed) if k}
 
 
 def lookup(name: Any, what: str = "algorithm") -> Algorithm:
     """The table row of ``name`` (a name, an alias such as ``ddp``, a distributed name, or a
-    preset of :data:`PRESETS`: its base); an unknown one is refused naming ``what`` and the
+    preset of :data:`VARIANTS`: its base); an unknown one is refused naming ``what`` and the
     known names."""
-    if isinstance(name, str) and name in PRESETS:
-        name = PRESETS[name].base
+    if isinstance(name, str) and name in VARIANTS:
+        name = VARIANTS[name].base
     key = _KEYS.get(name) if isinstance(name, str) else None
     if key is None:
-        check_choice(what, name, (*_KEYS, *PRESETS))
+        check_choice(what, name, (*_KEYS, *VARIANTS))
     return ALGORITHMS[key]
 
 
 def distributed_choices() -> tuple[str, ...]:
     """The names ``palsgd train --algorithm`` takes: the distributed algorithms and the
     presets whose base has a distributed implementation."""
-    presets = (p.name for p in PRESETS.values() if ALGORITHMS[p.base].distributed)
+    presets = (p.name for p in VARIANTS.values() if ALGORITHMS[p.base].distributed)
     return DISTRIBUTED_NAMES + tuple(presets)
+
+
+def local_choices() -> tuple[str, ...]:
+    """The algorithms with rounds of local steps (:data:`LOCAL_NAMES`) and the variants on
+    them (SlowMo over Local SGD): the methods the cost model compares with DDP."""
+    return LOCAL_NAMES + tuple(v.name for v in VARIANTS.values() if v.base in LOCAL_NAMES)
 
 
 def describe_choices(names: tuple[str, ...]) -> str:
     """One help line per name: ``name: label, summary`` (table rows and presets)."""
     parts = []
     for n in names:
-        row = PRESETS.get(n) or lookup(n)
+        row = VARIANTS.get(n) or lookup(n)
         parts.append(f"{n}: {row.label}, {row.summary}")
     return "; ".join(parts)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from core.errors import UserInputError
 from core.validation import check_choice, check_type
-from theory.algorithm import NAMES, lookup
+from theory.algorithm import NAMES, VARIANTS, lookup
 from theory.assumptions import A3_IID, OUTER_AVERAGING
 from theory.bound import registry as bound_registry
 from theory.bound.numeric import CompiledBound
@@ -32,8 +32,10 @@ from theory.validation import canonicalize, validate
 __all__ = ["ALGORITHMS", "check", "infer_algorithm"]
 
 #: algorithms a configuration can name (``--algorithm``): the names of the algorithm table
-#: (:data:`theory.algorithm.NAMES`); a bound covers the names of its spec (``algorithms``)
-ALGORITHMS = NAMES
+#: (:data:`theory.algorithm.NAMES`) and its variants (:data:`theory.algorithm.VARIANTS`,
+#: checked as their base with the variant's outer settings); a bound covers the names of its
+#: spec (``algorithms``)
+ALGORITHMS = (*NAMES, *VARIANTS)
 
 #: outer-optimizer values assumed when a configuration does not give them (plain averaging)
 _OUTER_DEFAULTS = {"gamma": 1.0, "mu": 0.0}
@@ -52,6 +54,15 @@ def infer_algorithm(values: Mapping[str, float]) -> tuple[str, str]:
         why = "p = 0" if p is not None else "p not given"
         return "local_sgd", f"{why} and H = {_fmt(H)} > 1"
     return "sgd", "H not given" if H is None else "H = 1 and no pull steps"
+
+
+def _with_variant(v: dict[str, float], algorithm: str) -> dict[str, float]:
+    """``v`` with the numeric settings a variant fixes (SlowMo's ``gamma``, ``mu``) where
+    the configuration does not give them; ``v`` itself for a table name."""
+    if algorithm not in VARIANTS:
+        return v
+    fixed = {k: float(x) for k, x in VARIANTS[algorithm].values if isinstance(x, int | float)}
+    return {**fixed, **v}
 
 
 def _scalar_inputs(values: Mapping[str, Any]) -> dict[str, float]:
@@ -234,6 +245,7 @@ def check(
         algorithm, why = infer_algorithm(v)
     else:
         algorithm, why = check_choice("algorithm", algorithm, ALGORITHMS), "given"
+        v = _with_variant(v, algorithm)
     warnings = config_warnings(v, algorithm) + warnings
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
     chosen = _resolve_bounds(bounds)

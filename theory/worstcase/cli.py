@@ -20,7 +20,7 @@ from typing import Any
 
 from core.errors import UserInputError
 from core.options import Option, declare, option
-from theory.algorithm.table import COINS, NAMES, PRESETS
+from theory.algorithm.table import COINS, NAMES, VARIANTS
 from theory.options import notation_option
 from theory.sync import OUTERS
 from theory.validation import PARAMS
@@ -36,7 +36,7 @@ def _n(name: str, help: str | None = None, **kw: Any) -> Option:  # noqa: A002
     return notation_option(name, help=help, metavar=name.upper(), **kw)
 
 
-_METHODS = (*NAMES, *PRESETS)
+_METHODS = (*NAMES, *VARIANTS)
 
 EPILOG = (
     f"The class: {CLASS_TEXT}. Exit codes: 0 done (certified, exceeded on the relaxed class "
