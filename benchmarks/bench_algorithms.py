@@ -54,7 +54,10 @@ import torch
 from algorithms_timing import consensus_cost, memory_worker, timing_worker
 
 from core.io import atomic_write_json
+from core.options import declare, option
 from empirical.distributed import spawn_workers
+from theory.options import notation_option
+from theory.validation import PARAMS
 
 TARGETS = {
     "palsgd_over_local_sgd": 1.02,
@@ -171,29 +174,35 @@ def print_report(result: dict[str, Any], args: argparse.Namespace) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--world-size", type=int, default=2)
-    ap.add_argument("--width", type=int, default=384)
-    ap.add_argument("--depth", type=int, default=24)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--H", type=int, default=8)
-    ap.add_argument(
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--world-size", type=int, default=2, range=PARAMS["K"], help="workers (default 2)"),
+    option("--width", type=int, default=384),
+    option("--depth", type=int, default=24),
+    option("--batch", type=int, default=256),
+    notation_option("H", default=8, help="default 8"),
+    option(
         "--blocks",
         type=int,
         default=10,
         help="measured steps per algorithm = blocks * H (after warmup-blocks * H)",
-    )
-    ap.add_argument("--warmup-blocks", type=int, default=2)
-    ap.add_argument("--pull-steps", type=int, default=80)
-    ap.add_argument("--comm-reps", type=int, default=15)
-    ap.add_argument(
+    ),
+    option("--warmup-blocks", type=int, default=2),
+    option("--pull-steps", type=int, default=80),
+    option("--comm-reps", type=int, default=15),
+    option(
         "--consensus-params",
         type=int,
         default=124_000_000,
         help="size of the consensus-statistic measurement (0: skip)",
-    )
-    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ),
+    option("--out", default=None, help="write the results as JSON here"),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    declare(ap, OPTIONS)
     args = ap.parse_args(argv)
 
     result = measure(args)

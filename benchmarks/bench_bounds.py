@@ -24,6 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from core.io import emit_json
+from core.options import declare, option
 from theory import bounds as registry
 from theory import symbols as S
 from theory.bound import param_name
@@ -114,17 +115,21 @@ def run_benchmark(
     }
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--bound", default="local_sgd_noniid", help="registered bound to time"),
+    option("--n", type=int, default=100_000, help="configurations for Bound.evaluate"),
+    option("--n-subs", type=int, default=200, help="configurations for sympy subs"),
+    option("--repeat", type=int, default=5, help="timings of the compiled path (best kept)"),
+    option("--seed", type=int, default=0),
+    option("--json", metavar="FILE", help="write the results as JSON ('-' for stdout)"),
+    option("--no-progress", action="store_true"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bound", default="local_sgd_noniid", help="registered bound to time")
-    ap.add_argument("--n", type=int, default=100_000, help="configurations for Bound.evaluate")
-    ap.add_argument("--n-subs", type=int, default=200, help="configurations for sympy subs")
-    ap.add_argument(
-        "--repeat", type=int, default=5, help="timings of the compiled path (best kept)"
-    )
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", metavar="FILE", help="write the results as JSON ('-' for stdout)")
-    ap.add_argument("--no-progress", action="store_true")
+    declare(ap, OPTIONS)
     args = ap.parse_args(argv)
     if args.n < 1 or args.n_subs < 1 or args.repeat < 1:
         ap.error("--n, --n-subs and --repeat must be positive")

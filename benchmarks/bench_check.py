@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from core.options import declare, option
+
 CHECK = ["check", "--L", "1", "--sigma", "1", "--F0", "1", "--K", "4", "--H", "32",
          "--T", "100000", "--lr", "0.01", "--p", "0.2", "--eta", "1", "--zeta", "1"]  # fmt: skip
 COMMANDS = {
@@ -56,11 +58,17 @@ def _time(args: list[str], env: dict[str, str], cpu: list[float] | None = None) 
     return dt
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--repeat", type=int, default=7, help="runs per command (default 7)"),
+    option("--json", help="write the timings as JSON to this file"),
+)
+
+
 def main() -> int:
     """Time the commands and print them beside ``python -c pass``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=7, help="runs per command (default 7)")
-    ap.add_argument("--json", help="write the timings as JSON to this file")
+    declare(ap, OPTIONS)
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     settings = ("bytecode cache", "no bytecode cache")

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from core.options import declare, option
 from theory.compare import METHODS, MapSpec, run_map
 from theory.compare.exact import Quadratic
 from theory.compare.pairs import _aggregate, pair_step_matrix, start_state
@@ -76,10 +77,16 @@ def per_step_rounds(q: Quadratic, m, *, H, eta, p, alpha, gamma, mu, eps, cap) -
     return -1
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--sample", type=int, default=12, help="configurations for the loop"),
+    option("--small", action="store_true", help="a 16-cell map (a smoke run)"),
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sample", type=int, default=12, help="configurations for the loop")
-    ap.add_argument("--small", action="store_true", help="a 16-cell map (a smoke run)")
+    declare(ap, OPTIONS)
     args = ap.parse_args()
     axes = SMALL if args.small else FULL
     # the loop checks first passages: the map tunes both criteria alike, so reading the

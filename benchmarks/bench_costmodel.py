@@ -27,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from core.io import emit_json
+from core.options import declare, option
 from empirical import cost as cm
 from empirical.algorithms import AlgorithmConfig
 
@@ -93,16 +94,20 @@ def speed(steps: int) -> dict[str, Any]:
     }
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--repeats", type=int, default=3),
+    option("--steps-scale", type=float, default=1.0),
+    option("--batch", type=int, default=32),
+    option("--trace-steps", type=int, default=100_000),
+    option("--more-algorithms", action="store_true", help="six algorithms, longer runs"),
+    option("--json", default=None, help="write the results here ('-': stdout)"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps-scale", type=float, default=1.0)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--trace-steps", type=int, default=100_000)
-    parser.add_argument(
-        "--more-algorithms", action="store_true", help="six algorithms, longer runs"
-    )
-    parser.add_argument("--json", default=None, help="write the results here ('-': stdout)")
+    declare(parser, OPTIONS)
     args = parser.parse_args(argv)
     res = {
         "machine": platform.platform(),

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.options import declare, option
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.config import README_8M_RUN
 from empirical.data import BatchStream, build_dataset
@@ -101,14 +102,20 @@ def peak_memory(offload: bool, device: torch.device) -> dict[str, Any]:
     return out
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--steps", type=int, default=6, help="measured steps per configuration"),
+    option("--stories", type=int, default=20000),
+    option("--num-workers", type=int, default=2),
+    option("--tokenizer", default=None),
+    option("--device", default="cuda" if torch.cuda.is_available() else "cpu"),
+    option("--out", default=None),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=6, help="measured steps per configuration")
-    ap.add_argument("--stories", type=int, default=20000)
-    ap.add_argument("--num-workers", type=int, default=2)
-    ap.add_argument("--tokenizer", default=None)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--out", default=None)
+    declare(ap, OPTIONS)
     args = ap.parse_args(argv)
     seq = README_8M_RUN["seq_len"]
     result: dict[str, Any] = {"args": vars(args), "data_s_per_step": {}}

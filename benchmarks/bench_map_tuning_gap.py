@@ -28,33 +28,43 @@ from pathlib import Path
 import numpy as np
 
 from core.io import atomic_write_json, write_csv
+from core.options import declare, option
 from theory.compare import MapSpec, ProblemSource, run_map
 from theory.compare.exact import Quadratic
 from theory.compare.outside import GapRow, WideGrid, held_out_problem, tuning_gap
+from theory.options import notation_option
 from theory.problems.hessians import load_hetero_hessian
 
 #: the acceptance bound: tuned cost at most 1.25x the outside search's
 LIMIT = 1.25
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--problems", type=int, default=3, help="held-out problem files"),
+    option("--first-seed", type=int, default=1, help="seed of the first problem"),
+    notation_option("H", nargs="+", default=[16, 64, 256],
+                    help="the sync intervals tried (default 16 64 256)"),
+    notation_option("eta", nargs="+", default=[1.0, 20.0], metavar="ETA",
+                    help="PALSGD's values tried (default 1 20)"),
+    notation_option("p", nargs="+", default=[0.2, 0.5], metavar="P",
+                    help="PALSGD's values tried (default 0.2 0.5)"),
+    option("--eps-frac", type=float, nargs="+", default=[0.02, 0.002],
+           help="targets as fractions of ||grad f(x0)||^2"),
+    option("--budget", nargs="+", default=["grads:2e5", "rounds:2e4"]),
+    option("--criterion", choices=["first", "sustained"], default="first",
+           help="the acceptance is stated for first passage; the map's default is sustained"),
+    option("--methods", nargs="+", default=None, help="default: every method"),
+    option("--alpha-decades", type=float, default=9.0),
+    option("--per-decade", type=int, default=8),
+    option("--per-octave", type=int, default=2),
+    option("--out", default=None, help="folder for gap.json and gap.csv"),
+)  # fmt: skip
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problems", type=int, default=3, help="held-out problem files")
-    ap.add_argument("--first-seed", type=int, default=1, help="seed of the first problem")
-    ap.add_argument("--H", type=int, nargs="+", default=[16, 64, 256])
-    ap.add_argument("--eta", type=float, nargs="+", default=[1.0, 20.0])
-    ap.add_argument("--p", type=float, nargs="+", default=[0.2, 0.5])
-    ap.add_argument("--eps-frac", type=float, nargs="+", default=[0.02, 0.002],
-                    help="targets as fractions of ||grad f(x0)||^2")  # fmt: skip
-    ap.add_argument("--budget", nargs="+", default=["grads:2e5", "rounds:2e4"])
-    ap.add_argument("--criterion", choices=["first", "sustained"], default="first",
-                    help="the acceptance is stated for first passage; the map's default is "
-                    "sustained")  # fmt: skip
-    ap.add_argument("--methods", nargs="+", default=None, help="default: every method")
-    ap.add_argument("--alpha-decades", type=float, default=9.0)
-    ap.add_argument("--per-decade", type=int, default=8)
-    ap.add_argument("--per-octave", type=int, default=2)
-    ap.add_argument("--out", default=None, help="folder for gap.json and gap.csv")
+    declare(ap, OPTIONS)
     return ap.parse_args(argv)
 
 

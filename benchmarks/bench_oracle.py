@@ -23,6 +23,7 @@ from functools import partial
 
 import numpy as np
 
+from core.options import declare, option
 from theory import problems, simulate
 from theory.moments import exact_moments, oracle_batch
 from theory.moments import oracle as rm
@@ -37,9 +38,13 @@ def _best(fn, repeat: int) -> float:
     return best
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (option("--repeat", type=int, default=3),)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
+    declare(ap, OPTIONS)
     args = ap.parse_args()
     print(f"{'K':>3} {'H':>5} {'T':>6} {'step s':>9} {'round ms':>9} {'batch ms':>9} "
           f"{'step/round':>11} {'step/batch':>11} {'max rel diff':>13}")  # fmt: skip

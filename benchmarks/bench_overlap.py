@@ -45,7 +45,9 @@ from typing import Any
 import numpy as np
 
 from core.io import emit_json
+from core.options import declare, option
 from empirical import cost as cm
+from theory.options import notation_option
 
 __all__ = ["configs", "summarise", "main"]
 
@@ -142,20 +144,25 @@ def mechanism(windows: list[float], repeats: int, delay: tuple[float, float]) ->
     ]
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--algorithms", nargs="+", default=["local_sgd", "palsgd"], choices=sorted(_BASE)),
+    option("--taus", nargs="+", type=int, default=[1, 2, 3]),
+    notation_option("H", default=4, help="default 4"),
+    option("--rounds", type=int, default=8),
+    option("--batch", type=int, default=64),
+    option("--delay-s", type=float, default=0.02),
+    option("--delay-per-byte-s", type=float, default=2e-8),
+    option("--repeats", type=int, default=3, help="checks; medians are printed"),
+    option("--windows", nargs="+", type=float, default=[0, 0.25, 0.5, 0.75, 1, 1.5]),
+    option("--mechanism-repeats", type=int, default=5),
+    option("--json", default=None, help="write the results here ('-': stdout)"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algorithms", nargs="+", default=["local_sgd", "palsgd"],
-                        choices=sorted(_BASE))  # fmt: skip
-    parser.add_argument("--taus", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--H", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--delay-s", type=float, default=0.02)
-    parser.add_argument("--delay-per-byte-s", type=float, default=2e-8)
-    parser.add_argument("--repeats", type=int, default=3, help="checks; medians are printed")
-    parser.add_argument("--windows", nargs="+", type=float, default=[0, 0.25, 0.5, 0.75, 1, 1.5])
-    parser.add_argument("--mechanism-repeats", type=int, default=5)
-    parser.add_argument("--json", default=None, help="write the results here ('-': stdout)")
+    declare(parser, OPTIONS)
     args = parser.parse_args(argv)
     runs = configs(args.algorithms, args.taus, args.H, args.rounds)
     checks, per_check = [], []

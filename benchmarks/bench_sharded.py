@@ -28,6 +28,8 @@ import sys
 from typing import Any
 
 from core.io import emit_json
+from core.options import declare, option
+from theory.options import notation_option
 
 __all__ = ["measure", "main"]
 
@@ -95,15 +97,21 @@ def measure(model: str, K: int, S: int, H: int, batch: int, seq_len: int) -> dic
     return {"K": K, "S": S, "ranks": ranks, **{k: max(r[k] for r in ranks) for k in keys}}
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--model", default="gptneo-8m"),
+    notation_option("K", default=2, help="default 2"),
+    option("--shards", nargs="+", type=int, default=[1, 2]),
+    notation_option("H", default=4, help="default 4"),
+    option("--batch", type=int, default=4),
+    option("--seq-len", type=int, default=64),
+    option("--json", default=None, help="write the results here ('-': stdout)"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="gptneo-8m")
-    parser.add_argument("--K", type=int, default=2)
-    parser.add_argument("--shards", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--H", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--json", default=None, help="write the results here ('-': stdout)")
+    declare(parser, OPTIONS)
     args = parser.parse_args(argv)
     rows = [measure(args.model, args.K, S, args.H, args.batch, args.seq_len) for S in args.shards]
     print(f"{args.model}, K = {args.K} workers, largest per-rank figures (MiB)")

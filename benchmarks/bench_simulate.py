@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 import theory.simulate.torch_run as simulate_torch
+from core.options import declare, option
 from theory.coins import pull_coins
 from theory.problems import QuadraticProblem, make_problem
 from theory.simulate import AlgorithmSpec, simulate
@@ -305,16 +306,22 @@ def bench_backends(threads: int, steps: int, quick: bool, reps: int = 2) -> list
     return out
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--quick", action="store_true", help="smaller sizes, fewer repetitions"),
+    option("--out", help="write the results as JSON to this file"),
+    option("--backends-only", action="store_true", help="section 3 only"),
+    option("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
+    option(
+        "--steps", type=int, default=8, help="steps per backend run (>= 2; the first is not timed)"
+    ),
+)
+
+
 def main() -> int:
     """Run the sections and print the results (JSON with ``--out``)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
-    ap.add_argument("--out", help="write the results as JSON to this file")
-    ap.add_argument("--backends-only", action="store_true", help="section 3 only")
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    ap.add_argument(
-        "--steps", type=int, default=8, help="steps per backend run (>= 2; the first is not timed)"
-    )
+    declare(ap, OPTIONS)
     args = ap.parse_args()
     if args.steps < 2:
         ap.error(

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.io import atomic_write_json, write_csv  # noqa: E402
+from core.options import declare, option  # noqa: E402
 
 #: the suite's target on two idle cores, seconds (printed beside the measurement)
 TARGET_S = 300.0
@@ -45,12 +46,18 @@ def parse_durations(text: str) -> list[Phase]:
     return sorted(rows, key=lambda r: -r.seconds)
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--workers", type=int, default=2, help="pytest-xdist workers (default 2)"),
+    option("--slowest", type=int, default=25, help="rows reported (default 25)"),
+    option("--tests", nargs="*", default=[], help="test paths (default: the suite)"),
+    option("--out", default="reports/bench-suite", help="output directory"),
+)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (default 2)")
-    p.add_argument("--slowest", type=int, default=25, help="rows reported (default 25)")
-    p.add_argument("--tests", nargs="*", default=[], help="test paths (default: the suite)")
-    p.add_argument("--out", default="reports/bench-suite", help="output directory")
+    declare(p, OPTIONS)
     args = p.parse_args(argv)
     if args.workers < 1 or args.slowest < 1:
         p.error("--workers and --slowest take positive integers")

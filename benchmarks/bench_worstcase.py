@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from core.io import emit_json
+from core.options import declare, option
 from theory.worstcase import worst_case
 
 CASES = (
@@ -67,11 +68,17 @@ def verify_share() -> dict:
     return {"verify_s": total, "class_stage_s": stage, "exit": out.returncode}
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--repeat", type=int, default=3, help="solves per design (median)"),
+    option("--no-verify", action="store_true", help="skip part 2"),
+    option("--json", metavar="FILE", help="write the figures as JSON ('-': stdout)"),
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3, help="solves per design (median)")
-    ap.add_argument("--no-verify", action="store_true", help="skip part 2")
-    ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-': stdout)")
+    declare(ap, OPTIONS)
     a = ap.parse_args()
     result = {"per_design": per_design(max(1, a.repeat))}
     if not a.no_verify:

@@ -37,12 +37,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from core.options import declare, option
 from empirical import cost
 from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.algorithms.sync import sq_norm
 from empirical.cost.paper import paper_setting
 from empirical.distributed import cleanup, init_distributed
 from empirical.models import build_model
+from theory.options import notation_option
 
 #: device name -> the cost model's GPU of the same dense BF16 peak
 SAME_PEAK = {"H200": "H100-SXM5-80GB", "H100": "H100-SXM5-80GB", "A100": "A100-SXM4-80GB"}
@@ -140,22 +142,25 @@ def implied_utilisation(name: str, fb: dict[str, Any], gpu: str) -> float | None
     return float(flops) / (cost.GPUS[gpu].peak_flops * fb["fwd_bwd_s"])
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (
+    option("--models", nargs="+", default=["gptneo-8m", "gptneo-125m"]),
+    option("--batch", type=int, default=32),
+    option("--context", type=int, default=300),
+    notation_option(
+        "A", default=16, help="default 16 (the README's), for the reported grad_step_s"
+    ),
+    option("--precision", default="bf16", choices=["fp32", "bf16", "fp16"]),
+    option("--reps", type=int, default=10),
+    option("--link-workers", type=int, default=2),
+    option("--out", default="gpu-check-out"),
+    option("--dry-run", action="store_true", help="tiny model on the CPU"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", nargs="+", default=["gptneo-8m", "gptneo-125m"])
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--context", type=int, default=300)
-    ap.add_argument(
-        "--A",
-        type=int,
-        default=16,
-        help="micro-batches per step (README: 16), for the reported grad_step_s",
-    )
-    ap.add_argument("--precision", default="bf16", choices=["fp32", "bf16", "fp16"])
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--link-workers", type=int, default=2)
-    ap.add_argument("--out", default="gpu-check-out")
-    ap.add_argument("--dry-run", action="store_true", help="tiny model on the CPU")
+    declare(ap, OPTIONS)
     args = ap.parse_args(argv)
     if args.dry_run:
         args.models, args.batch, args.context, args.reps = ["gptneo-tiny"], 2, 32, 2

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from core.options import declare, option
+
 INDEPENDENT = ("palsgd", "palsgd_nesterov")
 SHARED = ("palsgd_shared",)
 BASELINES = ("sgd", "local_sgd", "diloco")
@@ -117,9 +119,13 @@ def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
     return "\n".join(out)
 
 
+#: the command's options (:func:`core.options.declare`)
+OPTIONS = (option("map_json", type=Path),)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("map_json", type=Path)
+    declare(ap, OPTIONS)
     args = ap.parse_args(argv)
     data = json.loads(args.map_json.read_text())
     cells = data["cells"]

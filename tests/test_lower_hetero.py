@@ -11,7 +11,7 @@ import pytest
 from core.errors import UserInputError
 from theory import bounds as registry
 from theory.lower import get_lower, lower_bounds
-from theory.lower.hetero import instance_value, unit_value
+from theory.lower.two_curvature import instance_value, unit_value
 from theory.moments import MatrixQuadratic, exact_moments
 
 LB = "local_sgd_heterogeneity_lower"

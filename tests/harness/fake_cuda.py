@@ -19,17 +19,8 @@ Every binding and every process group is recorded as one JSON line per event in
 ``$PALSGD_FAKE_GPU_LOG/<pid>.jsonl`` (with the rank, local rank and restart count of the
 torchrun environment), so that a test can check what each rank of a real launch did.
 
-:class:`SyncCounter` counts the calls that make the host wait for a GPU (``.item()``,
-``float()``/``int()``/``bool()`` of a tensor, ``.tolist()``, ``.cpu()``, ``.numpy()``,
-data-dependent shapes, blocking host-to-device copies of host data,
-``torch.cuda.synchronize`` and event/stream waits) while it is active. To see the copies
-of host data, the fake keeps track of which tensors are on the faked GPU (those placed there
-and everything computed from them): ``tensor.device`` of such a tensor reads as
-:data:`GPU_AS_CPU`, a CPU device object of its own, so that a tensor made with
-``device=t.device`` is known to be made on the GPU. Every tensor made on, or copied to, the
-GPU from host data (``torch.tensor``/``as_tensor``/``asarray`` with a device, ``.to``/
-``.cuda`` or ``copy_`` of a host tensor) is listed in :attr:`SyncCounter.copies`; those that
-block (all but ``non_blocking=True`` copies of host tensors) are syncs too.
+:class:`SyncCounter` (:mod:`sync_counter`, exported here too) counts the calls that make the
+host wait for a GPU, and the copies of host data to it, while it is active.
 
 The sitecustomize module next to this file calls :func:`install` at interpreter start
 when ``PALSGD_FAKE_GPUS`` is set, so putting this directory on ``PYTHONPATH`` fakes CUDA in
@@ -38,12 +29,10 @@ every process of a launch (the launcher, torchrun's agent and each rank).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +41,11 @@ import torch.distributed as dist
 from torch.overrides import TorchFunctionMode
 
 try:  # as harness.fake_cuda (the tests) or as fake_cuda (sitecustomize)
-    from .residence import GPU_AS_CPU, host_copy, on_device, placement, track
+    from .residence import GPU_AS_CPU, on_device, placement, track
+    from .sync_counter import SyncCounter, count_call, note_sync
 except ImportError:
-    from residence import GPU_AS_CPU, host_copy, on_device, placement, track
+    from residence import GPU_AS_CPU, on_device, placement, track
+    from sync_counter import SyncCounter, count_call, note_sync
 
 __all__ = [
     "install",
@@ -72,7 +63,6 @@ ENV_COUNT = "PALSGD_FAKE_GPUS"
 ENV_LOG = "PALSGD_FAKE_GPU_LOG"
 
 _STATE: dict[str, Any] = {"count": 0, "current": 0, "log": None, "mode": None, "rng": {}}
-_COUNTERS: list[SyncCounter] = []
 
 
 # ----------------------------------------------------------------------------- the record
@@ -157,7 +147,7 @@ class _Event:
         self.t = time.perf_counter()
 
     def synchronize(self) -> None:
-        _note_sync("Event.synchronize")
+        note_sync("Event.synchronize")
 
     def query(self) -> bool:
         return True
@@ -175,7 +165,7 @@ class _Stream:
         self.device = device
 
     def synchronize(self) -> None:
-        _note_sync("Stream.synchronize")
+        note_sync("Stream.synchronize")
 
     def wait_stream(self, other: Any) -> None:
         pass
@@ -190,72 +180,10 @@ class _Stream:
 
 
 def _synchronize(device: Any = None) -> None:
-    _note_sync("torch.cuda.synchronize")
+    note_sync("torch.cuda.synchronize")
 
 
 # ----------------------------------------------------------------------------- the mode
-_TENSOR = torch.Tensor
-#: methods that copy a value to the host and so wait for the GPU
-_TO_HOST = {
-    _TENSOR.item,
-    _TENSOR.__float__,
-    _TENSOR.__int__,
-    _TENSOR.__bool__,
-    _TENSOR.__index__,
-    _TENSOR.tolist,
-    _TENSOR.numpy,
-    _TENSOR.cpu,
-}
-#: operations whose output shape depends on the data (the host reads a count)
-_DATA_SHAPED = {
-    torch.nonzero,
-    _TENSOR.nonzero,
-    torch.masked_select,
-    _TENSOR.masked_select,
-    torch.unique,
-    _TENSOR.unique,
-    torch.equal,
-    _TENSOR.equal,
-    torch.allclose,
-    _TENSOR.allclose,
-}
-_HOST_DATA_FACTORIES = {torch.tensor, torch.as_tensor}
-
-
-def _bool_index(args: tuple[Any, ...]) -> bool:
-    idx = args[1] if len(args) > 1 else None
-    items = idx if isinstance(idx, tuple) else (idx,)
-    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
-
-
-def _device_copy(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether ``torch.tensor``/``as_tensor`` copies host data to a device. Under the fake a
-    tensor's ``.device`` reads as the CPU, so a device given in any form but the literal
-    ``"cpu"`` (how torch's optimizers place their host-side counters) is taken to be the GPU;
-    an empty list copies nothing."""
-    device = kwargs.get("device")
-    if device is None or device == "cpu":
-        return False
-    data = args[0] if args else kwargs.get("data")
-    if isinstance(data, list | tuple) and len(data) == 0:
-        return False
-    return func is torch.tensor or not isinstance(data, torch.Tensor)
-
-
-def _note_sync(what: str, tensor: Any = None) -> None:
-    for counter in list(_COUNTERS):
-        counter.note(what, tensor)
-
-
-def _note_copy(what: str, counted_as_sync: bool) -> None:
-    """Record a host-to-GPU copy in every active counter; a blocking one is a sync too
-    (unless the existing rule of :func:`_device_copy` already counted it)."""
-    for counter in list(_COUNTERS):
-        counter.note_copy(what)
-    if not what.endswith("(async)") and not counted_as_sync:
-        _note_sync(what)
-
-
 class _CudaOnHost(TorchFunctionMode):
     """Every CUDA placement becomes a CPU one; sync-like calls are reported to the active
     :class:`SyncCounter` objects."""
@@ -263,88 +191,17 @@ class _CudaOnHost(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         placed = placement(func, args, kwargs)
-        if _COUNTERS:
-            self._count(func, args, kwargs)
-            copy = host_copy(func, args, kwargs, placed)
-            if copy is not None:
-                counted = func in _HOST_DATA_FACTORIES and _device_copy(func, args, kwargs)
-                _note_copy(copy, counted)
+        count_call(func, args, kwargs, placed)
         called = (args, kwargs)
-        if func in (_TENSOR.cuda, _TENSOR.pin_memory):
+        if func in (torch.Tensor.cuda, torch.Tensor.pin_memory):
             return track(func, *called, placed, args[0])
-        if func is _TENSOR.to:
+        if func is torch.Tensor.to:
             args = tuple("cpu" if _is_cuda(a) else a for a in args)
         if _is_cuda(kwargs.get("device")):
             kwargs["device"] = "cpu"
         if kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False
         return track(func, *called, placed, func(*args, **kwargs))
-
-    @staticmethod
-    def _count(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        name = getattr(func, "__name__", str(func))
-        if func in _TO_HOST or func in _DATA_SHAPED:
-            _note_sync(f"Tensor.{name}", args[0] if args else None)
-        elif func in (_TENSOR.__getitem__, _TENSOR.__setitem__) and _bool_index(args):
-            _note_sync(f"Tensor.{name} with a boolean mask")
-        elif func in _HOST_DATA_FACTORIES and _device_copy(func, args, kwargs):
-            _note_sync(f"torch.{name}(host data, device=...)")
-
-
-class SyncCounter:
-    """Counts host-device synchronisations while active (``with SyncCounter() as c``).
-
-    ``host_side(t)`` says which tensors live on the host by design in a GPU run too (the
-    inner optimizer's step counters, for one): reading them waits for nothing, so they are
-    not counted. :meth:`paused` stops counting for a block (the host-side data pipeline).
-    ``calls`` lists what was counted, with the line of code outside torch that made it.
-    """
-
-    def __init__(self, host_side: Callable[[torch.Tensor], bool] | None = None) -> None:
-        self.calls: list[str] = []
-        #: every tensor made on, or copied to, the GPU from host data, where it was made
-        #: (``non_blocking=True`` copies of host tensors end in ``(async)``; the others are
-        #: in :attr:`calls` too)
-        self.copies: list[str] = []
-        self.host_side = host_side
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """Count nothing inside the block."""
-        _COUNTERS.remove(self)
-        try:
-            yield
-        finally:
-            _COUNTERS.append(self)
-
-    @property
-    def count(self) -> int:
-        return len(self.calls)
-
-    def note(self, what: str, tensor: Any = None) -> None:
-        if isinstance(tensor, torch.Tensor) and self.host_side and self.host_side(tensor):
-            return
-        self.calls.append(f"{what} at {_caller()}")
-
-    def note_copy(self, what: str) -> None:
-        """Record a host-to-GPU copy (see :attr:`copies`)."""
-        self.copies.append(f"{what} at {_caller()}")
-
-    def __enter__(self) -> SyncCounter:
-        _COUNTERS.append(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        _COUNTERS.remove(self)
-
-
-def _caller() -> str:
-    """``file:line`` of the innermost frame outside torch and this module."""
-    for frame in reversed(traceback.extract_stack()[:-3]):
-        f = frame.filename
-        if "/torch/" not in f and not f.endswith("fake_cuda.py"):
-            return f"{os.path.basename(f)}:{frame.lineno}"
-    return "?"
 
 
 # ----------------------------------------------------------------------------- install
