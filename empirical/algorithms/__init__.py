@@ -26,7 +26,9 @@ optimizer's place, the buffer policy), ``sync.py`` (the blocking sync), ``overla
 (the overlapped sync, ``sync_delay``), ``pulls.py`` (PALSGD's coins and pull),
 ``collectives.py`` (the initial broadcast, the warm-up's gradient all-reduce), ``outer.py``
 (the outer optimizer), ``flat.py`` (flat layouts), ``coins.py`` (coin sources), ``fsdp.py``
-(workers sharded with FSDP2 on a 2-D mesh), ``slowlink.py`` (an emulated slow link).
+(workers sharded with FSDP2 on a 2-D mesh), ``slowlink.py`` (an emulated slow link),
+``stacked.py`` (K workers in ONE process, parameters stacked along a worker axis, the
+step vmapped; with ``stacked_model.py`` and ``stacked_inner.py``; docs/stacked_workers.md).
 
 See :mod:`empirical.algorithms.local` for the exact per-step semantics and
 ``docs/reference-implementation.md`` for the authors' code's quirks (available as named
@@ -60,6 +62,9 @@ __all__ = [
     "OUTERS",
     "COINS",
     "BUFFERS",
+    "StackedWorkers",
+    "StackedStep",
+    "StackedInner",
 ]
 
 
@@ -92,5 +97,7 @@ __getattr__, __dir__ = lazy_exports(
         "empirical.algorithms.flat": ("FlatLayout",),
         "empirical.algorithms.local": ("LocalAlgorithm",),
         "empirical.algorithms.outer": ("OuterOptimizer",),
+        "empirical.algorithms.stacked": ("StackedStep", "StackedWorkers"),
+        "empirical.algorithms.stacked_inner": ("StackedInner",),
     },
 )
