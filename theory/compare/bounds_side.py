@@ -30,6 +30,8 @@ import re
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,11 +42,12 @@ from theory.bound import Bound
 from theory.bounds import all_bounds, get
 from theory.compare.averages import exact_parts
 from theory.compare.exact import Quadratic
+from theory.compare.jsonrow import JsonRow
 from theory.compare.methods import BASELINES, METHODS, PALSGD_METHODS, Method, round_cost
 from theory.compare.records import CellResult, best_of
 from theory.compare.spec import MapSpec
 
-__all__ = ["bounds_for", "speaks_for", "score_bounds", "agreement", "term_family"]
+__all__ = ["Agreement", "bounds_for", "speaks_for", "score_bounds", "agreement", "term_family"]
 
 
 def speaks_for(bound: Bound, m: Method) -> bool:
@@ -93,7 +96,7 @@ def term_family(term: str) -> str:
 
 def guaranteed_rounds(
     bound,
-    values: dict[str, Any],
+    values: Mapping[str, float | np.ndarray],
     eps: np.ndarray,
     *,
     H: Any = 1.0,
@@ -155,7 +158,7 @@ def _guarantee_rounds(m, consts, H, eta, p, eps, grid) -> dict[str, np.ndarray]:
     shape = np.broadcast_shapes(np.shape(H), np.shape(eta))
     for name in bounds_for(m.name):
         b = get(name)
-        vals: dict[str, Any] = dict(consts)
+        vals: dict[str, float | np.ndarray] = dict(consts)
         Hb = np.asarray(H, dtype=float)[..., None] if "H" in b.parameters else np.ones(1)
         if "p" in b.parameters:
             vals.update(p=p, eta=np.asarray(eta, dtype=float)[..., None])
@@ -188,7 +191,7 @@ def _bound_map(spec: MapSpec, cells: list[CellResult], consts_by_zeta) -> None:
             i, j = list(Hs[:, 0]).index(c.H), list(etas[0]).index(c.eta)
             e = list(eps_all).index(c.eps)
             guaranteed: dict[str, float | None] = {}
-            per_bound: dict[str, Any] = {}
+            per_bound: dict[str, dict[str, float | None]] = {}
             for n, by_bound in rounds.items():
                 m = METHODS[n]
                 price = round_cost(m, c.budget, c.H, c.p, spec.prices)
@@ -288,7 +291,25 @@ def score_bounds(
                 _tuned_points(cs, quadratics[zeta], consts_by_zeta[zeta])
 
 
-def agreement(cells: list[CellResult]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Agreement(JsonRow):
+    """The bound map against the truth over the cells where both give a ratio: ``cells``
+    (how many), ``winner_agreement`` (fraction of the cells both decide, ratio != 1, where
+    they name the same winner; None without such cells), ``spearman_log_ratio`` (Spearman's
+    rank correlation of the log ratios; None below 3 finite cells or without spread),
+    ``palsgd_wins_truth`` / ``palsgd_wins_bounds`` (cells each calls PALSGD cheaper) and
+    ``bound_wins_contradicted`` (cells the bounds call PALSGD cheaper and the truth
+    dearer)."""
+
+    cells: int
+    winner_agreement: float | None
+    spearman_log_ratio: float | None
+    palsgd_wins_truth: int
+    palsgd_wins_bounds: int
+    bound_wins_contradicted: int
+
+
+def agreement(cells: list[CellResult]) -> Agreement:
     """Winner agreement and Spearman's rank correlation of the log ratios, truth vs bounds,
     over the cells where both ratios are finite and positive."""
     from scipy.stats import spearmanr
@@ -308,11 +329,11 @@ def agreement(cells: list[CellResult]) -> dict[str, Any]:
             rho = float(spearmanr(x, y).statistic)
     truth_wins = sum(1 for a, _ in decided if a < 1)
     bound_wins = sum(1 for _, b in decided if b < 1)
-    return {
-        "cells": len(pairs),
-        "winner_agreement": agree / len(decided) if decided else None,
-        "spearman_log_ratio": rho,
-        "palsgd_wins_truth": truth_wins,
-        "palsgd_wins_bounds": bound_wins,
-        "bound_wins_contradicted": sum(1 for a, b in decided if b < 1 and a > 1),
-    }
+    return Agreement(
+        cells=len(pairs),
+        winner_agreement=agree / len(decided) if decided else None,
+        spearman_log_ratio=rho,
+        palsgd_wins_truth=truth_wins,
+        palsgd_wins_bounds=bound_wins,
+        bound_wins_contradicted=sum(1 for a, b in decided if b < 1 and a > 1),
+    )
