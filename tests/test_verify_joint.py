@@ -20,7 +20,7 @@ import sympy as sp
 from theory import bounds as registry
 from theory import symbols as S
 from theory.algorithm import outer_step, pull_coefficient
-from theory.lower.hetero import instance_value
+from theory.lower.two_curvature import instance_value
 from theory.verify.combined import STAGES, at, verify_joint
 from theory.verify.controls import controls_of
 from theory.verify.hetero import VIOLATED, applies

@@ -35,6 +35,16 @@ formula. The run is a straight line, one file per role:
   :mod:`~theory.verify.plots`, :mod:`~theory.verify.cli`: the main job (its exact stages),
   its report files and the command line; the bounds and problems are resolved once (by the
   command line, before anything is written) and passed to the run;
+* :mod:`~theory.verify.pipeline`: the contract of the stages, ``plan -> designs -> measure
+  -> judge -> report``: :class:`~theory.verify.pipeline.Design`,
+  :class:`~theory.verify.pipeline.Measurement`, the ``Oracle`` and ``Judge`` protocols and
+  their registries; the oracles :mod:`~theory.verify.oracle_exact`,
+  :mod:`~theory.verify.oracle_hessians`, :mod:`~theory.verify.oracle_montecarlo`,
+  :mod:`~theory.verify.oracle_class` and the judge :mod:`~theory.verify.judge_exact`;
+  :mod:`~theory.verify.records`: the typed rows of the report tables;
+  :mod:`~theory.verify.context`: the run's state; :mod:`~theory.verify.stage_montecarlo`:
+  the Monte-Carlo stage; :mod:`~theory.verify.report_edge`: records to rows, once
+  (``docs/verify_pipeline.md``);
 * :mod:`~theory.verify.report_types`: the typed report, :class:`VerifyReport` with its
   sections (:class:`Power`, :class:`Statistics`, :class:`Summary`), serialised to
   ``results.json`` in one place (:meth:`VerifyReport.to_json`).
@@ -53,7 +63,11 @@ problems, rates, speed-up, exact vs Monte Carlo), ``run.py`` (the whole run), ``
 ``plots_exact.py``, ``classstage.py``, ``class_report.py`` (the class stage: every bound
 against the worst case over its class, :mod:`theory.worstcase`), ``combined.py``,
 ``joint.py``, ``hetero_designs.py`` (the joint gap + heterogeneity and noise stages),
-``options.py`` (the command's flags and settings), ``cli.py`` (the command).
+``options.py`` (the command's flags and settings), ``cli.py`` (the command),
+``pipeline.py``, ``oracle_exact.py``, ``oracle_hessians.py``, ``oracle_montecarlo.py``,
+``oracle_class.py``, ``judge_exact.py`` (the measure and judge stages), ``records.py``,
+``context.py``, ``stage_montecarlo.py``, ``report_edge.py``, ``progress.py`` (the typed
+pipeline, ``docs/verify_pipeline.md``).
 """
 
 # ruff: noqa: F405 (the names of __all__ below the settings' are lazy_exports')

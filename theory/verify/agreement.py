@@ -12,13 +12,15 @@ from scipy import stats
 from core.errors import UserInputError
 from theory import moments, problems, simulate
 from theory.algorithm import AlgorithmSpec
-from theory.verify.montecarlo import _finite_or_none, simulate_config
+from theory.verify.montecarlo import _finite_or_none
+from theory.verify.oracle_montecarlo import simulate_config
+from theory.verify.records import AgreementRow, AgreementSummary, ConsensusRow
 from theory.verify.sampling import ProblemCache, _child_seed, problem_constants
 from theory.verify.settings import Config, VerifySettings
 from theory.verify.stats import _mean_se
 
 
-def exact_specs(H: int = 4) -> list[tuple[str, dict[str, Any]]]:
+def exact_specs(H: int = 4) -> list[tuple[str, dict[str, float | int | str]]]:
     """The algorithms compared exactly vs Monte Carlo: (label, AlgorithmSpec kwargs)."""
     return [
         ("sgd", dict(kind="sgd", alpha=0.2)),
@@ -45,7 +47,7 @@ def exact_specs(H: int = 4) -> list[tuple[str, dict[str, Any]]]:
 
 def exact_vs_mc(
     settings: VerifySettings, *, seed: int, progress: Any = None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[AgreementRow], list[AgreementSummary]]:
     """Exact expected curves (:func:`theory.moments.exact_moments`) vs the simulator's mean.
 
     On the heterogeneous quadratic; for every algorithm of :func:`exact_specs`, the
@@ -79,7 +81,7 @@ def exact_vs_mc(
         try:
             ex = quad.exact_moments(prob, spec, T=T)
         except UserInputError as exc:
-            summaries.append({"algorithm": label, "status": f"no exact recursion: {exc}"})
+            summaries.append(AgreementSummary(label, status=f"no exact recursion: {exc}"))
             if progress is not None:
                 progress.update(1)
             continue
@@ -96,27 +98,27 @@ def exact_vs_mc(
             zmax = max(zmax, float(np.max(np.abs(z))))
             for t in range(T):
                 rows.append(
-                    {
-                        "algorithm": spec.kind,
-                        "label": label,
-                        "metric": metric,
-                        "step": int(steps[t]),
-                        "exact": float(e[t]),
-                        "mc_mean": float(mean[t]),
-                        "mc_se": float(se[t]),
-                        "z": float(z[t]),
-                    }
+                    AgreementRow(
+                        algorithm=spec.kind,
+                        label=label,
+                        metric=metric,
+                        step=int(steps[t]),
+                        exact=float(e[t]),
+                        mc_mean=float(mean[t]),
+                        mc_se=float(se[t]),
+                        z=float(z[t]),
+                    )
                 )
         summaries.append(
-            {
-                "algorithm": label,
-                "spec": {k: _finite_or_none(v) for k, v in dataclasses.asdict(spec).items()},
-                "T": T,
-                "R": R,
-                "max_abs_z": zmax,
-                "threshold": thr,
-                "status": "agrees" if zmax <= thr else "DISAGREES",
-            }
+            AgreementSummary(
+                algorithm=label,
+                spec={k: _finite_or_none(v) for k, v in dataclasses.asdict(spec).items()},
+                T=T,
+                R=R,
+                max_abs_z=zmax,
+                threshold=thr,
+                status="agrees" if zmax <= thr else "DISAGREES",
+            )
         )
         if progress is not None:
             progress.update(1)
@@ -130,7 +132,7 @@ def consensus_vs_H(
     *,
     seed: int,
     progress: Any = None,
-) -> list[dict[str, Any]]:
+) -> list[ConsensusRow]:
     """Time-averaged consensus error ``(1/K) sum_k ||x_k - xbar||^2`` vs ``H`` for Local SGD
     and PALSGD (``p = 0.2``, ``eta = 0.5 L``) with common random numbers (same seed)."""
     K = int(max(settings.K))
@@ -158,21 +160,21 @@ def consensus_vs_H(
             cons_mean, cons_se = _mean_se(cons)
             g_mean, g_se = _mean_se(tr.mean_grad_norm_sq())
             rows.append(
-                {
-                    "problem": problem_name,
-                    "algorithm": algo,
-                    "K": K,
-                    "H": int(H),
-                    "p": p,
-                    "eta": eta,
-                    "alpha": alpha,
-                    "T": T,
-                    "R": settings.rate_replicas,
-                    "consensus_mean": cons_mean,
-                    "consensus_se": cons_se,
-                    "grad_norm_sq_mean": g_mean,
-                    "grad_norm_sq_se": g_se,
-                }
+                ConsensusRow(
+                    problem=problem_name,
+                    algorithm=algo,
+                    K=K,
+                    H=int(H),
+                    p=p,
+                    eta=eta,
+                    alpha=alpha,
+                    T=T,
+                    R=settings.rate_replicas,
+                    consensus_mean=cons_mean,
+                    consensus_se=cons_se,
+                    grad_norm_sq_mean=g_mean,
+                    grad_norm_sq_se=g_se,
+                )
             )
             if progress is not None:
                 progress.update(1)

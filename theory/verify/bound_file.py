@@ -41,6 +41,7 @@ from theory.algorithm import AlgorithmSpec
 from theory.assumptions import ALL_ASSUMPTIONS, COIN_ASSUMPTIONS
 from theory.bound import Bound
 from theory.verify.bound_file_lower import LOWER_FIELDS, FileLowerBound, lower_from_entry
+from theory.verify.records import BoundEntry
 
 __all__ = ["load_bound_file"]
 
@@ -114,7 +115,7 @@ def _one(entry: Any, where: str, path: str) -> Bound | FileLowerBound:
     conds = entry.get("conditions", [])
     if not isinstance(conds, list | dict):
         raise UserInputError(f"{where}: 'conditions' must be a list or a mapping")
-    kw: dict[str, Any] = {
+    kw: dict[str, object] = {
         "algorithm": spec,
         "outers": outers,
         "assumptions": tuple(assumptions),
@@ -128,7 +129,7 @@ def _one(entry: Any, where: str, path: str) -> Bound | FileLowerBound:
     return Bound.from_strings(name, entry["expression"], conds, **kw)
 
 
-def _choice(entry: dict[str, Any], key: str, allowed: tuple[str, ...], where: str) -> str:
+def _choice(entry: BoundEntry, key: str, allowed: tuple[str, ...], where: str) -> str:
     """``entry[key]`` (default the first of ``allowed``), one of ``allowed``."""
     value = entry.get(key, allowed[0])
     if not isinstance(value, str) or value not in allowed:
@@ -136,7 +137,7 @@ def _choice(entry: dict[str, Any], key: str, allowed: tuple[str, ...], where: st
     return value
 
 
-def _algorithm(entry: dict[str, Any], where: str) -> tuple[AlgorithmSpec, tuple[str, ...]]:
+def _algorithm(entry: BoundEntry, where: str) -> tuple[AlgorithmSpec, tuple[str, ...]]:
     """The spec a bound of the file is stated for (``algorithm``, ``coins``, ``outer``),
     validated against the algorithm table, and the outer updates it covers."""
     name = entry.get("algorithm", "palsgd")

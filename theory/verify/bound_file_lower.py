@@ -30,6 +30,7 @@ import numpy as np
 from core.errors import UserInputError
 from theory.algorithm import lookup
 from theory.bounds.lower import LowerBound
+from theory.verify.records import BoundEntry
 
 __all__ = ["FileLowerBound", "LOWER_FIELDS", "lower_from_entry"]
 
@@ -93,7 +94,7 @@ class FileLowerBound:
     def notes(self) -> str:
         return self.formula.notes
 
-    def _values(self, values: dict[str, Any]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    def _values(self, values: dict[str, object]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """The formula's arguments (``R = T/H``) and where its conditions hold."""
         v = {k: np.asarray(values[k], dtype=float) for k in self.parameters}
         if "R" in self.formula.parameters:
@@ -119,7 +120,7 @@ class FileLowerBound:
         return [np.where(holds, np.asarray(p, dtype=float), np.nan) for p in parts]
 
 
-def _algorithms(entry: dict[str, Any], where: str) -> tuple[str, ...]:
+def _algorithms(entry: BoundEntry, where: str) -> tuple[str, ...]:
     names = entry.get("algorithm", list(ALGORITHMS))
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
@@ -139,7 +140,7 @@ def _algorithms(entry: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def lower_from_entry(entry: dict[str, Any], where: str, bound_file: str) -> FileLowerBound:
+def lower_from_entry(entry: BoundEntry, where: str, bound_file: str) -> FileLowerBound:
     """The lower bound of one entry of a bound file (``kind: lower``); errors name the field."""
     unknown = sorted(set(entry) - LOWER_FIELDS)
     if unknown:

@@ -11,7 +11,8 @@ import numpy as np
 from scipy import stats
 
 from theory.bound import Bound, param_name
-from theory.verify.montecarlo import simulate_config
+from theory.verify.oracle_montecarlo import simulate_config
+from theory.verify.records import RateRow, SpeedupRow
 from theory.verify.sampling import (
     ProblemCache,
     _child_seed,
@@ -123,7 +124,7 @@ def _rate_verdict(fit: Any, lead: float) -> str:
 
 def rate_check(
     bound: Bound, problem: Any, settings: VerifySettings, *, seed: int, progress: Any = None
-) -> list[dict[str, Any]]:
+) -> list[RateRow]:
     """Measured exponent of ``T`` vs the bound's.
 
     Smallest ``K`` of the settings, ``H = 2`` for local methods. The step is the bound's
@@ -169,29 +170,29 @@ def rate_check(
     rows = []
     for t, a, m, s, bv, ok in zip(Ts, alphas, means, ses, bvals, inside, strict=True):
         rows.append(
-            {
-                "bound": bound.name,
-                "problem": problem.name,
-                "algorithm": base.kind,
-                "K": K,
-                "H": H,
-                "p": base.p,
-                "eta": base.eta,
-                "step_rule": rule,
-                "T": t,
-                "alpha": a,
-                "R": settings.rate_replicas,
-                "measured_mean": m,
-                "measured_se": s,
-                "bound_value": bv,
-                "fitted_slope": fit.slope if fit else math.nan,
-                "slope_ci_low": fit.ci_low if fit else math.nan,
-                "slope_ci_high": fit.ci_high if fit else math.nan,
-                "bound_slope": bfit.slope if bfit else math.nan,
-                "bound_leading_exponent": lead,
-                "rate_verdict": verdict,
-                "conditions_hold": ok,
-            }
+            RateRow(
+                bound=bound.name,
+                problem=problem.name,
+                algorithm=base.kind,
+                K=K,
+                H=H,
+                p=base.p,
+                eta=base.eta,
+                step_rule=rule,
+                T=t,
+                alpha=a,
+                R=settings.rate_replicas,
+                measured_mean=m,
+                measured_se=s,
+                bound_value=bv,
+                fitted_slope=fit.slope if fit else math.nan,
+                slope_ci_low=fit.ci_low if fit else math.nan,
+                slope_ci_high=fit.ci_high if fit else math.nan,
+                bound_slope=bfit.slope if bfit else math.nan,
+                bound_leading_exponent=lead,
+                rate_verdict=verdict,
+                conditions_hold=ok,
+            )
         )
     return rows
 
@@ -204,14 +205,13 @@ def speedup_check(
     *,
     seed: int,
     progress: Any = None,
-) -> dict[str, Any]:
+) -> SpeedupRow:
     """Measured ``Y(K=1)/Y(K)`` (delta-method CI on the log) vs the bound's ``B(1)/B(K)``,
     on the i.i.d. version of the problem (``zeta = 0``, so that ``f`` is the same for every
     ``K``) at a common fixed step (half the smaller ``alpha_max``), ``K`` the largest of the
     settings, ``T`` the largest of ``rate_T``."""
     Kbig = int(max(settings.K))
     T = int(max(settings.rate_T))
-    res: dict[str, Any] = {}
     cfgs, probs, vals = [], [], []
     for K in (1, Kbig):
         prob = problems.get(problem_name, K, iid=True)
@@ -238,29 +238,26 @@ def speedup_check(
     ratio = ms[0] / ms[1] if ms[1] > 0 else math.inf
     lse = math.sqrt((ses[0] / ms[0]) ** 2 + (ses[1] / ms[1]) ** 2) if min(ms) > 0 else math.inf
     z = float(stats.norm.ppf(1 - settings.level / 2))
-    res.update(
-        {
-            "bound": bound.name,
-            "problem": problem_name,
-            "algorithm": cfgs[0].kind,
-            "K1": 1,
-            "K": Kbig,
-            "H": cfgs[0].H,
-            "p": cfgs[0].p,
-            "eta": cfgs[0].eta,
-            "alpha": alpha,
-            "T": T,
-            "R": settings.rate_replicas,
-            "measured_K1": ms[0],
-            "measured_K": ms[1],
-            "measured_speedup": ratio,
-            "speedup_ci_low": ratio * math.exp(-z * lse),
-            "speedup_ci_high": ratio * math.exp(z * lse),
-            "bound_K1": bs[0],
-            "bound_K": bs[1],
-            "predicted_speedup": bs[0] / bs[1] if bs[1] > 0 else math.inf,
-            "linear_speedup": Kbig,
-            "conditions_hold": all(inside),
-        }
+    return SpeedupRow(
+        bound=bound.name,
+        problem=problem_name,
+        algorithm=cfgs[0].kind,
+        K1=1,
+        K=Kbig,
+        H=cfgs[0].H,
+        p=cfgs[0].p,
+        eta=cfgs[0].eta,
+        alpha=alpha,
+        T=T,
+        R=settings.rate_replicas,
+        measured_K1=ms[0],
+        measured_K=ms[1],
+        measured_speedup=ratio,
+        speedup_ci_low=ratio * math.exp(-z * lse),
+        speedup_ci_high=ratio * math.exp(z * lse),
+        bound_K1=bs[0],
+        bound_K=bs[1],
+        predicted_speedup=bs[0] / bs[1] if bs[1] > 0 else math.inf,
+        linear_speedup=Kbig,
+        conditions_hold=all(inside),
     )
-    return res

@@ -4,9 +4,9 @@ summary's lines (:mod:`theory.verify.classstage` computes the rows)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from theory.verify.classstage import KS
+from theory.verify.records import Row
 from theory.worstcase.judge import CERTIFIED, EXCEEDED, REFUTED
 
 __all__ = ["CLASS_COLUMNS", "CLASS_DESIGN_COLUMNS", "class_lines"]
@@ -22,7 +22,7 @@ CLASS_DESIGN_COLUMNS = (
 )  # fmt: skip
 
 
-def class_lines(results: Sequence[dict[str, Any]]) -> list[str]:
+def class_lines(results: Sequence[Row]) -> list[str]:
     """The summary's lines on the class stage (one per bound it judged)."""
     judged = [r for r in results if r["designs"]]
     if not results:

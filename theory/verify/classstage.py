@@ -32,7 +32,9 @@ import numpy as np
 
 from core.errors import UserInputError
 from theory.algorithm import AlgorithmSpec
+from theory.verify import pipeline
 from theory.verify.pinned import pinned_step, pinned_values
+from theory.verify.records import DesignPoint, Row
 from theory.worstcase.design import ClassDesign
 from theory.worstcase.judge import (
     CERTIFIED,
@@ -49,7 +51,6 @@ from theory.worstcase.judge import (
     tightness,
 )  # fmt: skip
 from theory.worstcase.lift import lift, probe
-from theory.worstcase.pep import solve
 
 __all__ = [
     "ClassResult", "KS", "QUICK", "class_coverage", "class_designs", "class_stage",
@@ -79,7 +80,7 @@ class ClassResult:
     exceeded: int
     refuted: int
     class_tightness: float | None
-    worst: dict[str, Any] = field(default_factory=dict)
+    worst: Row = field(default_factory=dict)
     relaxation: str = "compact"
     note: str = ""
     elapsed_s: float = 0.0
@@ -89,7 +90,7 @@ class ClassResult:
         """Designs judged inside the bound's conditions (:mod:`theory.verify.untested`)."""
         return self.designs
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return {**dataclasses.asdict(self), "inside": self.inside}
 
 
@@ -138,7 +139,7 @@ def _candidates(bound: Any, spec: AlgorithmSpec, rng: np.random.Generator, n: in
             else float(np.sqrt(L * F0) * 10 ** rng.uniform(-1, 0.7))
         )
         H = int(rng.choice((2, 3))) if row.rounds else 1
-        kw: dict[str, Any] = {"H": H, "coins": spec.coins} if row.rounds else {}
+        kw: DesignPoint = {"H": H, "coins": spec.coins} if row.rounds else {}
         if row.pulls:
             kw.update(p=float(rng.choice((0.25, 0.5))), eta=float(L * rng.choice((0.5, 2, 8))))
         outer = str(rng.choice(outers))
@@ -249,7 +250,7 @@ class _Lifter:
     def full_value(self, design: ClassDesign) -> Any:
         key = id(design)
         if key not in self.full:
-            self.full[key] = solve(design, "full")
+            self.full[key] = _solve(design, "full")
         return self.full[key]
 
     def __call__(self, design: ClassDesign, target: float) -> float | None:
@@ -314,7 +315,7 @@ def _judge(
 def verify_class(
     bound: Any, *, n: int = DESIGNS, seed: int = 0, controls: Sequence[Any] = (),
     lifts: int = LIFTS,
-) -> tuple[ClassResult, list[dict[str, Any]]]:  # fmt: skip
+) -> tuple[ClassResult, list[Row]]:  # fmt: skip
     """``bound`` over its class designs, and its ``controls`` (objects with ``.bound`` and a
     ``.klass`` slot for their :class:`ClassResult`) on the same oracle values; returns the
     bound's result and the design rows."""
@@ -323,17 +324,24 @@ def verify_class(
     if why:
         return ClassResult(bound.name, _kind(bound), "not covered", 0, 0, 0, 0, None, note=why), []
     designs = class_designs(bound, n, seed)
-    values = [solve(d, "compact") for d in designs]
+    values = [_solve(d) for d in designs]
     for d in _neighbours(bound, designs, values):
         designs.append(d)
-        values.append(solve(d, "compact"))
-    rows: list[dict[str, Any]] = []
+        values.append(_solve(d))
+    rows: list[Row] = []
     lifter = _Lifter(lifts)
     result = _summarise(bound, designs, values, lifter, rows)
     result.elapsed_s = time.perf_counter() - start
     for c in controls:
         c.klass = _summarise(c.bound, designs, values, lifter, None, control=True)
     return result, rows
+
+
+def _solve(d: ClassDesign, relaxation: str = "compact") -> Any:
+    """The class worst case of ``d`` (the ``"class"`` oracle, :mod:`theory.verify.oracle_class`)."""
+    from theory.verify.oracle_class import design_of
+
+    return pipeline.measure(design_of(d, relaxation), "class").companions["solution"]
 
 
 def _kind(bound: Any) -> str:
@@ -369,7 +377,7 @@ def _summarise(bound, designs, values, lifter, rows, control: bool = False) -> C
 
 def class_stage(
     bounds: Sequence[Any], controls: Sequence[Any], *, n: int, seed: int, progress: Any = None
-) -> tuple[list[ClassResult], list[dict[str, Any]]]:
+) -> tuple[list[ClassResult], list[Row]]:
     """Every bound of the run (upper and lower) through :func:`verify_class`, its negative
     controls (``controls``, matched by ``parent``) judged on the same values; returns the
     per-bound results and the design rows."""

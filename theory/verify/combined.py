@@ -36,11 +36,13 @@ from core.errors import UserInputError
 from core.validation import check_choice
 from theory.bound import Bound
 from theory.bounds import get
-from theory.verify import hetero_designs
+from theory.verify import hetero_designs, pipeline
 from theory.verify.controls import controls_of
 from theory.verify.hetero import NOT_SHOWN_FALSE, VIOLATED, HeteroResult, _inside, _value
-from theory.verify.joint import heterogeneity_scale, joint_instance, start_profile
+from theory.verify.joint import heterogeneity_scale, start_profile
 from theory.verify.oracle import REL_TOL, family_of
+from theory.verify.pipeline import Design
+from theory.verify.records import DesignPoint, PointValue, Row
 from theory.verify.untested import UNTESTED
 
 __all__ = [
@@ -88,26 +90,20 @@ def _expand(bound: Bound, d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def exact_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
     """The exact value at each row in ``mask`` (NaN elsewhere, 0 where the run leaves every
-    region); sets the rows' ``F0`` and ``sigma`` to the instance's."""
-    out = np.full(mask.shape, np.nan)
-    fam = family_of(bound)
-    for i in np.flatnonzero(mask):
-        ins = joint_instance(
-            zeta=float(d["zeta"][i]),
-            start=float(d["start"][i]),
-            noise=float(d["noise"][i]),
-            **_instance_args(bound, d, i, fam),
-        )
-        out[i] = ins.value
-        d["F0"][i], d["sigma"][i] = ins.F0, ins.sigma
-    return out
+    region; the ``"joint"`` oracle, :mod:`theory.verify.oracle_hessians`); sets the rows'
+    ``F0`` and ``sigma`` to the instance's."""
+    design = Design(family_of(bound).spec, "joint", d, bound=bound, active=mask)
+    m = pipeline.measure(design, "joint")
+    for key in ("F0", "sigma"):
+        d[key][mask] = m.companions[key][mask]
+    return m.measured
 
 
 #: the starts tried per row by :func:`solve_starts`: both signs, ``1e-4 .. 1e2`` times ``c``
 _STARTS = np.concatenate([-np.geomspace(1e-4, 1e2, 41), np.geomspace(1e-4, 1e2, 41)])
 
 
-def _instance_args(bound: Bound, d: dict[str, np.ndarray], i: int, fam: Any) -> dict[str, Any]:
+def _instance_args(bound: Bound, d: dict[str, np.ndarray], i: int, fam: Any) -> DesignPoint:
     """The keyword arguments of :func:`theory.verify.joint.joint_instance` at row ``i``
     (``fam``: the bound's :func:`theory.verify.oracle.family_of`)."""
     v = {k: float(d[k][i]) for k in _SHOWN}
@@ -256,7 +252,7 @@ def verify_joint(
     return res, d, exact
 
 
-def at(name: str, stage: str = "gap", **design: Any) -> dict[str, Any]:
+def at(name: str, stage: str = "gap", **design: Any) -> PointValue:
     """Print and return the exact value, the bound, their ratio, whether the design is inside
     the bound's conditions, and the instance's ``F0``, ``sigma`` and ``zeta``, at one design
     (the command of the report).
@@ -297,7 +293,7 @@ def at(name: str, stage: str = "gap", **design: Any) -> dict[str, Any]:
     return out
 
 
-def combined_lines(rows: list[dict[str, Any]]) -> list[str]:
+def combined_lines(rows: list[Row]) -> list[str]:
     """The joint stages in ``summary.txt``: one line per stage, then the violated bounds and
     each bound's worst design."""
     if not rows:

@@ -138,7 +138,7 @@ def power(controls: list[Control]) -> dict:
     :mod:`theory.verify.lower`)."""
     run = [c for c in controls if c.result is not None]
     per: dict[str, dict[str, int]] = {}
-    kinds: dict[str, dict[str, Any]] = {}
+    kinds: dict[str, dict[str, float]] = {}
     for c in run:
         kind = getattr(c.bound, "kind", "upper")
         for d in (per.setdefault(c.parent, {}), kinds.setdefault(kind, {})):

@@ -28,6 +28,7 @@ from theory.bound import Bound
 from theory.verify.hetero import coverage
 from theory.verify.lower import ATOL, command, scale_of
 from theory.verify.oracle import REL_TOL, family_of
+from theory.verify.records import CrossingRow, LowerDesign
 
 __all__ = ["crossings"]
 
@@ -35,7 +36,7 @@ __all__ = ["crossings"]
 _FROM_DESIGN = ("L", "sigma", "zeta", "F0", "K", "H", "T", "p", "eta", "gamma", "mu", "alpha")
 
 
-def _covered(upper: Bound, lower: Any, d: dict[str, Any]) -> bool:
+def _covered(upper: Bound, lower: Any, d: LowerDesign) -> bool:
     """Whether the design ``d`` of ``lower`` is a run ``upper`` is stated for."""
     fam = family_of(upper)
     if fam.all_reduce or not set(upper.algorithms) & set(lower.algorithms):
@@ -49,7 +50,7 @@ def _covered(upper: Bound, lower: Any, d: dict[str, Any]) -> bool:
     return d["outer"] == "average"
 
 
-def _values(upper: Bound, ds: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+def _values(upper: Bound, ds: Sequence[LowerDesign]) -> tuple[np.ndarray, np.ndarray]:
     """``upper`` and whether its conditions hold, at each design."""
     cols = {k: np.array([float(d[k]) for d in ds]) for k in _FROM_DESIGN}
     cols["R"] = cols["T"] / cols["H"]
@@ -64,10 +65,10 @@ def _values(upper: Bound, ds: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.
 def crossings(
     lower: Any,
     uppers: Sequence[Bound],
-    ds: Sequence[dict[str, Any]],
+    ds: Sequence[LowerDesign],
     claimed: np.ndarray,
     attained: np.ndarray,
-) -> list[dict[str, Any]]:
+) -> list[CrossingRow]:
     """One row per upper bound that ``lower`` contradicts at a design of ``ds``: how many
     designs, the worst (largest lower/upper), the exact value there and which of the two the
     oracle refutes (module docstring). ``claimed``: ``lower`` at the designs; ``attained``:
@@ -92,18 +93,18 @@ def crossings(
         lower_false = bool(above[i])
         refuted_upper = hit & ~above
         rows.append(
-            {
-                "upper": upper.name,
-                "lower": lower.name,
-                "designs": int(hit.sum()),
-                "lower_over_upper": float(gap[i]),
-                "upper_value": float(value[i]),
-                "lower_value": float(claimed[i]),
-                "exact": float(attained[i]),
-                "refuted": lower.name if lower_false else upper.name,
-                "upper_refuted_at": int(refuted_upper.sum()),
-                "design": dict(ds[i]),
-                "command": command(lower.name, ds[i]),
-            }
+            CrossingRow(
+                upper=upper.name,
+                lower=lower.name,
+                designs=int(hit.sum()),
+                lower_over_upper=float(gap[i]),
+                upper_value=float(value[i]),
+                lower_value=float(claimed[i]),
+                exact=float(attained[i]),
+                refuted=lower.name if lower_false else upper.name,
+                upper_refuted_at=int(refuted_upper.sum()),
+                design=dict(ds[i]),
+                command=command(lower.name, ds[i]),
+            )
         )
     return rows

@@ -29,6 +29,7 @@ from theory.verify.oracle import (
     family_of,
     reproduce_command,
 )
+from theory.verify.records import Row
 from theory.verify.search import Pool, climb, evaluate_points, score
 from theory.verify.untested import UNTESTED
 
@@ -98,7 +99,7 @@ class ExactResult:
     violations: int = 0
     elapsed_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return asdict(self)
 
 

@@ -54,7 +54,7 @@ def ratio_text(x: Any, spec: str = ".4g") -> str:
     return "inf (the iterates diverge)" if v == float("inf") else format(v, spec)
 
 
-def exact_summary(report: VerifyReport) -> dict[str, Any]:
+def exact_summary(report: VerifyReport) -> dict[str, object]:
     """Bounds violated exactly, the controls' detection power, the vacuous shares (the first
     fields of :class:`~theory.verify.report_types.Summary`)."""
     exact = report.exact

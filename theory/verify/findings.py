@@ -20,6 +20,7 @@ from typing import Any
 
 from theory import bounds as registry
 from theory.verify.oracle import REL_TOL, evaluate, family_of, parse_design, reproduce_command
+from theory.verify.records import Finding, FindingDesign
 
 __all__ = [
     "Design", "KnownFinding", "KNOWN_FINDINGS", "classify", "findings_report", "known",
@@ -94,7 +95,7 @@ def known(name: str) -> KnownFinding | None:
     return next((f for f in KNOWN_FINDINGS if f.bound == name), None)
 
 
-def reproduce(finding: KnownFinding) -> list[dict[str, Any]]:
+def reproduce(finding: KnownFinding) -> list[FindingDesign]:
     """Each recorded design evaluated exactly: inside the conditions, measured, bound,
     ratio, whether the iterates diverged, whether it reproduces, the command."""
     bound = registry.get(finding.bound)
@@ -107,21 +108,21 @@ def reproduce(finding: KnownFinding) -> list[dict[str, Any]]:
         ratio = measured / value if value > 0 else math.inf
         inside = bool(ev.inside[0])
         rows.append(
-            {
-                "label": d.label,
-                "inside": inside,
-                "measured": measured,
-                "bound_value": value,
-                "ratio": ratio,
-                "diverged": not math.isfinite(measured),
-                "reproduced": inside and ratio > 1 + REL_TOL,
-                "command": reproduce_command(finding.bound, ev.row(0), None),
-            }
+            FindingDesign(
+                label=d.label,
+                inside=inside,
+                measured=measured,
+                bound_value=value,
+                ratio=ratio,
+                diverged=not math.isfinite(measured),
+                reproduced=inside and ratio > 1 + REL_TOL,
+                command=reproduce_command(finding.bound, ev.row(0), None),
+            )
         )
     return rows
 
 
-def findings_report(names: Iterable[str]) -> list[dict[str, Any]]:
+def findings_report(names: Iterable[str]) -> list[Finding]:
     """The known findings among the bounds ``names`` of a run, each with its recorded
     designs evaluated exactly (:func:`reproduce`) and ``reproduced`` (all of them)."""
     entries = []
@@ -129,24 +130,26 @@ def findings_report(names: Iterable[str]) -> list[dict[str, Any]]:
         f = known(name)
         if f is None:
             continue
-        designs = reproduce(f)
+        designs = tuple(reproduce(f))
         entries.append(
-            {
-                "bound": f.bound,
-                "statement": f.statement,
-                "source": f.source,
-                "summary": f.summary,
-                "corrected": f.corrected,
-                "corrected_reading": f.corrected_reading,
-                "docs": f.docs,
-                "designs": designs,
-                "reproduced": all(d["reproduced"] for d in designs),
-            }
+            Finding(
+                bound=f.bound,
+                statement=f.statement,
+                source=f.source,
+                summary=f.summary,
+                corrected=f.corrected,
+                corrected_reading=f.corrected_reading,
+                docs=f.docs,
+                designs=designs,
+                reproduced=all(d["reproduced"] for d in designs),
+            )
         )
     return entries
 
 
-def classify(entries: Sequence[Mapping[str, Any]], violated: Sequence[str]) -> dict[str, Any]:
+def classify(
+    entries: Sequence[Mapping[str, Any]], violated: Sequence[str]
+) -> dict[str, list[str] | int]:
     """``new_violations`` (violated bounds that are no known finding of the run), ``stale``
     (known findings that no longer reproduce) and the run's ``exit_code``: 1 when either is
     not empty, else 0."""

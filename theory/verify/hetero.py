@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -42,9 +41,11 @@ from core.validation import check_choice
 from theory.bound import Bound
 from theory.bounds import get
 from theory.lower import get_lower
-from theory.verify import hetero_designs
+from theory.verify import hetero_designs, pipeline
 from theory.verify.controls import controls_of
 from theory.verify.oracle import REL_TOL, family_of
+from theory.verify.pipeline import Design
+from theory.verify.records import DesignPoint, PointValue, Row
 from theory.verify.untested import UNTESTED
 
 __all__ = [
@@ -69,11 +70,11 @@ class HeteroResult:
     designs: int
     inside: int
     worst_ratio: float | None
-    worst_design: dict[str, Any] = field(default_factory=dict)
+    worst_design: DesignPoint = field(default_factory=dict)
     worst_command: str = ""
     elapsed_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return asdict(self)
 
 
@@ -138,22 +139,10 @@ def designs_for(
 
 def lower_at(bound: Bound, d: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
     """The exact value on the instances at each design in ``mask`` (NaN elsewhere); the
-    larger over the outer optimisers the bound claims."""
-    lb = get_lower(LOWER)
-    fam = family_of(bound)
-    measured = getattr(bound, "measured", "iterates")
-    out = np.full(mask.shape, np.nan)
-    for i in np.flatnonzero(mask):
-        args = {k: float(d[k][i]) for k in _KEYS}
-        b = float(d["b"][i]) if "b" in d else math.nan
-        one = replace(lb, b_grid=(b,)) if math.isfinite(b) else lb  # no b: the grid
-        out[i] = max(
-            one.evaluate(
-                alpha=float(d["alpha"][i]), **args, outer=o, measured=measured, coins=fam.coins
-            )
-            for o in bound.outers
-        )
-    return out
+    larger over the outer optimisers the bound claims (the ``"hetero"`` oracle,
+    :mod:`theory.verify.oracle_hessians`)."""
+    design = Design(family_of(bound).spec, "two_curvature", d, bound=bound, active=mask)
+    return pipeline.measure(design, "hetero").measured
 
 
 def judge(bound: Bound, d: dict[str, np.ndarray], lower: np.ndarray) -> HeteroResult:
@@ -210,7 +199,7 @@ def verify_hetero(
     return res, d, lower
 
 
-def at(name: str, **design: float) -> dict[str, Any]:
+def at(name: str, **design: float) -> PointValue:
     """Print and return the exact value, the bound, their ratio and whether the design is
     inside the bound's conditions, at one design (the command of the report).
 

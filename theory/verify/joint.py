@@ -43,8 +43,8 @@ from theory.algorithm import AlgorithmSpec, pull_coefficient
 from theory.compare.averages import exact_averages
 from theory.compare.exact import Quadratic
 from theory.compare.methods import Method
-from theory.lower.hetero import _groups
 from theory.lower.region import MAX_COIN_STEPS, reach_history
+from theory.lower.two_curvature import _groups
 from theory.moments.rounds import outer_coefficients
 
 __all__ = [

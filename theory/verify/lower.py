@@ -37,6 +37,7 @@ from theory.verify.controls import Control
 from theory.verify.lower_designs import designs, perturb
 from theory.verify.lower_witness import hetero_witness, known_worst_case, quadratic_witness
 from theory.verify.oracle import REL_TOL
+from theory.verify.records import DesignPoint, LowerDesign, PointValue, Row
 from theory.verify.untested import UNTESTED
 
 __all__ = [
@@ -88,11 +89,11 @@ class LowerResult:
     worst_claimed: float | None = None
     worst_attained: float | None = None
     refuted_by: str = ""
-    worst_design: dict[str, Any] = field(default_factory=dict)
+    worst_design: LowerDesign = field(default_factory=dict)
     worst_command: str = ""
     elapsed_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return asdict(self)
 
 
@@ -102,7 +103,7 @@ def _family(lb: Any) -> str:
     return getattr(lb, "attained_on", "")
 
 
-def _args(lb: Any, d: dict[str, Any]) -> dict[str, Any]:
+def _args(lb: Any, d: LowerDesign) -> DesignPoint:
     """The keyword arguments ``lb.evaluate`` takes at design ``d``."""
     keys = set(lb.parameters) | set(getattr(lb, "optional", {}))
     args = {k: d[k] for k in keys}
@@ -113,7 +114,7 @@ def _args(lb: Any, d: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def evaluate_claims(lb: Any, ds: list[dict[str, Any]]) -> np.ndarray:
+def evaluate_claims(lb: Any, ds: list[LowerDesign]) -> np.ndarray:
     """``lb`` at every design (vectorised for a closed form, one by one otherwise)."""
     if not ds:
         return np.zeros(0)
@@ -123,7 +124,7 @@ def evaluate_claims(lb: Any, ds: list[dict[str, Any]]) -> np.ndarray:
     return np.array([float(lb.evaluate(**_args(lb, d))) for d in ds])
 
 
-def attained(lb: Any, ds: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+def attained(lb: Any, ds: list[LowerDesign]) -> tuple[np.ndarray, np.ndarray]:
     """``(own, known)`` at every design: the exact value of ``lb``'s instances and the known
     worst case of the class (``nan`` where none applies)."""
     if not ds:
@@ -146,7 +147,7 @@ def refuted_by(claimed: float, own: float, known: float) -> str:
     return " and ".join(which)
 
 
-def scale_of(ds: list[dict[str, Any]]) -> np.ndarray:
+def scale_of(ds: list[LowerDesign]) -> np.ndarray:
     """The scale ``2 L F0 + sigma^2 + zeta^2`` of each design (of :data:`ATOL`)."""
     return np.array([2 * d["L"] * d["F0"] + d["sigma"] ** 2 + d["zeta"] ** 2 for d in ds])
 
@@ -162,7 +163,7 @@ def _ratios(claimed, own, known, ds):
     return r
 
 
-def judge(lb: Any, ds: list[dict[str, Any]], own, known, claimed=None) -> LowerResult:
+def judge(lb: Any, ds: list[LowerDesign], own, known, claimed=None) -> LowerResult:
     """The verdict of ``lb`` at the designs ``ds`` against the attained values."""
     claimed = evaluate_claims(lb, ds) if claimed is None else claimed
     with np.errstate(all="ignore"):
@@ -185,7 +186,7 @@ def judge(lb: Any, ds: list[dict[str, Any]], own, known, claimed=None) -> LowerR
 
 def verify_lower(
     lb: Any, *, scale: float = 1.0, rounds: int = 2, top: int = 3, k: int = 2, seed: int = 0
-) -> tuple[LowerResult, list[dict[str, Any]], tuple[np.ndarray, np.ndarray]]:
+) -> tuple[LowerResult, list[LowerDesign], tuple[np.ndarray, np.ndarray]]:
     """Check ``lb`` on ``scale`` x :data:`SIZES` designs plus ``rounds`` of ``top x k``
     perturbations of the worst; returns the result, the designs and the attained values
     (for the controls)."""
@@ -208,7 +209,7 @@ def verify_lower(
     return res, ds, (own, known)
 
 
-def controls_of(lb: Any, ds: list[dict[str, Any]] | None = None) -> list[Control]:
+def controls_of(lb: Any, ds: list[LowerDesign] | None = None) -> list[Control]:
     """The negative controls of ``lb`` (module docstring); a term counts as removable when
     it is negative at one of the designs ``ds`` (default: a fresh quadratic sample)."""
     out = [
@@ -230,7 +231,7 @@ def controls_of(lb: Any, ds: list[dict[str, Any]] | None = None) -> list[Control
     return out
 
 
-def command(name: str, d: dict[str, Any], bound_file: str | None = None) -> str:
+def command(name: str, d: LowerDesign, bound_file: str | None = None) -> str:
     """The one-line command that evaluates design ``d`` again (``bound_file``: the file
     that defines the bound, for a lower bound of a bound file)."""
     shown = " ".join(f"{k}={d[k]}" if k in _TEXT_KEYS else f"{k}={d[k]:.17g}" for k in d)
@@ -250,10 +251,10 @@ def _resolve(name: str) -> Any:
     return ctrls[check_choice("control", name, sorted(ctrls))]
 
 
-def parse_at(text: str) -> dict[str, Any]:
+def parse_at(text: str) -> LowerDesign:
     """``'alpha=0.1 L=1 ...'`` into a design (missing keys: no noise, gap or heterogeneity,
     ``K = H = 1``, no pulls, outer averaging, iterates, independent coins)."""
-    d: dict[str, Any] = dict(
+    d: LowerDesign = dict(
         sigma=0.0, F0=0.0, zeta=0.0, K=1, H=1, p=0.0, eta=0.0, gamma=1.0, mu=0.0,
         outer="average", measured="iterates", coins="independent",
     )  # fmt: skip
@@ -282,7 +283,7 @@ def parse_at(text: str) -> dict[str, Any]:
     return d
 
 
-def at(name: str, bound: Any = None, **design: Any) -> dict[str, Any]:
+def at(name: str, bound: Any = None, **design: Any) -> PointValue:
     """Print and return, at one design, what the lower bound ``name`` (registered, or a
     control ``parent~kind[...]``; or ``bound`` itself, a lower bound of a bound file)
     claims, what its own instances attain exactly, the known worst case of the class, and

@@ -20,9 +20,9 @@ sources).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+
+from theory.verify.records import LowerDesign
 
 __all__ = ["FAMILIES", "designs", "perturb"]
 
@@ -31,7 +31,7 @@ FAMILIES = ("quadratic", "two_curvature")
 _OUTERS = ("average", "sgd", "nesterov")
 
 
-def _quadratic(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
+def _quadratic(rng: np.random.Generator, n: int) -> list[LowerDesign]:
     plan = [
         dict(al=1.0, T=10, sigma=0.0, F0=1.0, K=1, H=1, L=1.0),  # descent lemma: 2 L F0/T
         dict(al=1.0, T=1, sigma=0.0, F0=1.0, K=4, H=8, L=3.0),
@@ -66,7 +66,7 @@ def _quad_design(*, al: float, T: int, sigma: float, F0: float, K: int, H: int, 
     )  # fmt: skip
 
 
-def _two_curvature(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
+def _two_curvature(rng: np.random.Generator, n: int) -> list[LowerDesign]:
     out = []
     for i in range(n):
         p = 0.0 if i % 2 == 0 else float(rng.uniform(0.05, 0.8))
@@ -91,12 +91,12 @@ def _two_curvature(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def designs(family: str, rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
+def designs(family: str, rng: np.random.Generator, n: int) -> list[LowerDesign]:
     """``n`` designs of ``family`` (:data:`FAMILIES`), the plan's fixed designs first."""
     return _quadratic(rng, n) if family == "quadratic" else _two_curvature(rng, n)
 
 
-def perturb(d: dict[str, Any], rng: np.random.Generator, k: int) -> list[dict[str, Any]]:
+def perturb(d: LowerDesign, rng: np.random.Generator, k: int) -> list[LowerDesign]:
     """``k`` designs near ``d``: the step, ``H``, ``T``, ``K`` and the sources moved."""
     out = []
     for _ in range(k):

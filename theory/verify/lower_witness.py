@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from theory.algorithm import outer_step, pull_coefficient
-from theory.lower.hetero import horizons
+from theory.lower.two_curvature import horizons
 from theory.moments import oracle_batch
 
 __all__ = ["quadratic_witness", "hetero_witness", "known_worst_case"]
@@ -86,6 +87,141 @@ def _outer_rows(outer: str, gamma: float, mu: float) -> np.ndarray:
     return np.stack([z, buf])
 
 
+@dataclass
+class _Coins:
+    """The fixed quantities of a batch of ``c = 1`` runs (:func:`_unit_moments`): workers per
+    group ``n`` and their weights ``wt``, distinct partners ``off``, the scale ``m2``, the
+    coins' moments (one worker ``mean_a``, ``one_aa``; two distinct workers ``two_aa``)."""
+
+    K: np.ndarray
+    H: np.ndarray
+    T: np.ndarray
+    n: np.ndarray
+    wt: np.ndarray
+    off: np.ndarray
+    m2: np.ndarray
+    coin: np.ndarray
+    rows: np.ndarray
+    mean_a: np.ndarray
+    one_aa: np.ndarray
+    two_aa: np.ndarray
+
+
+def _coins(r: Mapping[str, np.ndarray]) -> _Coins:
+    alpha, L, b, p, eta = (np.asarray(r[k], dtype=float) for k in ("alpha", "L", "b", "p", "eta"))
+    K, H, T = (np.asarray(r[k], dtype=np.int64) for k in ("K", "H", "T"))
+    M = alpha.size
+    n = np.stack([K // 2, K // 2, K % 2], axis=1).astype(float)  # (M, 3) workers per group
+    h = np.stack([L, b, 0.5 * (L + b)], axis=1)
+    sgn = np.array([1.0, -1.0, 0.0])
+    coin = p > 0
+    q = np.where(coin, 1.0 - p, 1.0)
+    beta = pull_coefficient(alpha, eta, p)  # 0 where there is no coin
+    prob = np.stack([q, np.where(coin, p, 0.0)], axis=1)  # (M, 2): gradient, pull
+    a = np.zeros((M, 2, 3, 3))  # (design, branch, group, coefficient of (x, z, 1))
+    a[:, 0, :, 0] = 1.0 - alpha[:, None] * h / q[:, None]
+    a[:, 0, :, 2] = -alpha[:, None] * sgn / q[:, None]
+    a[:, 1, :, 0] = (1.0 - beta)[:, None]
+    a[:, 1, :, 1] = beta[:, None]
+    shared = np.asarray(r["shared"], dtype=bool)
+    pair = np.where(
+        shared[:, None, None], prob[:, :, None] * np.eye(2), prob[:, :, None] * prob[:, None, :]
+    )  # (M, 2, 2)
+    # the coins' moments, fixed in time: E[a a^T] of one worker and of two distinct workers
+    return _Coins(
+        K, H, T, n, n / K[:, None], n[:, None, :] - np.eye(3), (0.5 * (L + b)) ** 2, coin,
+        np.asarray(r["rows"], dtype=float), np.einsum("mi,migr->mgr", prob, a),
+        np.einsum("mi,migr,migc->mgrc", prob, a, a), np.einsum("mij,migr,mjhc->mghrc", pair, a, a),
+    )  # fmt: skip
+
+
+@dataclass
+class _Moments:
+    """The moments of one step (:func:`_unit_moments`): per group ``x1 = E x``, ``x2 = E
+    x^2``, ``xz = E x z``, ``xb = E x buf``, per pair of groups ``P`` (distinct workers);
+    the anchor's ``z1``, ``z2``, the buffer's ``b1``, ``b2`` and ``zb = E z buf``."""
+
+    x1: np.ndarray
+    x2: np.ndarray
+    xz: np.ndarray
+    xb: np.ndarray
+    P: np.ndarray
+    z1: np.ndarray
+    z2: np.ndarray
+    b1: np.ndarray
+    b2: np.ndarray
+    zb: np.ndarray
+
+    @classmethod
+    def zeros(cls, M: int) -> _Moments:
+        g = [np.zeros((M, 3)) for _ in range(4)]
+        return cls(*g, np.zeros((M, 3, 3)), *(np.zeros(M) for _ in range(5)))
+
+    def xbar2(self, c: _Coins) -> np.ndarray:
+        """``E xbar^2`` (the workers' average)."""
+        return (
+            np.sum(c.n * self.x2, 1) + np.sum(c.n[:, :, None] * self.P * c.off, (1, 2))
+        ) / c.K**2
+
+
+def _local_step(c: _Coins, s: _Moments, two: np.ndarray, one: np.ndarray) -> None:
+    """One step of every worker (gradient step or pull), in place (``two``: the buffer of
+    ``E[Y_g Y_h^T]``, distinct workers)."""
+    zz, z1g = np.repeat(s.z2[:, None], 3, 1), np.repeat(s.z1[:, None], 3, 1)
+    one_worker = np.stack(
+        [
+            np.stack([s.x2, s.xz, s.x1], -1),
+            np.stack([s.xz, zz, z1g], -1),
+            np.stack([s.x1, z1g, one], -1),
+        ],
+        -2,
+    )  # (M, g, 3, 3): E[Y_g Y_g^T]
+    two[..., 0, 0] = s.P
+    two[..., 0, 1] = s.xz[:, :, None]
+    two[..., 0, 2] = s.x1[:, :, None]
+    two[..., 1, 0] = s.xz[:, None, :]
+    two[..., 2, 0] = s.x1[:, None, :]
+    two[..., 1, 1] = s.z2[:, None, None]
+    two[..., 1, 2] = two[..., 2, 1] = s.z1[:, None, None]
+    s.x2 = np.sum(c.one_aa * one_worker, (-2, -1))
+    s.P = np.sum(c.two_aa * two, (-2, -1))
+    zb1, b1g = np.repeat(s.zb[:, None], 3, 1), np.repeat(s.b1[:, None], 3, 1)
+    s.x1, s.xz, s.xb = (
+        np.sum(c.mean_a * np.stack(v, -1), -1)
+        for v in ((s.x1, z1g, one), (s.xz, zz, z1g), (s.xb, zb1, b1g))
+    )
+
+
+def _synchronise(c: _Coins, s: _Moments, sync: np.ndarray) -> None:
+    """The outer step at the designs in ``sync`` (anchor and buffer from the average, the
+    workers restart at the anchor), in place."""
+    M = sync.size
+    xbar1 = np.sum(c.wt * s.x1, 1)
+    xbar2 = s.xbar2(c)
+    xbz, xbb = np.sum(c.wt * s.xz, 1), np.sum(c.wt * s.xb, 1)
+    S = np.stack(
+        [
+            np.stack([s.z2, s.zb, xbz, s.z1], 1),
+            np.stack([s.zb, s.b2, xbb, s.b1], 1),
+            np.stack([xbz, xbb, xbar2, xbar1], 1),
+            np.stack([s.z1, s.b1, xbar1, np.ones(M)], 1),
+        ],
+        1,
+    )  # (M, 4, 4): second moments of (z, buf, xbar, 1)
+    new = np.einsum("mai,mij,mbj->mab", c.rows, S, c.rows)
+    mean = np.einsum("mai,mi->ma", c.rows, S[:, :, 3])
+    s.z2 = np.where(sync, new[:, 0, 0], s.z2)
+    s.zb = np.where(sync, new[:, 0, 1], s.zb)
+    s.b2 = np.where(sync, new[:, 1, 1], s.b2)
+    s.z1, s.b1 = np.where(sync, mean[:, 0], s.z1), np.where(sync, mean[:, 1], s.b1)
+    sel = sync[:, None]
+    s.x1 = np.where(sel, s.z1[:, None], s.x1)
+    s.x2 = np.where(sel, s.z2[:, None], s.x2)
+    s.xz = np.where(sel, s.z2[:, None], s.xz)
+    s.xb = np.where(sel, s.zb[:, None], s.xb)
+    s.P = np.where(sync[:, None, None], s.z2[:, None, None], s.P)
+
+
 def _unit_moments(r: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``c = 1`` runs of a batch, step by step (arrays of shape ``(M,)`` in ``r``:
     ``alpha, L, b, K, H, T, p, eta, shared`` and ``rows``, ``(M, 2, 4)``).
@@ -101,102 +237,29 @@ def _unit_moments(r: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, 
     worker's second moments become ``sum_i pi_i a_ig^T E[Y_g Y_g^T] a_ig`` and two distinct
     workers' ``sum_ij pi_ij a_ig^T E[Y_g Y_h^T] a_jh``, with ``pi_ij = pi_i pi_j``
     (independent coins) or ``pi_i [i = j]`` (shared coins)."""
-    alpha, L, b, p, eta = (np.asarray(r[k], dtype=float) for k in ("alpha", "L", "b", "p", "eta"))
-    K, H, T = (np.asarray(r[k], dtype=np.int64) for k in ("K", "H", "T"))
-    M = alpha.size
-    n = np.stack([K // 2, K // 2, K % 2], axis=1).astype(float)  # (M, 3) workers per group
-    h = np.stack([L, b, 0.5 * (L + b)], axis=1)
-    sgn = np.array([1.0, -1.0, 0.0])
-    m2 = (0.5 * (L + b)) ** 2
-    coin = p > 0
-    q = np.where(coin, 1.0 - p, 1.0)
-    beta = pull_coefficient(alpha, eta, p)  # 0 where there is no coin
-    prob = np.stack([q, np.where(coin, p, 0.0)], axis=1)  # (M, 2): gradient, pull
-    a = np.zeros((M, 2, 3, 3))  # (design, branch, group, coefficient of (x, z, 1))
-    a[:, 0, :, 0] = 1.0 - alpha[:, None] * h / q[:, None]
-    a[:, 0, :, 2] = -alpha[:, None] * sgn / q[:, None]
-    a[:, 1, :, 0] = (1.0 - beta)[:, None]
-    a[:, 1, :, 1] = beta[:, None]
-    shared = np.asarray(r["shared"], dtype=bool)
-    pair = np.where(
-        shared[:, None, None], prob[:, :, None] * np.eye(2), prob[:, :, None] * prob[:, None, :]
-    )  # (M, 2, 2)
-    rows = np.asarray(r["rows"], dtype=float)
-    wt = n / K[:, None]
-    off = n[:, None, :] - np.eye(3)  # distinct partners of a worker of group g in group h
-    x1, x2, xz, xb = (np.zeros((M, 3)) for _ in range(4))
-    P = np.zeros((M, 3, 3))
-    z1, z2, b1, b2, zb = (np.zeros(M) for _ in range(5))
+    c = _coins(r)
+    M, T, H, coin, n = c.K.size, c.T, c.H, c.coin, c.n
+    s = _Moments.zeros(M)
     Tmax = int(T.max())
     iters, anchors = np.zeros((M, Tmax)), np.zeros((M, Tmax))
     reach = np.zeros(M)
     one = np.ones((M, 3))
-    # the coins' moments, fixed in time: E[a a^T] of one worker and of two distinct workers
-    mean_a = np.einsum("mi,migr->mgr", prob, a)
-    one_aa = np.einsum("mi,migr,migc->mgrc", prob, a, a)
-    two_aa = np.einsum("mij,migr,mjhc->mghrc", pair, a, a)
     two = np.empty((M, 3, 3, 3, 3))  # (M, g, h, 3, 3): E[Y_g Y_h^T], distinct workers
     two[..., 2, 2] = 1.0
     with np.errstate(over="ignore", invalid="ignore"):
         for t in range(Tmax):
             live = t < T
-            anchors[:, t] = np.where(live & (t % H == 0), m2 * z2, 0.0)
-            xbar2 = (np.sum(n * x2, 1) + np.sum(n[:, :, None] * P * off, (1, 2))) / K**2
-            iters[:, t] = np.where(live, m2 * xbar2, 0.0)
-            zz, z1g = np.repeat(z2[:, None], 3, 1), np.repeat(z1[:, None], 3, 1)
-            one_worker = np.stack(
-                [
-                    np.stack([x2, xz, x1], -1),
-                    np.stack([xz, zz, z1g], -1),
-                    np.stack([x1, z1g, one], -1),
-                ],
-                -2,
-            )  # (M, g, 3, 3): E[Y_g Y_g^T]
-            two[..., 0, 0] = P
-            two[..., 0, 1] = xz[:, :, None]
-            two[..., 0, 2] = x1[:, :, None]
-            two[..., 1, 0] = xz[:, None, :]
-            two[..., 2, 0] = x1[:, None, :]
-            two[..., 1, 1] = z2[:, None, None]
-            two[..., 1, 2] = two[..., 2, 1] = z1[:, None, None]
-            x2 = np.sum(one_aa * one_worker, (-2, -1))
-            P = np.sum(two_aa * two, (-2, -1))
-            zb1, b1g = np.repeat(zb[:, None], 3, 1), np.repeat(b1[:, None], 3, 1)
-            x1, xz, xb = (
-                np.sum(mean_a * np.stack(v, -1), -1)
-                for v in ((x1, z1g, one), (xz, zz, z1g), (xb, zb1, b1g))
-            )
+            anchors[:, t] = np.where(live & (t % H == 0), c.m2 * s.z2, 0.0)
+            iters[:, t] = np.where(live, c.m2 * s.xbar2(c), 0.0)
+            _local_step(c, s, two, one)
             reach = np.where(
-                live & ~coin, np.maximum(reach, np.max(np.abs(x1) * (n > 0), 1)), reach
+                live & ~coin, np.maximum(reach, np.max(np.abs(s.x1) * (n > 0), 1)), reach
             )
             sync = live & ((t + 1) % H == 0)
             if not sync.any():
                 continue
-            xbar1 = np.sum(wt * x1, 1)
-            xbar2 = (np.sum(n * x2, 1) + np.sum(n[:, :, None] * P * off, (1, 2))) / K**2
-            xbz, xbb = np.sum(wt * xz, 1), np.sum(wt * xb, 1)
-            S = np.stack(
-                [
-                    np.stack([z2, zb, xbz, z1], 1),
-                    np.stack([zb, b2, xbb, b1], 1),
-                    np.stack([xbz, xbb, xbar2, xbar1], 1),
-                    np.stack([z1, b1, xbar1, np.ones(M)], 1),
-                ],
-                1,
-            )  # (M, 4, 4): second moments of (z, buf, xbar, 1)
-            new = np.einsum("mai,mij,mbj->mab", rows, S, rows)
-            mean = np.einsum("mai,mi->ma", rows, S[:, :, 3])
-            z2 = np.where(sync, new[:, 0, 0], z2)
-            zb = np.where(sync, new[:, 0, 1], zb)
-            b2 = np.where(sync, new[:, 1, 1], b2)
-            z1, b1 = np.where(sync, mean[:, 0], z1), np.where(sync, mean[:, 1], b1)
-            sel = sync[:, None]
-            x1 = np.where(sel, z1[:, None], x1)
-            x2 = np.where(sel, z2[:, None], x2)
-            xz = np.where(sel, z2[:, None], xz)
-            xb = np.where(sel, zb[:, None], xb)
-            P = np.where(sync[:, None, None], z2[:, None, None], P)
-            reach = np.where(sync & ~coin, np.maximum(reach, np.abs(z1)), reach)
+            _synchronise(c, s, sync)
+            reach = np.where(sync & ~coin, np.maximum(reach, np.abs(s.z1)), reach)
     bad = ~np.all(np.isfinite(iters), 1) | ~np.all(np.isfinite(anchors), 1)
     reach = np.where(bad, np.inf, reach)
     return iters, anchors, np.where(coin, np.nan, reach)

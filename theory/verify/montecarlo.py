@@ -9,27 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import UserInputError
-from theory import simulate as sim
 from theory.bound import Bound
 from theory.validation import validate_one
+from theory.verify import pipeline
+from theory.verify.oracle_montecarlo import design_of
+from theory.verify.records import MonteCarloResult, NotVerifiable
 from theory.verify.sampling import _child_seed, bound_values, problem_constants
 from theory.verify.settings import OUTSIDE, Config
 from theory.verify.stats import BootstrapPlan, MeanTest, decide, mean_test
-
-
-def simulate_config(problem: Any, cfg: Config, R: int, **extra: Any) -> Any:
-    """Run the simulator on one configuration; returns its ``Trace``."""
-    if int(problem.K) != int(cfg.K):
-        raise UserInputError(
-            f"inconsistent dimensions: problem {cfg.problem!r} has K = "
-            f"{problem.K} workers but the configuration has K = {cfg.K}"
-        )
-    spec = cfg.spec().replace(**extra) if extra else cfg.spec()
-    with np.errstate(all="ignore"):
-        return sim.simulate(
-            problem, spec, T=cfg.T, R=R, seed=cfg.seed, backend=cfg.backend, device=cfg.device
-        )
 
 
 def _finite_or_none(x: Any) -> Any:
@@ -39,19 +26,30 @@ def _finite_or_none(x: Any) -> Any:
     return x
 
 
+@dataclasses.dataclass(frozen=True)
+class _Evaluated:
+    """One configuration simulated: the row's measured fields, the test, the replicas."""
+
+    fields: dict[str, object]
+    test: MeanTest
+    inside: bool
+    values: np.ndarray
+
+
 def _evaluate_config(
     bound: Bound, problem: Any, cfg: Config, R: int, plan: BootstrapPlan
-) -> dict[str, Any]:
+) -> _Evaluated:
     consts = problem_constants(problem)
     vals = bound_values(bound, consts, dataclasses.asdict(cfg))
     value = float(bound.evaluate(**vals))
     report = bound.condition_report(**vals)
     failed = [r.name for r in report if not bool(np.all(r.holds))]
     inside = not failed
-    trace = simulate_config(problem, cfg, R)
-    y = np.asarray(trace.mean_grad_norm_sq(), dtype=float)
+    m = pipeline.measure(design_of(problem, cfg, R), "monte_carlo")
+    trace, y = m.companions["trace"], m.measured
     test = mean_test(y, value, plan)
     cons = np.asarray(trace.consensus, dtype=float)
+    noise = getattr(problem, "noise_model", getattr(problem, "noise", ""))
     row = {
         "bound": bound.name,
         "problem": cfg.problem,
@@ -60,7 +58,7 @@ def _evaluate_config(
         "coins": cfg.coins,
         "K": cfg.K,
         "d": int(getattr(problem, "d", 0)),
-        "noise": getattr(problem, "noise_model", getattr(problem, "noise", "")),
+        "noise": noise if isinstance(noise, str) else str(noise),
         "H": cfg.H,
         "p": cfg.p,
         "eta": cfg.eta,
@@ -86,11 +84,8 @@ def _evaluate_config(
         "ratio": test.mean / value if value > 0 else math.inf,
         "consensus_mean": float(np.nanmean(cons.mean(axis=-1))) if cons.size else math.nan,
         "summary": cfg.summary(),
-        "note": "",
     }
-    if not isinstance(row["noise"], str):
-        row["noise"] = str(row["noise"])
-    return {"row": row, "test": test, "inside": inside, "values": y}
+    return _Evaluated(row, test, inside, y)
 
 
 def verify_configs(
@@ -104,7 +99,7 @@ def verify_configs(
     n_boot: int | None = None,
     seed: int = 0,
     progress: Any = None,
-) -> list[dict[str, Any]]:
+) -> list[MonteCarloResult | NotVerifiable]:
     """Simulate and test ``configs`` of one bound; returns one result row per configuration.
 
     ``problems`` maps a problem name to a :class:`theory.problems.Problem` (or is a function
@@ -142,39 +137,58 @@ def _test_family(
     n_boot: int | None,
     seed: int,
     progress: Any = None,
-    not_verifiable: Sequence[dict[str, Any]] = (),
-) -> list[dict[str, Any]]:
+    not_verifiable: Sequence[NotVerifiable] = (),
+) -> list[MonteCarloResult | NotVerifiable]:
+    """Simulate and test ``items``; the tests inside the conditions form one family
+    (``correction`` at family-wise ``level``); the ``not_verifiable`` rows follow."""
     plan = BootstrapPlan(_family_resamples(n_boot, level, len(items)), seed=_child_seed(seed, 4))
     evaluated = []
     for bound, prob, cfg in items:
         evaluated.append(_evaluate_config(bound, prob, cfg, R, plan))
         if progress is not None:
             progress.update(1)
-    tested = [e for e in evaluated if e["inside"]]
-    verdicts, corr = decide([e["test"] for e in tested], level, correction)
-    for e, v, adj, tl in zip(tested, verdicts, corr.adjusted, corr.test_level, strict=True):
-        ci = e["test"].confidence_bounds(float(tl) / 2)
-        e["row"].update(verdict=v, p_adjusted=float(adj), ci_level_one_sided=float(tl) / 2, **ci)
+    tested = [e for e in evaluated if e.inside]
+    verdicts, corr = decide([e.test for e in tested], level, correction)
+    judged = {
+        id(e): (v, float(adj), float(tl) / 2)
+        for e, v, adj, tl in zip(tested, verdicts, corr.adjusted, corr.test_level, strict=True)
+    }
+    rows: list[MonteCarloResult | NotVerifiable] = []
     for e in evaluated:
-        t: MeanTest = e["test"]
-        e["row"].update(p_holds=t.p_holds, p_violated=t.p_violated, p_value=t.p_value)
-        if not e["inside"]:
-            ci = t.confidence_bounds(level / 2) if t.n > 1 else {}
-            e["row"].update(
-                verdict=OUTSIDE,
-                p_adjusted=math.nan,
-                ci_level_one_sided=level / 2,
-                note=f"not tested: condition(s) {e['row']['failed_conditions']} fail",
-                **ci,
-            )
-        if t.n_diverged:
-            e["row"]["note"] = (
-                e["row"]["note"] + "; " if e["row"]["note"] else ""
-            ) + f"{t.n_diverged}/{t.n} replicas diverged"
-        bv = e["row"]["bound_value"]
-        ucb = e["row"].get("ucb", math.nan)
-        e["row"]["ratio_ucb"] = ucb / bv if bv > 0 else math.inf
-    rows = [e["row"] for e in evaluated] + [dict(r) for r in not_verifiable]
-    for i, r in enumerate(rows):
-        r["index"] = i
+        rows.append(_result(e, judged.get(id(e)), level, len(rows)))
+    rows += [dataclasses.replace(r, index=len(evaluated) + i) for i, r in enumerate(not_verifiable)]
     return rows
+
+
+def _result(
+    e: _Evaluated, judged: tuple[str, float, float] | None, level: float, index: int
+) -> MonteCarloResult:
+    """The ``results`` row of ``e``: ``judged`` (verdict, adjusted p-value, one-sided level)
+    for a tested configuration, ``None`` for one outside the conditions."""
+    t = e.test
+    note = ""
+    if judged is not None:
+        verdict, p_adjusted, ci_level = judged
+        ci = t.confidence_bounds(ci_level)
+    else:
+        verdict, p_adjusted, ci_level = OUTSIDE, math.nan, level / 2
+        ci = t.confidence_bounds(level / 2) if t.n > 1 else {}
+        note = f"not tested: condition(s) {e.fields['failed_conditions']} fail"
+    if t.n_diverged:
+        note = (note + "; " if note else "") + f"{t.n_diverged}/{t.n} replicas diverged"
+    bv = float(e.fields["bound_value"])  # type: ignore[arg-type]
+    ucb = ci.get("ucb", math.nan)
+    return MonteCarloResult(
+        **e.fields,  # type: ignore[arg-type]
+        note=note,
+        verdict=verdict,
+        p_adjusted=p_adjusted,
+        ci_level_one_sided=ci_level,
+        ci=ci,
+        p_holds=t.p_holds,
+        p_violated=t.p_violated,
+        p_value=t.p_value,
+        ratio_ucb=ucb / bv if bv > 0 else math.inf,
+        tested=judged is not None,
+        index=index,
+    )

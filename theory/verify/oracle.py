@@ -23,17 +23,17 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from core.errors import UserInputError
-from theory.algorithm import ALGORITHMS, AlgorithmSpec
 from theory.bound import Bound
-from theory.moments import BatchResult, oracle_batch, oracle_batch_easgd
+from theory.verify import pipeline
+from theory.verify.family import ALL_REDUCE_ALGORITHMS, EXACT_ALGORITHMS, Family, family_of
+from theory.verify.oracle_exact import measure_batch as measure  # noqa: F401 (re-export)
 from theory.verify.pinned import pinned_step
-from theory.verify.sampling import bound_spec
+from theory.verify.pipeline import Design
 
 __all__ = [
     "FIELDS",
@@ -57,19 +57,6 @@ FIELDS = (
 )  # fmt: skip
 _INT_FIELDS = ("K", "H", "T", "heavy_ball")
 
-#: algorithms a design measures exactly: an exact oracle in the table
-#: (:attr:`theory.algorithm.Algorithm.exact`) and no warm-up required (a design has none)
-EXACT_ALGORITHMS = tuple(a.name for a in ALGORITHMS.values() if a.exact and a.warmup != "required")
-
-#: algorithms whose workers all-reduce their stochastic gradients at the common point on
-#: every step and take a heavy-ball outer step every ``H`` steps: SlowMo over all-reduce SGD
-#: (Wang, Tantia, Ballas, Rabbat, ICLR 2020, eqs. (2)-(3) with the AR-SGD base). The workers
-#: stay identical and the heterogeneity cancels (the step is ``grad f`` plus noise of
-#: variance ``sigma^2/K``), so the oracle measures them as Local SGD with one worker, noise
-#: variance ``sigma^2/K``, no heterogeneity and the outer heavy-ball step ``buf <- mu buf +
-#: (z - x)``, ``z <- z - gamma buf``, over full rounds only (``T`` a multiple of ``H``)
-ALL_REDUCE_ALGORITHMS = tuple(a.name for a in ALGORITHMS.values() if a.exact == "all_reduce")
-
 #: relative tolerance of the exact comparison (the oracle agrees with the step-by-step
 #: recursion to ~1e-12 relative; a ratio above 1 + REL_TOL is a violation)
 REL_TOL = 1e-6
@@ -78,92 +65,6 @@ REL_TOL = 1e-6
 #: gradient at the start, of one noisy gradient's error and of the heterogeneity) says
 #: nothing a user could not have guessed: the design is labelled vacuous
 VACUOUS_FACTOR = 1.0
-
-
-@dataclass(frozen=True)
-class Family:
-    """What a bound is verified as: its algorithm ``spec`` (:attr:`theory.bound.Bound.algorithm`:
-    kind, coin model) and the outer update of the designs (``outer``: ``"average"``,
-    ``"sgd"`` (outer rate, no momentum), ``"momentum"`` (heavy ball and PyTorch Nesterov,
-    each design one of them), ``"nesterov"`` or ``"heavy_ball"`` alone: the bound's
-    :attr:`~theory.bound.Bound.outers` with its momentum parameter), which of its
-    parameters vary (``uses_gamma``, ``uses_mu``), ``iid`` data, and what it measures
-    (``anchors``: the average of ``E||grad f(z_r)||^2`` over the anchors of the full rounds,
-    for a bound whose ``measured`` attribute is ``"anchors"``; else the per-step average at
-    ``xbar_t``). ``pinned``: the bound is stated at one step, its recommended one
-    (:func:`pinned_step`), which every design takes."""
-
-    spec: AlgorithmSpec
-    outer: str
-    uses_gamma: bool
-    iid: bool
-    uses_mu: bool = False
-    anchors: bool = False
-    pinned: bool = False
-
-    @property
-    def algorithm(self) -> str:
-        """The algorithm's name in the table."""
-        return self.spec.kind
-
-    @property
-    def coins(self) -> str:
-        return self.spec.coins
-
-    @property
-    def uses_p(self) -> bool:
-        """Whether the designs draw ``p`` and ``eta`` (an algorithm with pull steps)."""
-        return self.spec.definition.pulls
-
-    @property
-    def minibatch(self) -> bool:
-        """Whether a design is minibatch SGD (no rounds: ``H = 1``)."""
-        return not self.spec.definition.rounds
-
-    @property
-    def all_reduce(self) -> bool:
-        """An algorithm of :data:`ALL_REDUCE_ALGORITHMS` (outer heavy ball, full rounds,
-        heterogeneity without effect)."""
-        return self.algorithm in ALL_REDUCE_ALGORITHMS
-
-    @property
-    def exact(self) -> bool:
-        return self.algorithm in EXACT_ALGORITHMS
-
-    @property
-    def heterogeneous(self) -> bool:
-        """Whether the heterogeneity ``zeta^2`` is a source of the designs."""
-        return not (self.iid or self.all_reduce)
-
-    @property
-    def full_rounds(self) -> bool:
-        """Whether ``T`` is a multiple of ``H`` in every design."""
-        return self.anchors or self.all_reduce
-
-
-def _design_outer(outers: tuple[str, ...], uses_mu: bool) -> str:
-    """The outer update of the designs for a bound covering ``outers`` (:class:`Family`)."""
-    if set(outers) == {"sgd", "nesterov"}:
-        return "momentum"
-    if outers == ("sgd",):
-        return "heavy_ball" if uses_mu else "sgd"
-    return outers[0]
-
-
-def family_of(bound: Bound) -> Family:
-    """The :class:`Family` of ``bound``: the spec it states (:func:`bound_spec`), never
-    guessed from its formula."""
-    spec = bound_spec(bound)
-    uses = set(bound.parameters)
-    return Family(
-        spec=spec,
-        outer=_design_outer(tuple(bound.outers), "mu" in uses),
-        uses_gamma="gamma" in uses or "mu" in uses,
-        iid=any(a.key == "A3iid" for a in bound.assumptions),
-        uses_mu="mu" in uses,
-        anchors=getattr(bound, "measured", "iterates") == "anchors",
-        pinned=pinned_step(bound),
-    )
 
 
 def bound_params(bound: Bound, d: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -254,96 +155,27 @@ class Evaluation:
         return {k: float(v[i]) for k, v in self.designs.items()}
 
 
-def measure(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
-    """Exact measured values of a batch (:func:`theory.moments.batch.oracle_batch`)."""
-    if fam.all_reduce:
-        return _measure_all_reduce(fam, d)
-    L = d["L"]
-    lam = np.stack([L, d["lam_F"], d["lam_s"], d["lam_z"]], axis=1)
-    z = np.zeros_like(L)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        y0 = np.where(d["F0"] > 0, np.sqrt(2 * d["F0"] / d["lam_F"]), 0.0)
-        Q = np.where(d["zeta2"] > 0, d["zeta2"] / d["lam_z"] ** 2, 0.0)
-    if fam.spec.definition.elastic:  # i.i.d. data only (its bound assumes A3iid)
-        return oracle_batch_easgd(
-            lam,
-            np.stack([z, y0, z, z], axis=1),
-            np.stack([z, z, d["sigma2"], z], axis=1),
-            K=d["K"],
-            alpha=d["alpha"],
-            T=d["T"].astype(np.int64),
-            H=d["H"].astype(np.int64),
-        )
-    args = (
-        lam,
-        np.stack([z, y0, z, z], axis=1),
-        np.stack([z, z, d["sigma2"], z], axis=1),
-        np.stack([z, z, z, Q], axis=1),
-    )
-    kw = dict(
-        K=d["K"],
-        alpha=d["alpha"],
-        T=d["T"].astype(np.int64),
-        H=d["H"].astype(np.int64),
-        p=d["p"],
-        eta=d["eta"],
-        gamma=d["gamma"],
-        mu=d.get("mu", z),
-        minibatch=fam.minibatch,
-        shared=fam.spec.shared_coins,
-        at_anchors=fam.anchors,
-    )
-    if not fam.uses_mu:
-        return oracle_batch(*args, **kw)
-    if fam.outer == "heavy_ball":
-        return oracle_batch(*args, **kw, heavy_ball=True)
-    hb = d.get("heavy_ball", z) > 0.5  # outer momentum: heavy ball or PyTorch Nesterov
-    nes = oracle_batch(*args, **kw, nesterov=True)
-    heavy = oracle_batch(*args, **kw, heavy_ball=True)
-    return BatchResult(
-        *(
-            np.where(hb, getattr(heavy, f), getattr(nes, f))
-            for f in BatchResult.__dataclass_fields__
-        )
-    )
-
-
-def _measure_all_reduce(fam: Family, d: Mapping[str, np.ndarray]) -> Any:
-    """An all-reduce algorithm (:data:`ALL_REDUCE_ALGORITHMS`) measured as Local SGD with
-    one worker, noise variance ``sigma^2/K``, no heterogeneity and outer heavy ball: the
-    ``K`` workers' averaged gradient at the common point is ``grad f`` plus the mean of
-    ``K`` independent noises."""
-    one = np.ones_like(np.asarray(d["L"], dtype=float))
-    local = {**d, "K": one, "sigma2": d["sigma2"] / d["K"], "zeta2": 0 * one, "p": 0 * one}
-    base = replace(fam, spec=AlgorithmSpec.of("local_sgd"), outer="heavy_ball", iid=True)
-    return measure(base, {**local, "eta": 0 * one, "heavy_ball": one})
-
-
 def evaluate(bound: Bound, fam: Family, d: Mapping[str, np.ndarray]) -> Evaluation:
-    """Measure a batch exactly and evaluate the bound, its terms and its conditions."""
+    """Measure a batch exactly (the ``"exact"`` oracle, :mod:`theory.verify.oracle_exact`)
+    and judge the bound, its terms and its conditions there (the ``"exact"`` judge,
+    :mod:`theory.verify.judge_exact`)."""
     d = {k: np.asarray(v, dtype=float) for k, v in d.items()}
-    vals = bound_params(bound, d)
+    design = Design(fam.spec, "quadratic", d, bound=bound, family=fam)
+    m = pipeline.measure(design, "exact")
+    verdict = pipeline.judge(bound, m, "exact")
+    B, inside = verdict.value, verdict.inside
     with np.errstate(all="ignore"):
-        B = np.asarray(bound.evaluate(**vals), dtype=float) * np.ones(len(d["L"]))
-        terms = _term_values(bound, vals, len(B))
-        holds = np.asarray(bound.conditions_hold(**vals), dtype=bool) * np.ones(len(B), bool)
-    res = measure(fam, d)
-    inside = holds & np.isfinite(B) & (B > 0)
-    if fam.all_reduce:  # the statement counts full outer iterations
-        inside &= d["T"] % d["H"] == 0
-    with np.errstate(all="ignore"):
-        ratio = np.where(res.diverged, np.inf, res.mean_grad_norm_sq / B)
-    ratio = np.where(inside, ratio, np.nan)
+        terms = _term_values(bound, bound_params(bound, d), len(B))
     scale = 2 * d["L"] * d["F0"] + d["sigma2"] + d["zeta2"]
     return Evaluation(
         designs=d,
-        measured=np.where(res.diverged, np.inf, res.mean_grad_norm_sq),
+        measured=m.measured,
         bound=B,
         terms=terms,
         inside=inside,
-        ratio=ratio,
+        ratio=verdict.ratio,
         vacuous=inside & (B >= VACUOUS_FACTOR * scale),
-        initial=res.initial_grad_norm_sq,
+        initial=m.companions["initial"],
     )
 
 

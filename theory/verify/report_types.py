@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from theory.check import jsonable
+from theory.verify.records import Row
 from theory.verify.settings import VerifySettings
 
 __all__ = ["Power", "Statistics", "Summary", "VerifyReport", "Row", "ROW_TABLES"]
 
-#: one row of a report table (a CSV row): column -> value
-Row = dict[str, Any]
 
 #: the row tables of the report, in the order of ``results.json`` (before and after the
 #: sections that are not tables)
@@ -53,9 +52,9 @@ class Power:
     rejected: int = 0
     power: float | None = None
     per_bound: dict[str, dict[str, int]] = field(default_factory=dict)
-    by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return dataclasses.asdict(self)
 
 
@@ -84,7 +83,7 @@ class Statistics:
         "confidence_bounds",
     )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return {k: getattr(self, k) for k in self._ORDER if getattr(self, k) is not None}
 
 
@@ -95,9 +94,9 @@ class Summary:
 
     exact_bounds: int
     exact_violated: list[str]
-    hetero_worst: dict[str, Any]
-    exact_worst: dict[str, Any]
-    vacuous_share: dict[str, Any]
+    hetero_worst: dict[str, float | None]
+    exact_worst: dict[str, float | None]
+    vacuous_share: dict[str, float | None]
     untested_terms: list[str]
     power: Power
     lower_violated: list[str]
@@ -118,7 +117,7 @@ class Summary:
     #: (:mod:`theory.verify.untested`)
     untested: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["power"] = self.power.to_dict()
         return out
@@ -140,7 +139,7 @@ class VerifyReport:
     tightness: list[Row]
     controls: list[Row]
     power: Power
-    bounds: list[dict[str, Any]]
+    bounds: list[Row]
     constant_checks: list[Row]
     statistics: Statistics
     elapsed_s: float
@@ -165,7 +164,7 @@ class VerifyReport:
     def to_json(self, columns: Mapping[str, Any]) -> str:
         """``results.json``: every section in a fixed order, then ``columns`` (CSV file ->
         its columns); the one serialisation of the report."""
-        payload: dict[str, Any] = {
+        payload: dict[str, object] = {
             "tool": self.tool,
             "settings": dataclasses.asdict(self.settings),
             "versions": self.versions,

@@ -12,6 +12,7 @@ from core.errors import UserInputError
 from theory import problems
 from theory.algorithm import AlgorithmSpec
 from theory.bound import Bound
+from theory.verify.records import ConstantCheck
 from theory.verify.settings import Config, VerifySettings
 
 
@@ -44,7 +45,7 @@ class ProblemCache:
     def __init__(self, settings: VerifySettings):
         self.settings = settings
         self._cache: dict[tuple, Any] = {}
-        self.checks: list[dict[str, Any]] = []
+        self.checks: list[ConstantCheck] = []
 
     def get(self, name: str, K: int, *, iid: bool) -> Any:
         s = self.settings
@@ -64,13 +65,13 @@ class ProblemCache:
             if declared:
                 prob = apply_declared_constants(prob, declared, seed=s.seed)
                 self.checks.append(
-                    {
-                        "problem": name,
-                        "K": int(K),
-                        "declared": declared,
-                        "result": "consistent with sampling",
-                        "check": getattr(prob, "_declared_check", None),
-                    }
+                    ConstantCheck(
+                        problem=name,
+                        K=int(K),
+                        declared=declared,
+                        result="consistent with sampling",
+                        check=getattr(prob, "_declared_check", None),
+                    )
                 )
             self._cache[key] = prob
         return self._cache[key]
@@ -145,7 +146,7 @@ _FIXED_PARAMS = {"beta": 0.0, "mu": 0.0}
 
 def bound_values(
     bound: Bound, consts: Mapping[str, float], cfg: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, float | np.ndarray]:
     """The parameter values a bound needs, from the problem's constants and a configuration.
 
     ``beta`` (relative noise) is 0 for the additive noise models here; ``R`` (rounds) is
@@ -179,8 +180,8 @@ def _needs_iid(bound: Bound) -> bool:
 
 
 def _feasible_step(
-    bound: Bound, c: Mapping[str, float], cfg: dict[str, Any], rng: Any, redraws: int
-) -> tuple[dict[str, Any], float]:
+    bound: Bound, c: Mapping[str, float], cfg: dict[str, object], rng: Any, redraws: int
+) -> tuple[dict[str, float | np.ndarray], float]:
     """The bound's values at ``cfg`` and its largest feasible step ``alpha_max``.
 
     With no feasible step (NaN) ``p`` and ``eta`` are redrawn in ``cfg`` (seeded, at most
