@@ -244,7 +244,7 @@ def check(
     if algorithm is None:
         algorithm, why = infer_algorithm(v)
     else:
-        algorithm, why = check_choice("algorithm", algorithm, ALGORITHMS), "given"
+        algorithm, why = check_choice("algorithm", algorithm, (*NAMES, *VARIANTS)), "given"
         v = _with_variant(v, algorithm)
     warnings = config_warnings(v, algorithm) + warnings
     warnings += [ConfigWarning("warning", "note", str(n)) for n in notes]
