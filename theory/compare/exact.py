@@ -19,10 +19,10 @@ import numpy as np
 from theory.algorithm import DILOCO_DEFAULT_MU
 from theory.compare.methods import Method
 from theory.compare.pairs import round_moments
-from theory.compare.scan import anchor_map, first_passage, start_vector
+from theory.compare.scan import anchor_map, early_values, first_passage, start_vector
 from theory.problems.hessians import HeteroHessianQuadratic
 
-__all__ = ["Quadratic", "exact_rounds", "CHUNK"]
+__all__ = ["Quadratic", "exact_rounds", "exact_values", "CHUNK"]
 
 #: configurations evaluated per batch (bounds the memory of the stacked maps)
 CHUNK = 4096
@@ -72,7 +72,8 @@ def exact_rounds(
     mu: float = DILOCO_DEFAULT_MU,
     sustained: bool = False,
     known: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    values: int = 0,
+) -> tuple[np.ndarray, ...]:
     """First rounds ``(N, E)`` reaching each ``eps`` (-1: not by ``cap``, -2: skipped, see
     :func:`theory.compare.scan.first_passage`) and the diverged flags ``(N,)``; with
     ``sustained``, ``(N, 2E)``: then also the rounds from which the value stays at or
@@ -81,23 +82,52 @@ def exact_rounds(
 
     ``eta, p, alpha, gamma, cap, group``: ``(N,)`` per configuration (``eta, p`` ignored
     unless ``m`` pulls; ``gamma`` ignored without an outer rate); ``mu``: the outer momentum
-    of the Nesterov methods.
+    of the Nesterov methods. ``values > 0``: also the values ``E||grad f||^2`` of rounds
+    ``1 .. values`` ``(N, values)`` (NaN where the scan did not examine them).
     """
     N = np.asarray(alpha).size
     eps = np.asarray(eps, dtype=float).reshape(-1)
     out = np.empty((N, eps.size * (2 if sustained else 1)), dtype=np.int64)
     div = np.empty(N, dtype=bool)
+    early = np.full((N, values), np.nan)
     # a group's configurations stay in one chunk so that the group's skipping stays exact
     order = np.argsort(group, kind="stable")
     bounds = _chunks(np.asarray(group)[order], CHUNK)
     for lo, hi in bounds:
         idx = order[lo:hi]
-        out[idx], div[idx] = _evaluate(
+        res = _evaluate(
             q, m, H, *(np.asarray(x, dtype=float)[idx] for x in (eta, p, alpha, gamma)),
             eps, np.asarray(cap)[idx], np.asarray(group)[idx], mu, sustained,
-            None if known is None else np.asarray(known)[idx],
+            None if known is None else np.asarray(known)[idx], values,
         )  # fmt: skip
-    return out, div
+        out[idx], div[idx] = res[0], res[1]
+        if values > 0:
+            early[idx] = res[2]
+    return (out, div, early) if values > 0 else (out, div)
+
+
+def exact_values(
+    q: Quadratic,
+    m: Method,
+    *,
+    H: int,
+    eta: np.ndarray,
+    p: np.ndarray,
+    alpha: np.ndarray,
+    gamma: np.ndarray,
+    mu: float = DILOCO_DEFAULT_MU,
+    rounds: int,
+) -> np.ndarray:
+    """``(N, rounds)`` the values ``E||grad f(z_r)||^2`` of rounds ``1 .. rounds`` of ``N``
+    configurations (arguments as :func:`exact_rounds`'s; ``inf`` past a blow-up)."""
+    N = np.asarray(alpha).size
+    out = np.empty((N, rounds))
+    for lo in range(0, N, CHUNK):
+        sl = slice(lo, min(N, lo + CHUNK))
+        a, e, pp, g = (np.asarray(x, dtype=float).reshape(-1)[sl] for x in (alpha, eta, p, gamma))
+        M = _round_maps(q, m, H, e, pp, a, g, mu)
+        out[sl] = early_values(M, start_vector(q.y0, a.size), q.weight, rounds)
+    return out
 
 
 def _chunks(sorted_groups: np.ndarray, size: int) -> list[tuple[int, int]]:
@@ -128,7 +158,8 @@ def _round_maps(q, m, H, eta, p, alpha, gamma, mu) -> np.ndarray:
         return anchor_map(mom, outer, g, np.full(n, mu_))
 
 
-def _evaluate(q, m, H, eta, p, alpha, gamma, eps, cap, group, mu, sustained, known):
+def _evaluate(q, m, H, eta, p, alpha, gamma, eps, cap, group, mu, sustained, known, values):
     M = _round_maps(q, m, H, eta, p, alpha, gamma, mu)
     v0 = start_vector(q.y0, alpha.size)
-    return first_passage(M, v0, q.weight, eps, cap, group=group, sustained=sustained, known=known)
+    return first_passage(M, v0, q.weight, eps, cap, group=group, sustained=sustained,
+                         known=known, values=values)  # fmt: skip

@@ -105,6 +105,7 @@ class Cell:
         self.keys: list[tuple[float, float]] = []
         self.index: dict[tuple[float, float], int] = {}
         self.R = np.zeros((0, 0), dtype=np.int64)
+        self.V = np.zeros((0, 0))  # values of the first rounds (NaN: none), for the polish
         self.div = np.zeros(0, dtype=bool)
         self.ok = np.zeros(0, dtype=bool)  # not refused
         self.ext_alpha = 0
@@ -112,6 +113,7 @@ class Cell:
         self.verified: set[tuple[float, float]] = set()
         self.extra: list[tuple[float, float]] = []  # refinement points off the product grid
         self.diag_steps = 0
+        self.polished = 0  # configurations the polish evaluated by their values alone
 
     def pending(self) -> list[tuple[float, float]]:
         grid = [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.index]
@@ -119,10 +121,16 @@ class Cell:
             k for k in dict.fromkeys(self.extra) if k not in self.index and k not in grid
         ]
 
-    def add(self, keys: list[tuple[float, float]], R: np.ndarray, div: np.ndarray) -> None:
+    def add(
+        self, keys: list[tuple[float, float]], R: np.ndarray, div: np.ndarray,
+        V: np.ndarray | None = None,
+    ) -> None:  # fmt: skip
         for k in keys:
             self.index[k] = len(self.keys)
             self.keys.append(k)
+        if V is None:
+            V = np.full((len(keys), self.V.shape[1]), np.nan)
+        self.V = V if self.R.size == 0 else np.concatenate([self.V, V])
         self.R = R if self.R.size == 0 else np.concatenate([self.R, R])
         self.div = np.concatenate([self.div, div])
         self.ok = np.concatenate([self.ok, np.ones(len(keys), dtype=bool)])

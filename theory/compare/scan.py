@@ -23,7 +23,10 @@ from theory.compare.pairs import RoundMoments
 from theory.moments.batch import power_apply
 from theory.moments.rounds import NV, ONE, Z1, Z2, outer_coefficients, round_map
 
-__all__ = ["DIVERGED", "SKIPPED", "anchor_map", "start_vector", "first_passage", "values_at"]
+__all__ = [
+    "DIVERGED", "SKIPPED", "anchor_map", "start_vector", "first_passage", "values_at",
+    "early_values",
+]  # fmt: skip
 
 #: a value above this counts as diverged
 DIVERGED = 1e200
@@ -52,6 +55,22 @@ def values_at(M: np.ndarray, v0: np.ndarray, weight: np.ndarray, rounds: np.ndar
     return np.einsum("d,nd->n", weight, v[..., Z2])
 
 
+def early_values(M: np.ndarray, v0: np.ndarray, weight: np.ndarray, W: int) -> np.ndarray:
+    """``(N, W)`` the values ``E||grad f(z_r)||^2`` of rounds ``1 .. W`` (``inf`` where not
+    finite), as :func:`first_passage`'s first block computes them."""
+    N, d = M.shape[:2]
+    with np.errstate(all="ignore"):
+        wrows = _weighted_rows(_row_powers(M, W), weight)
+        vals = np.matmul(wrows, v0.reshape(N, d * NV, 1))[..., 0]
+    return np.where(np.isnan(vals), np.inf, vals)
+
+
+def _weighted_rows(rows: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``(n, B, d * 6)``: the rows ``lbar^2 e_z2 M^j`` side by side over the coordinates."""
+    n, d, B = rows.shape[:3]
+    return (weight[None, :, None, None] * rows).transpose(0, 2, 1, 3).reshape(n, B, d * NV)
+
+
 def _row_powers(M: np.ndarray, B: int) -> np.ndarray:
     """``e_z2 M^j`` for ``j = 1..B``: ``(N, d, B, 6)``, by doubling (``log2 B`` products:
     the rows ``k+1 .. 2k`` are the rows ``1 .. k`` times ``M^k``)."""
@@ -75,7 +94,8 @@ def first_passage(
     block: int = 64,
     sustained: bool = False,
     known: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    values: int = 0,
+) -> tuple[np.ndarray, ...]:
     """The first round at which ``E||grad f(z_r)||^2 <= eps``, per design and target.
 
     ``M`` ``(N, d, 6, 6)`` round maps, ``v0`` ``(N, d, 6)`` start moments, ``weight`` ``(d,)``
@@ -109,100 +129,146 @@ def first_passage(
 
     Returns ``(rounds, diverged)``: ``rounds`` ``(N, E)`` int64 (``(N, 2E)`` with
     ``sustained``; -1 not reached by round ``cap``, -2 skipped), ``diverged`` ``(N,)`` the
-    designs whose moments blew up.
+    designs whose moments blew up. ``values > 0``: also ``(N, values)`` the values of
+    rounds ``1 .. values`` (what the scan computed anyway, for the tuner's continuous score
+    inside a plateau of equal rounds; NaN where not examined, ``inf`` past a blow-up).
     """
-    N, d = M.shape[:2]
-    eps = np.asarray(eps, dtype=float).reshape(-1)
-    E = eps.size
-    big = np.iinfo(np.int64).max
-    cap = np.asarray(cap, dtype=np.int64).reshape(-1)
-    grp = np.zeros(N, dtype=np.int64) if group is None else np.asarray(group).reshape(-1)
-    out = np.full((N, E), -1, dtype=np.int64)
-    diverged = np.zeros(N, dtype=bool)
-    with np.errstate(all="ignore"):
-        val0 = np.einsum("d,nd->n", weight, v0[..., Z2])
-    out[val0[:, None] <= eps[None, :]] = 0
-    # sustained: the last round seen above eps (-1: none), the answer, whether decided
-    last = np.where(val0[:, None] <= eps[None, :], -1, 0).astype(np.int64)
-    sus = np.full((N, E), -1, dtype=np.int64)
-    done = np.zeros((N, E), dtype=bool) if sustained else np.ones((N, E), dtype=bool)
-    n_groups = int(grp.max()) + 1 if N else 0
-    best = np.full((n_groups, E), big)
-    np.minimum.at(best, grp, np.where(out >= 0, out, big))
-    best_s = np.full((n_groups, E), big)
-    if known is not None:
-        kn = np.asarray(known, dtype=np.int64).reshape(N, -1)
-        kn = np.where(kn >= 0, kn, big)
-        np.minimum.at(best, grp, kn[:, :E])
-        if sustained:
-            np.minimum.at(best_s, grp, kn[:, E:])
-    if sustained:  # a design without rounds to examine: its start decides
-        zero = cap <= 0
-        sus[zero] = np.where(last[zero] < 0, 0, -1)
-        done[zero] = True
-    active = np.flatnonzero(((out < 0) | ~done).any(axis=1) & (cap > 0))
-    if active.size == 0:
-        return _joined(out, sus, sustained), diverged
-    B = int(max(1, min(block, cap.max())))
+    bk = _Book.start(v0, weight, eps, cap, group, sustained, known)
+    early = np.full((bk.cap.size, values), np.nan) if values > 0 else None
+    active = np.flatnonzero(((bk.out < 0) | ~bk.done).any(axis=1) & (bk.cap > 0))
+    if active.size:
+        _scan(bk, M, v0, weight, active, block, early)
+    res = _joined(bk.out, bk.sus, sustained), bk.diverged
+    return res if early is None else (*res, early)
+
+
+class _Book:
+    """The bookkeeping of :func:`first_passage`: the answers ``out`` (first passage) and
+    ``sus`` (sustained) ``(N, E)``, the last round seen above each target, which sustained
+    answers are decided, the groups' best answers so far and the diverged flags."""
+
+    def __init__(self, eps, cap, grp, sustained, out, last, n_groups) -> None:
+        N, E = out.shape
+        self.eps, self.cap, self.grp, self.sustained = eps, cap, grp, sustained
+        self.out, self.last = out, last
+        self.sus = np.full((N, E), -1, dtype=np.int64)
+        self.done = np.zeros((N, E), dtype=bool) if sustained else np.ones((N, E), dtype=bool)
+        self.best = np.full((n_groups, E), _BIG)
+        self.best_s = np.full((n_groups, E), _BIG)
+        self.diverged = np.zeros(N, dtype=bool)
+
+    @classmethod
+    def start(cls, v0, weight, eps, cap, group, sustained, known) -> _Book:
+        N = v0.shape[0]
+        eps = np.asarray(eps, dtype=float).reshape(-1)
+        E = eps.size
+        cap = np.asarray(cap, dtype=np.int64).reshape(-1)
+        grp = np.zeros(N, dtype=np.int64) if group is None else np.asarray(group).reshape(-1)
+        out = np.full((N, E), -1, dtype=np.int64)
+        with np.errstate(all="ignore"):
+            val0 = np.einsum("d,nd->n", weight, v0[..., Z2])
+        at0 = val0[:, None] <= eps[None, :]
+        out[at0] = 0
+        # sustained: the last round seen above eps (-1: none)
+        last = np.where(at0, -1, 0).astype(np.int64)
+        bk = cls(eps, cap, grp, sustained, out, last, int(grp.max()) + 1 if N else 0)
+        np.minimum.at(bk.best, grp, np.where(out >= 0, out, _BIG))
+        if known is not None:
+            kn = np.asarray(known, dtype=np.int64).reshape(N, -1)
+            kn = np.where(kn >= 0, kn, _BIG)
+            np.minimum.at(bk.best, grp, kn[:, :E])
+            if sustained:
+                np.minimum.at(bk.best_s, grp, kn[:, E:])
+        if sustained:  # a design without rounds to examine: its start decides
+            zero = cap <= 0
+            bk.sus[zero] = np.where(last[zero] < 0, 0, -1)
+            bk.done[zero] = True
+        return bk
+
+
+#: the largest int64: "no answer yet" in the groups' minima
+_BIG = np.iinfo(np.int64).max
+
+
+def _scan(bk: _Book, M, v0, weight, active, block: int, early) -> None:
+    """Run the designs ``active`` block by block until each is decided (:func:`first_passage`)."""
+    d = M.shape[1]
+    B = int(max(1, min(block, bk.cap.max())))
     with np.errstate(all="ignore"):
         rows = _row_powers(M[active], B)  # (n, d, B, 6)
         MB = _matrix_power(M[active], B)
         stop = _settled_bound(M[active], rows, MB)  # (G (n, d), floor-state (n, d, 6)) or None
-    with np.errstate(all="ignore"):
-        wrows = (weight[None, :, None, None] * rows).transpose(0, 2, 1, 3)
-    wrows = wrows.reshape(active.size, B, d * NV)
+        wrows = _weighted_rows(rows, weight)
     v = v0[active].copy()
     r0 = 0
     with np.errstate(all="ignore"):
         while active.size:
             vals = np.matmul(wrows, v.reshape(active.size, d * NV, 1))[..., 0]  # r0+1 .. r0+B
-            bad = ~np.isfinite(vals) | (vals > DIVERGED)
-            rnd = r0 + 1 + np.arange(B)
-            first_bad = np.where(bad.any(axis=1), bad.argmax(axis=1), B)
-            valid = np.arange(B)[None, :] < first_bad[:, None]
-            ok = (rnd[None, :] <= cap[active, None]) & valid
-            hit = (vals[:, :, None] <= eps[None, None, :]) & ok[:, :, None]
-            got = hit.any(axis=1)
-            first = rnd[hit.argmax(axis=1)]
-            sub = out[active]
-            new = got & (sub < 0)
-            sub[new] = first[new]
-            g = grp[active]
-            np.minimum.at(best, g, np.where(new, sub, big))
-            blown = first_bad < B
-            diverged[active[blown]] = True
-            above = (vals[:, :, None] > eps[None, None, :]) & valid[:, :, None]
-            has = above.any(axis=1)
-            lst = r0 + B - above[:, ::-1, :].argmax(axis=1)
-            la = last[active]
-            la[has] = lst[has]
+            if early is not None and r0 < early.shape[1]:
+                n = min(B, early.shape[1] - r0)
+                early[active, r0 : r0 + n] = np.where(np.isnan(vals[:, :n]), np.inf, vals[:, :n])
+            keep = _block(bk, active, vals, r0, B, stop, v, weight)
             r0 += B
-            sub[(sub == -1) & (best[g] <= r0)] = SKIPPED
-            above_for_good = below_for_good = np.zeros_like(sub, dtype=bool)
-            if stop is not None:
-                above_for_good, below_for_good = _settled(stop, v, weight, eps)
-            dn, ss = done[active], sus[active]
-            if sustained:
-                end = blown[:, None] | above_for_good
-                ans = np.where(la + 1 <= cap[active, None], la + 1, -1)
-                fin = below_for_good | (cap[active] <= r0)[:, None]
-                ss[~dn & end] = -1
-                pick = ~dn & ~end & fin
-                ss[pick] = ans[pick]
-                dn |= end | fin
-                np.minimum.at(best_s, g, np.where(dn & (ss >= 0), ss, big))
-                skip = ~dn & (la + 1 > best_s[g])
-                ss[skip], dn[skip] = SKIPPED, True
-            open_first = (sub == -1) & ~above_for_good
-            keep = (open_first | ~dn).any(axis=1) & ~blown & (cap[active] > r0)
-            out[active], last[active], sus[active], done[active] = sub, la, ss, dn
             if not keep.all():
                 active, wrows, MB, v = active[keep], wrows[keep], MB[keep], v[keep]
                 if stop is not None:
                     stop = tuple(x[keep] for x in stop)
             if active.size:
                 v = np.matmul(MB, v[..., None])[..., 0]
-    return _joined(out, sus, sustained), diverged
+
+
+def _block(bk: _Book, active, vals, r0: int, B: int, stop, v, weight) -> np.ndarray:
+    """Book the values ``vals`` ``(n, B)`` of rounds ``r0+1 .. r0+B`` of the designs
+    ``active``; which of them go on to the next block."""
+    eps, cap = bk.eps, bk.cap[active]
+    bad = ~np.isfinite(vals) | (vals > DIVERGED)
+    rnd = r0 + 1 + np.arange(B)
+    first_bad = np.where(bad.any(axis=1), bad.argmax(axis=1), B)
+    valid = np.arange(B)[None, :] < first_bad[:, None]
+    ok = (rnd[None, :] <= cap[:, None]) & valid
+    hit = (vals[:, :, None] <= eps[None, None, :]) & ok[:, :, None]
+    got = hit.any(axis=1)
+    first = rnd[hit.argmax(axis=1)]
+    sub = bk.out[active]
+    new = got & (sub < 0)
+    sub[new] = first[new]
+    g = bk.grp[active]
+    np.minimum.at(bk.best, g, np.where(new, sub, _BIG))
+    blown = first_bad < B
+    bk.diverged[active[blown]] = True
+    above = (vals[:, :, None] > eps[None, None, :]) & valid[:, :, None]
+    has = above.any(axis=1)
+    lst = r0 + B - above[:, ::-1, :].argmax(axis=1)
+    la = bk.last[active]
+    la[has] = lst[has]
+    r_end = r0 + B
+    sub[(sub == -1) & (bk.best[g] <= r_end)] = SKIPPED
+    above_for_good = below_for_good = np.zeros_like(sub, dtype=bool)
+    if stop is not None:
+        above_for_good, below_for_good = _settled(stop, v, weight, eps)
+    dn, ss = bk.done[active], bk.sus[active]
+    if bk.sustained:
+        _book_sustained(bk, g, dn, ss, la, cap, r_end, blown, above_for_good, below_for_good)
+    open_first = (sub == -1) & ~above_for_good
+    keep = (open_first | ~dn).any(axis=1) & ~blown & (cap > r_end)
+    bk.out[active], bk.last[active], bk.sus[active], bk.done[active] = sub, la, ss, dn
+    return keep
+
+
+def _book_sustained(bk: _Book, g, dn, ss, la, cap, r_end, blown, above, below) -> None:
+    """The sustained answers decided at the block ending at round ``r_end`` (in place on
+    ``dn``, ``ss``): a blow-up or a target above for good ends a design's chance, a target
+    below for good (or the cap) decides it; a design already behind its group is skipped."""
+    end = blown[:, None] | above
+    ans = np.where(la + 1 <= cap[:, None], la + 1, -1)
+    fin = below | (cap <= r_end)[:, None]
+    ss[~dn & end] = -1
+    pick = ~dn & ~end & fin
+    ss[pick] = ans[pick]
+    dn |= end | fin
+    np.minimum.at(bk.best_s, g, np.where(dn & (ss >= 0), ss, _BIG))
+    skip = ~dn & (la + 1 > bk.best_s[g])
+    ss[skip], dn[skip] = SKIPPED, True
 
 
 def _joined(out: np.ndarray, sus: np.ndarray, sustained: bool) -> np.ndarray:

@@ -38,6 +38,15 @@ outer rates each optimum is also extended along its ``alpha * gamma`` diagonal u
 there (:mod:`theory.compare.refine`). ``max_extend = 0`` refines nothing either, nor does the Monte-Carlo engine (a sampled
 value's cliff is noise).
 
+Polish, the same in every cell (last): where a target's best takes at most
+:data:`~theory.compare.refine.FEW` rounds, Nelder–Mead searches in ``(log alpha, log gamma)``
+from the best configurations minimise a continuous score, the values of the first rounds
+against ``eps`` (:mod:`theory.compare.polish`): among equal rounds it tells which
+configuration is closest to one round fewer, which the integer rounds cannot (a needle of a
+transient dip, a sliver beside the stability edge). Only an evaluator that returns those
+values (``values``, ``early``: :class:`ExactEvaluator`) is polished; ``Grid.polish = 0``
+polishes nothing, nor does ``max_extend = 0``.
+
 A result still on an edge says so (``alpha_edge = "lower"``, ``gamma_edge = "lower"`` or
 ``"upper"``); the map counts them. Precision guard: with a ``verify`` callback (the exact
 engine's :func:`theory.compare.precision.longdouble_verifier`) every configuration that
@@ -54,8 +63,9 @@ from functools import partial
 import numpy as np
 
 from core.validation import check_fraction, check_int, check_number
-from theory.compare.exact import Quadratic, exact_rounds
+from theory.compare.exact import Quadratic, exact_rounds, exact_values
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
+from theory.compare.polish import polish
 from theory.compare.refine import (
     GAMMA_MAX,
     GAMMA_MIN,
@@ -70,6 +80,7 @@ __all__ = [
     "Tuned",
     "tune",
     "exact_evaluator",
+    "ExactEvaluator",
     "Evaluator",
     "Verifier",
     "GAMMA_MIN",
@@ -83,8 +94,9 @@ class Grid:
     inner steps over ``span`` decades below the stability edge, extended below at most
     ``max_extend`` times per cell (outer rates: until interior or past
     ``[GAMMA_MIN, GAMMA_MAX]``; ``max_extend = 0``: no extension and no refinement at all);
-    ``refine``: refinement levels around each optimum (module docstring); ``mu``:
-    Nesterov's outer momentum."""
+    ``refine``: refinement levels around each optimum (module docstring); ``polish``:
+    the most Nelder–Mead steps of each continuous search of the last stage (up to 4
+    configurations each, :mod:`theory.compare.polish`; 0: none); ``mu``: Nesterov's outer momentum."""
 
     n_alpha: int = 25
     n_outer: int = 4
@@ -92,9 +104,11 @@ class Grid:
     max_extend: int = 3
     mu: float = 0.9
     refine: int = 3
+    polish: int = 30
 
     def __post_init__(self) -> None:
         check_int("refine", self.refine, 0)
+        check_int("polish", self.polish, 0)
         check_int("n_alpha", self.n_alpha, 2)
         check_int("n_outer", self.n_outer, 1)
         check_int("max_extend", self.max_extend, 0)
@@ -121,7 +135,9 @@ class Tuned:
     ``"interior"``, ``"lower"`` or ``"upper"`` (still there at the cap); ``configs``:
     configurations evaluated in this cell; ``diverged``: how many of them diverged;
     ``extended``: extensions of the cell; ``refused``: configurations the precision guard
-    refused in this cell; ``rechecked``: optima it confirmed in extended precision.
+    refused in this cell; ``rechecked``: optima it confirmed in extended precision;
+    ``polished``: configurations the polish (:mod:`theory.compare.polish`) evaluated by their
+    values alone (not in ``configs``; those it took in are).
     """
 
     rounds: int | None
@@ -135,6 +151,7 @@ class Tuned:
     extended: int = 0
     refused: int = 0
     rechecked: int = 0
+    polished: int = 0
 
     @property
     def on_edge(self) -> bool:
@@ -156,10 +173,33 @@ Evaluator = Callable[..., tuple[np.ndarray, np.ndarray]]
 Verifier = Callable[..., np.ndarray]
 
 
-def exact_evaluator(q: Quadratic) -> Evaluator:
+#: the values of rounds ``1 .. VALUES`` the exact evaluator returns with the rounds (the
+#: polish's continuous score)
+VALUES = 64
+
+
+class ExactEvaluator:
     """The exact first and sustained passages on the quadratic ``q`` (:func:`exact_rounds`):
-    ``T = 2E`` targets, the first passage below each ``eps`` then the sustained one."""
-    return partial(exact_rounds, q, sustained=True)
+    ``T = 2E`` targets, the first passage below each ``eps`` then the sustained one. An
+    :data:`Evaluator`; called with ``values=W`` it also returns the values of rounds
+    ``1 .. W`` (``values``: the ``W`` the tuner asks for)."""
+
+    values = VALUES
+
+    def __init__(self, q: Quadratic) -> None:
+        self.q = q
+
+    def __call__(self, m: Method, **kw):
+        return exact_rounds(self.q, m, sustained=True, **kw)
+
+    def early(self, m: Method, **kw) -> np.ndarray:
+        """The values of rounds ``1 .. rounds`` alone (:func:`exact_values`)."""
+        return exact_values(self.q, m, **kw)
+
+
+def exact_evaluator(q: Quadratic) -> Evaluator:
+    """The exact evaluator of ``q`` (:class:`ExactEvaluator`)."""
+    return ExactEvaluator(q)
 
 
 def tune(
@@ -185,7 +225,9 @@ def tune(
     """
     eps = np.asarray(eps, dtype=float).reshape(-1)
     state = [Cell(grid.alphas(m, L, eta, p), grid.gammas(m)) for eta, p in cells]
-    T = _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
+    W = int(getattr(evaluate, "values", 0)) if grid.max_extend > 0 and grid.polish > 0 else 0
+    run = partial(_run_pending, evaluate, m, H, cells, state, eps, caps, grid.mu, W)
+    T = run()
     levels = grid.refine if grid.max_extend > 0 else 0
     diag = m.has_outer and levels > 0 and len(grid.gammas(m)) > 1
     while True:
@@ -195,21 +237,30 @@ def tune(
                 grown += [diagonal_step(c, T) for c in state]
             if not any(grown):
                 break
-            _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
+            run()
         # a refined optimum can land on an edge again: then extend again
         if levels == 0 or not any([refine_patch(c, T) for c in state]):
             break
         levels -= 1
-        _run_pending(evaluate, m, H, cells, state, eps, caps, grid.mu)
+        run()
+    if W > 0:
+
+        def values(ci: np.ndarray, alpha: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+            eta, p = (np.array([cells[i][k] for i in ci], dtype=float) for k in (0, 1))
+            return evaluate.early(m, H=H, eta=eta, p=p, alpha=alpha, gamma=gamma, mu=grid.mu,
+                                  rounds=W)  # fmt: skip
+
+        polish(state, run, values, eps=eps, T=T, budget=grid.polish, outer=m.has_outer)
     if verify is not None:
         _guard(verify, m, H, cells, state, eps, T, grid.mu)
     return [[_best(c, e, m, grid) for e in range(T)] for c in state]
 
 
-def _run_pending(evaluate, m, H, cells, state, eps, caps, mu) -> int:
+def _run_pending(evaluate, m, H, cells, state, eps, caps, mu, W=0) -> int:
     """Evaluate every cell's pending configurations (each cell's answers so far passed as
     ``known``, so that a new configuration is searched only as far as it can still tie or
-    win); the number of targets ``T``."""
+    win; ``W > 0``: with the values of their first ``W`` rounds); the number of targets
+    ``T``."""
     per = [(i, c.pending()) for i, c in enumerate(state)]
     rows = [(i, a, g) for i, ks in per for a, g in ks]
     if not rows:
@@ -224,15 +275,19 @@ def _run_pending(evaluate, m, H, cells, state, eps, caps, mu) -> int:
         T = state[0].R.shape[1]
         bests = np.stack([c.best(T) for c in state])
         kw["known"] = bests[ci]
-    rounds, div = evaluate(
+    if W > 0:
+        kw["values"] = W
+    res = evaluate(
         m, H=H, eta=eta, p=p, alpha=alpha, gamma=gamma, eps=eps,
         cap=np.asarray(caps)[ci], group=ci, mu=mu, **kw,
     )  # fmt: skip
-    rounds = np.asarray(rounds, dtype=np.int64)
+    rounds, div = np.asarray(res[0], dtype=np.int64), np.asarray(res[1])
+    V = np.asarray(res[2], dtype=float) if W > 0 else None
     lo = 0
     for i, ks in per:
         if ks:
-            state[i].add(ks, rounds[lo : lo + len(ks)], np.asarray(div[lo : lo + len(ks)]))
+            sl = slice(lo, lo + len(ks))
+            state[i].add(ks, rounds[sl], div[sl], None if V is None else V[sl])
             lo += len(ks)
     return int(rounds.shape[1])
 
@@ -307,7 +362,8 @@ def _pick(c: Cell, e: int) -> tuple[float, float] | None:
 
 def _best(c: Cell, e: int, m: Method, grid: Grid) -> Tuned:
     common = dict(configs=len(c.keys), diverged=int(c.div.sum()), extended=c.extended,
-                  refused=int((~c.ok).sum()), rechecked=len(c.verified))  # fmt: skip
+                  refused=int((~c.ok).sum()), rechecked=len(c.verified),
+                  polished=c.polished)  # fmt: skip
     arg = argmins(c, e)
     if not arg:
         return Tuned(None, **common)
