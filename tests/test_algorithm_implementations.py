@@ -1,7 +1,8 @@
 """Every table row with a distributed name runs its own rule on torch.distributed: the class
 its ``implementation`` names, the sync part of its ``sync`` rule; a row that its
 implementation does not run is refused, never run by another rule (issue 29, item 4: giving
-EASGD a distributed name used to run DDP silently)."""
+EASGD a distributed name used to run DDP silently; EASGD now runs its elastic sync,
+``empirical.algorithms.elastic``, checked on K gloo processes in test_easgd_distributed.py)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,9 @@ from empirical.algorithms import (
     implementation_for,
     implementation_of,
 )
-from empirical.algorithms import config as config_module
+from empirical.algorithms.elastic import ElasticSync
 from empirical.algorithms.local import SYNC_PARTS
 from theory import algorithm as A
-from theory.algorithm import table
 
 torch.set_num_threads(1)
 DT = torch.float64
@@ -33,7 +33,14 @@ H = 3
 
 #: what each implementation runs, written out here (not read from the code under test):
 #: (implementation, local steps, sync rule)
-RUNNABLE = {("ddp", False, "average"), ("local", True, "average"), ("local", True, "outer")}
+RUNNABLE = {
+    ("ddp", False, "average"),
+    ("local", True, "average"),
+    ("local", True, "outer"),
+    ("local", True, "elastic"),
+}
+#: EASGD's elastic coefficient on one process (K = 1): Lemma 1's 2/(K+2), the simulator's
+ELASTIC_A_K1 = 2.0 / 3.0
 
 DISTRIBUTED_ROWS = [a for a in A.ALGORITHMS.values() if a.distributed]
 
@@ -83,7 +90,9 @@ def test_the_table_names_every_distributed_rows_implementation_and_sync_rule():
         assert bool(row.distributed) == bool(row.implementation), row.name
         assert row.elastic == (row.sync == "elastic")
     with pytest.raises(ValueError, match="implementation go together"):
-        dataclasses.replace(A.ALGORITHMS["easgd"], distributed="easgd")
+        dataclasses.replace(A.ALGORITHMS["easgd"], implementation="")
+    with pytest.raises(ValueError, match="implementation go together"):
+        dataclasses.replace(A.ALGORITHMS["slowmo_ar_sgd"], distributed="slowmo_ar_sgd")
     with pytest.raises(ValueError, match="its sync rule is 'outer'"):
         dataclasses.replace(A.ALGORITHMS["diloco"], sync="average")
 
@@ -93,7 +102,8 @@ def test_every_distributed_row_runs_its_own_rule(row):
     """Build the row on one process, run a warm-up (if any) and one round of ``H`` steps,
     and compare with the row's rule written out: DDP is plain SGD with no sync; averaging
     (one worker) ends on the plain SGD trajectory after a sync; an outer update ends on
-    ``outer_step`` applied to the anchor and the round's progress."""
+    ``outer_step`` applied to the anchor and the round's progress; the elastic mixing (one
+    worker, ``a = 2/3``) ends on ``(1 - a) x + a z`` with the centre at ``(1 - a) z + a x``."""
     cfg = _config(row)
     model, ref = _model(), _model()
     algo = build_algorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=LR))
@@ -120,6 +130,11 @@ def test_every_distributed_row_runs_its_own_rule(row):
     assert synced == [False] * (T0 + H - 1) + [True]
     if row.sync == "average":
         want = x_end
+    elif row.sync == "elastic":
+        a = ELASTIC_A_K1
+        want = (1 - a) * x_end + a * z0
+        torch.testing.assert_close(algo.z, (1 - a) * z0 + a * x_end, rtol=0, atol=1e-12)
+        assert (want - x_end).abs().max() > 1e-3 and (want - algo.z).abs().max() > 1e-3
     else:
         want, _ = cfg.spec.outer_step(z0, torch.zeros_like(z0), z0 - x_end)
         assert (want - x_end).abs().max() > 1e-3  # the outer update shows
@@ -140,20 +155,18 @@ def test_an_implementation_runs_a_row_only_if_it_runs_its_rule(row, key):
     assert row.name in str(err.value) and (row.sync in str(err.value) or "local" in str(err.value))
 
 
-def _give_easgd_a_distributed_name(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
-    row = dataclasses.replace(A.ALGORITHMS["easgd"], distributed="easgd", implementation=key)
-    monkeypatch.setitem(table.ALGORITHMS, "easgd", row)
-    monkeypatch.setattr(config_module, "NAMES", (*config_module.NAMES, "easgd"))
-
-
-@pytest.mark.parametrize("key", sorted(IMPLEMENTATIONS))
-def test_easgd_with_a_distributed_name_is_refused_not_run_as_ddp(monkeypatch, key):
-    """The trap: EASGD in the table with a distributed name, through the trainer's path
-    (``AlgorithmConfig`` -> ``build_algorithm``). Its elastic sync has no part yet, so it is
-    refused naming the rule; before, the routing on the overlappable names ran DDP."""
-    _give_easgd_a_distributed_name(monkeypatch, key)
+def test_easgd_runs_its_elastic_sync_and_a_rule_without_a_part_is_refused(monkeypatch):
+    """The trap, through the trainer's path (``AlgorithmConfig`` -> ``build_algorithm``):
+    EASGD is built with its own sync part, never as DDP or with another rule's sync; and a
+    row whose rule has no part (the control: the elastic part taken out of ``SYNC_PARTS``)
+    is refused naming the rule, by every entry point."""
     cfg = AlgorithmConfig(name="easgd", H=2)
-    assert cfg.spec.definition.elastic
+    assert cfg.spec.definition.elastic and implementation_of("easgd") == "local"
+    model = _model()
+    algo = build_algorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=LR))
+    assert type(algo) is LocalAlgorithm and type(algo.sync) is ElasticSync
+    assert SYNC_PARTS["elastic"] == (ElasticSync, ElasticSync)
+    monkeypatch.delitem(SYNC_PARTS, "elastic")
     model = _model()
     with pytest.raises(UserInputError, match="elastic"):
         build_algorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=LR))
@@ -161,6 +174,16 @@ def test_easgd_with_a_distributed_name_is_refused_not_run_as_ddp(monkeypatch, ke
         implementation_of("easgd")
     with pytest.raises(UserInputError, match="elastic"):
         LocalAlgorithm(cfg, model, torch.optim.SGD(model.parameters(), lr=LR))
+
+
+def test_the_elastic_sync_refuses_an_overlapped_sync():
+    """EASGD's mixing is blocking: ``sync_delay > 0`` is refused naming the flag, by the
+    configuration (the table's rule) and by the part itself."""
+    with pytest.raises(UserInputError, match="sync_delay"):
+        AlgorithmConfig(name="easgd", H=4, sync_delay=1)
+    cfg = AlgorithmConfig(name="local_sgd", H=4, sync_delay=1)  # a config that carries one
+    with pytest.raises(UserInputError, match="sync_delay"):
+        ElasticSync(None, None, None, cfg, {}, None)  # type: ignore[arg-type]
 
 
 def test_local_algorithm_refuses_a_row_without_local_steps():

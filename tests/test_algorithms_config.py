@@ -106,7 +106,7 @@ def test_bad_values_name_the_parameter(kw, bad):
 @pytest.mark.parametrize(
     "kw, word",
     [
-        ({"name": "easgd"}, "name"),
+        ({"name": "slowmo_ar_sgd"}, "name"),
         ({"name": "palsgd", "outer": "adam"}, "outer"),
         ({"name": "palsgd", "coins": "common"}, "coins"),
         ({"name": "palsgd", "buffers": "sum"}, "buffers"),

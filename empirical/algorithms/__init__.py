@@ -1,4 +1,5 @@
-"""Distributed algorithms on ``torch.distributed``: DDP, Local SGD, Post-Local SGD, DiLoCo, PALSGD.
+"""Distributed algorithms on ``torch.distributed``: DDP, Local SGD, Post-Local SGD, DiLoCo, PALSGD,
+EASGD.
 
 Each wraps any ``nn.Module`` and any ``torch.optim`` optimizer (the inner optimizer), in
 the shape of PyTorch's ``PostLocalSGDOptimizer``/``PeriodicModelAverager`` but with an
@@ -20,10 +21,10 @@ sync part is the one of the row's ``sync``, :data:`~empirical.algorithms.local.S
 
 Files: ``config.py`` (the configuration and stability check), ``base.py`` (the interface,
 statistics, the communicator), ``ddp.py`` (DDP), ``local.py`` (Local SGD, Post-Local SGD,
-DiLoCo, PALSGD: one class, :class:`LocalAlgorithm`, composed of the parts below),
+DiLoCo, PALSGD, EASGD: one class, :class:`LocalAlgorithm`, composed of the parts below),
 ``flat_model.py`` (the parameters as one flat buffer), ``anchor.py`` (the anchor, the outer
 optimizer's place, the buffer policy), ``sync.py`` (the blocking sync), ``overlap.py``
-(the overlapped sync, ``sync_delay``), ``pulls.py`` (PALSGD's coins and pull),
+(the overlapped sync, ``sync_delay``), ``elastic.py`` (EASGD's elastic mixing), ``pulls.py`` (PALSGD's coins and pull),
 ``collectives.py`` (the initial broadcast, the warm-up's gradient all-reduce), ``outer.py``
 (the outer optimizer), ``flat.py`` (flat layouts), ``coins.py`` (coin sources), ``fsdp.py``
 (workers sharded with FSDP2 on a 2-D mesh), ``slowlink.py`` (an emulated slow link),
@@ -45,6 +46,7 @@ __all__ = [
     "DistributedAlgorithm",
     "DDPAlgorithm",
     "LocalAlgorithm",
+    "ElasticSync",
     "IMPLEMENTATIONS",
     "implementation_of",
     "implementation_for",
@@ -94,6 +96,7 @@ __getattr__, __dir__ = lazy_exports(
             "check_stability",
         ),
         "empirical.algorithms.ddp": ("DDPAlgorithm",),
+        "empirical.algorithms.elastic": ("ElasticSync",),
         "empirical.algorithms.flat": ("FlatLayout",),
         "empirical.algorithms.local": ("LocalAlgorithm",),
         "empirical.algorithms.outer": ("OuterOptimizer",),

@@ -1,6 +1,6 @@
-"""Local SGD, Post-Local SGD, DiLoCo and PALSGD: local steps, periodic syncs.
+"""Local SGD, Post-Local SGD, DiLoCo, PALSGD and EASGD: local steps, periodic syncs.
 
-One class, :class:`LocalAlgorithm`, runs the four; the configuration
+One class, :class:`LocalAlgorithm`, runs the five; the configuration
 (:mod:`empirical.algorithms.config`) decides which parts it owns and what its step does:
 
 * :class:`~empirical.algorithms.flat_model.FlatModel`: the parameters as views of one
@@ -10,6 +10,7 @@ One class, :class:`LocalAlgorithm`, runs the four; the configuration
 * the sync: the part of the row's sync rule (:data:`SYNC_PARTS`, keyed by
   :attr:`theory.algorithm.Algorithm.sync`): :class:`~empirical.algorithms.sync.Sync`
   (blocking) or, with ``sync_delay``, :class:`~empirical.algorithms.overlap.OverlappedSync`;
+  EASGD's :class:`~empirical.algorithms.elastic.ElasticSync` (elastic mixing, blocking);
 * :class:`~empirical.algorithms.pulls.Pulls`: PALSGD's coins and pull;
 * the warm-up's gradient all-reduce and the initial broadcast
   (:mod:`empirical.algorithms.collectives`), over one
@@ -28,7 +29,8 @@ The step (:meth:`LocalAlgorithm.step`):
 * sync, right after step ``t >= T0`` with ``(t - T0 + 1 + sync_offset) % H == 0``
   (:func:`theory.algorithm.is_sync_step`): ONE flat all-reduce, the outer step (or the
   average), every worker restarts from ``z``, the buffer policy
-  (:mod:`empirical.algorithms.sync`).
+  (:mod:`empirical.algorithms.sync`). EASGD instead mixes the workers and the centre
+  elastically, no restart (:mod:`empirical.algorithms.elastic`).
 
   With ``outer_steps_per_sync = A > 1`` the authors' code also issues ``A - 1`` extra
   all-reduces of zero outer gradients; here the zero steps are taken locally (they carry
@@ -61,6 +63,7 @@ from empirical.algorithms.anchor import Anchor
 from empirical.algorithms.base import Communicator, DistributedAlgorithm, StepInfo
 from empirical.algorithms.collectives import average_gradients, broadcast_initial_state
 from empirical.algorithms.config import AlgorithmConfig
+from empirical.algorithms.elastic import ElasticSync
 from empirical.algorithms.flat_model import FlatModel
 from empirical.algorithms.fsdp import full_tensor, is_dtensor
 from empirical.algorithms.outer import OuterOptimizer
@@ -76,11 +79,12 @@ __all__ = ["LocalAlgorithm", "SYNC_PARTS", "sync_part"]
 #: the sync part of each sync rule (:attr:`theory.algorithm.Algorithm.sync`) a row with local
 #: steps may have: (blocking, overlapped with ``sync_delay``). Averaging is the outer step
 #: ``z <- z - Delta`` of one part (the configuration's ``outer`` picks the update). EASGD's
-#: elastic mixing has no part here: a row with it is refused (:func:`sync_part`), never run
-#: with another rule.
+#: elastic mixing is blocking only (:class:`ElasticSync` refuses ``sync_delay > 0``). A row
+#: whose rule has no part here is refused (:func:`sync_part`), never run with another rule.
 SYNC_PARTS: dict[str, tuple[type[Sync], type[Sync]]] = {
     "average": (Sync, OverlappedSync),
     "outer": (Sync, OverlappedSync),
+    "elastic": (ElasticSync, ElasticSync),
 }
 
 
@@ -105,7 +109,7 @@ def sync_part(row: Algorithm, sync_delay: int = 0) -> type[Sync]:
 
 class LocalAlgorithm(DistributedAlgorithm):
     """The rows with local steps and a sync part (:func:`sync_part`): ``local_sgd``,
-    ``post_local_sgd``, ``diloco`` and ``palsgd`` (see the module docstring).
+    ``post_local_sgd``, ``diloco``, ``palsgd`` and ``easgd`` (see the module docstring).
 
     ``model`` must be identical on all ranks or is made so: at construction rank 0's
     parameters and buffers are broadcast (as torch DDP does). Parameters that are not in

@@ -41,9 +41,12 @@ FIGURES: tuple[str, ...] = (
 #: the compared methods, in plotting order: the distributed algorithms of the table
 #: (:data:`theory.algorithm.DISTRIBUTED_NAMES`) but the one that is another's warm-up
 #: variant (``local_sgd`` runs as ``post_local_sgd`` when the task has a warm-up, see
-#: :func:`distributed_name`)
+#: :func:`distributed_name`) and those with an elastic sync (EASGD is not among the paper's
+#: methods: DDP, Local SGD, DiLoCo and PALSGD in Naganuma et al. 2025)
 ALGORITHMS: tuple[str, ...] = tuple(
-    n for n in DISTRIBUTED_NAMES if n not in {lookup(m).warmup_name for m in DISTRIBUTED_NAMES}
+    n
+    for n in DISTRIBUTED_NAMES
+    if n not in {lookup(m).warmup_name for m in DISTRIBUTED_NAMES} and not lookup(n).elastic
 )
 #: their display names (:data:`theory.algorithm.LABELS`, as :data:`paper_figures.style.LABELS`;
 #: the run plan and its training ranks do not import matplotlib)

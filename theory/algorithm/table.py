@@ -161,7 +161,7 @@ _TABLE = (
     Algorithm(
         "easgd", "EASGD", "elastic mixing of the workers and a centre every H steps",
         "Zhang, Choromanska & LeCun, NeurIPS 2015; Wang & Joshi, JMLR 2021, Sec. 4",
-        sync="elastic", exact="elastic",
+        sync="elastic", exact="elastic", distributed="easgd", implementation="local",
     ),
     Algorithm(
         "slowmo_ar_sgd", "SlowMo over all-reduce SGD",
