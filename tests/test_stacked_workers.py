@@ -315,3 +315,13 @@ def test_masked_inner_steps_equal_torch_per_worker(make):
             rows[k].grad = grads[k].clone()
             opts[k].step()
     assert max(float((x[k] - rows[k].detach()).abs().max()) for k in range(K)) < TOL
+
+
+def test_an_elastic_row_is_refused_not_run_with_another_rule():
+    """EASGD's elastic mixing has no stacked form: refused naming the rule, never averaged."""
+    from core.errors import UserInputError
+    from empirical.algorithms import AlgorithmConfig
+    from empirical.algorithms.stacked import check_supported
+
+    with pytest.raises(UserInputError, match="elastic"):
+        check_supported(AlgorithmConfig(name="easgd", H=2))

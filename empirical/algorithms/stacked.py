@@ -28,7 +28,8 @@ The coins are drawn on the host in blocks of steps (a pure function of ``t``), m
 the device once per block; only the workers taking a gradient step run forward and
 backward (their rows gathered when some pull). A step reads nothing back from the
 device: no ``.item()``, no branch on a tensor. Not supported (refused): the overlapped sync
-(``sync_delay``), ``interleave_outer_steps``, a ``torch.amp.GradScaler``.
+(``sync_delay``), ``interleave_outer_steps`` with ``outer_steps_per_sync > 1`` (with one
+outer step per sync it changes nothing), a ``torch.amp.GradScaler``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from empirical.algorithms.stacked_inner import StackedInner
 from empirical.algorithms.stacked_model import StackedModel
 from theory.sync import is_sync_step
 
-__all__ = ["StackedWorkers", "StackedStep"]
+__all__ = ["StackedWorkers", "StackedStep", "check_supported"]
 
 _COIN_BLOCK = 1024  # steps of coins drawn (and moved to the device) at once
 
@@ -86,7 +87,7 @@ class StackedWorkers:
         coin_source: Any = None,
         randomness: str = "different",
     ) -> None:
-        _check_supported(config)
+        check_supported(config)
         self.config, self.K, self.t = config, int(K), 0
         self.model = StackedModel(model, K, loss_fn, randomness)
         self.inner = inner if isinstance(inner, StackedInner) else StackedInner.from_torch(inner)
@@ -145,10 +146,12 @@ class StackedWorkers:
         return host[t - start], dev_order[t - start]
 
     # ------------------------------------------------------------------ the step
-    def step(self, batch: Any, lr: float | None = None) -> StackedStep:
+    def step(self, batch: Any, lr: float | None = None, *, micro_batches: int = 1) -> StackedStep:
         """Local step ``t`` of every worker on ``batch`` (leaves with a leading axis of
         size ``K``; a pulling worker's micro-batch is not used). ``lr``: the inner learning
-        rate ``alpha`` from this step on (a schedule), else the current one."""
+        rate ``alpha`` from this step on (a schedule), else the current one.
+        ``micro_batches = A > 1``: ``batch`` is a sequence of ``A`` such batches, the
+        gradient their mean (gradient accumulation; losses: the mean over them)."""
         if lr is not None:
             self.lr = float(lr)
         s, K = self.t, self.K
@@ -160,7 +163,8 @@ class StackedWorkers:
         m = int(K - pulls.sum())
         losses = None
         if m:
-            losses = self._grad_step(batch, pulls, order, m, warm)
+            batches = list(batch) if micro_batches > 1 else [batch]
+            losses = self._grad_step(batches, pulls, order, m, warm)
         if m < K:
             self._pull(np.flatnonzero(pulls).tolist())
         self.stats["pull_steps"] += pulls
@@ -175,16 +179,29 @@ class StackedWorkers:
         return StackedStep(pulls, synced, self.t, losses)
 
     def _grad_step(
-        self, batch: Any, pulls: np.ndarray, order: torch.Tensor | None, m: int, warm: bool
+        self,
+        batches: list[Any],
+        pulls: np.ndarray,
+        order: torch.Tensor | None,
+        m: int,
+        warm: bool,
     ) -> torch.Tensor:
-        """Gradients of the ``m`` workers not pulling, then their inner step."""
+        """Gradients of the ``m`` workers not pulling (the mean over the micro-batches
+        ``batches``), then their inner step."""
         K, fm = self.K, self.model
         workers = np.flatnonzero(~pulls).tolist()
-        if m == K:
-            g, losses = fm.gradients(batch, None, None)
-        else:
+        idx = host = None
+        if m < K:
             assert order is not None
-            g, losses = fm.gradients(batch, order[:m], torch.tensor(workers))
+            idx, host = order[:m], torch.tensor(workers)
+        g, losses = fm.gradients(batches[0], idx, host)
+        for more in batches[1:]:  # gradient accumulation, buffers updated in turn
+            g_more, l_more = fm.gradients(more, idx, host)
+            g.add_(g_more)
+            losses = losses + l_more
+        if len(batches) > 1:
+            g.div_(len(batches))
+            losses = losses / len(batches)
         if warm:  # the warm-up's gradient all-reduce: every worker the mean gradient
             self.stats["warmup_steps"] += 1
             g.copy_((g.sum(0, keepdim=True) / K).expand_as(g))
@@ -317,12 +334,19 @@ class StackedWorkers:
         }
 
 
-def _check_supported(config: AlgorithmConfig) -> None:
+def check_supported(config: AlgorithmConfig) -> None:
     """Refuse what the stacked workers do not run (module docstring)."""
-    sync_part(config.spec.definition)  # a row with local steps and a sync part
+    row = config.spec.definition
+    sync_part(row)  # a row with local steps and a sync part
+    if row.elastic:
+        raise UserInputError(
+            f"stacked workers run the average and outer sync rules, not {row.name}'s elastic "
+            "mixing (run it with one worker per process)"
+        )
     if config.sync_delay:
         raise UserInputError("stacked workers run the blocking sync only (sync_delay = 0)")
-    if config.interleave_outer_steps:
+    if config.interleave_outer_steps and config.outer_steps_per_sync > 1:
+        # with one outer step per sync there is nothing to interleave (the authors' A = 1)
         raise UserInputError("stacked workers take the outer steps at once (no interleaving)")
 
 

@@ -28,7 +28,12 @@ defaults (or those of ``AlgorithmConfig.reference_faithful`` with
 
 from __future__ import annotations
 
-from empirical.config.checks import TRAINER_PARAMS, allowed_changes, validate_config
+from empirical.config.checks import (
+    TRAINER_PARAMS,
+    allowed_changes,
+    check_workers_per_process,
+    validate_config,
+)
 from empirical.config.fields import BACKENDS, OPTIMIZERS, PRECISIONS, TrainConfig
 from empirical.config.flags import Flag
 from empirical.config.presets import README_8M_RUN, TRAIN_PRESETS
@@ -68,6 +73,7 @@ __all__ = [
     "RUN_ONLY_FIELDS",
     "FIELD_ALIASES",
     "allowed_changes",
+    "check_workers_per_process",
     "OPTIMIZERS",
     "load_config_file",
     "resolve_config",

@@ -25,7 +25,13 @@ from empirical.config.tables import (
 from theory.algorithm import distributed_choices, lookup
 from theory.validation import canonicalize, validate
 
-__all__ = ["TRAINER_PARAMS", "PRECISIONS", "validate_config", "allowed_changes"]
+__all__ = [
+    "TRAINER_PARAMS",
+    "PRECISIONS",
+    "validate_config",
+    "allowed_changes",
+    "check_workers_per_process",
+]
 
 #: ranges of the trainer's own numeric parameters (declared with their fields), reported
 #: like theory.validation's
@@ -90,18 +96,8 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
             raise UserInputError(
                 f"option '{name}' = {getattr(cfg, name)!r} is not one of {', '.join(allowed)}"
             )
-    if cfg.shards > 1:
-        if cfg.nproc % cfg.shards:
-            raise ParameterError(
-                "shards", cfg.shards, f"a divisor of --nproc {cfg.nproc}",
-                "K = nproc / shards workers of shards ranks each",
-            )  # fmt: skip
-        if not lookup(cfg.algorithm).local:
-            local = [n for n in distributed_choices() if lookup(n).local]
-            raise UserInputError(
-                "option 'shards' shards the workers of the local algorithms "
-                f"({', '.join(local)}), not {cfg.algorithm!r}"
-            )
+    _check_shards(cfg)
+    check_workers_per_process(cfg)
     if cfg.token_dtype != "auto" and cfg.dataset != "tokens":
         raise UserInputError(
             f"option 'token_dtype' = {cfg.token_dtype!r} applies to the 'tokens' dataset "
@@ -118,7 +114,9 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
         raise ParameterError("lr_warmup", cfg.lr_warmup, f"[0, T = {cfg.T}]")
     if cfg.coins_file is not None:  # a bool or float64 trace of shape (T, K) at most
         check_input_file(
-            cfg.coins_file, "coins file (option coins_file)", limit=8 * cfg.T * cfg.nproc + 2**16
+            cfg.coins_file,
+            "coins file (option coins_file)",
+            limit=8 * cfg.T * cfg.nproc * cfg.workers_per_process + 2**16,
         )
     check_steps(cfg.T, "T (option T)")
     if cfg.nproc > 1 and (dev == "cpu" or (dev == "auto" and not _cuda_visible())):
@@ -138,6 +136,65 @@ def validate_config(cfg: TrainConfig) -> TrainConfig:
             "checkpoint_interval > 0 so that there is a checkpoint to resume from"
         )
     return cfg
+
+
+def _check_shards(cfg: TrainConfig) -> None:
+    """``--shards S``: a divisor of ``--nproc``, for the local algorithms only."""
+    if cfg.shards == 1:
+        return
+    if cfg.nproc % cfg.shards:
+        raise ParameterError(
+            "shards", cfg.shards, f"a divisor of --nproc {cfg.nproc}",
+            "K = nproc / shards workers of shards ranks each",
+        )  # fmt: skip
+    if not lookup(cfg.algorithm).local:
+        local = [n for n in distributed_choices() if lookup(n).local]
+        raise UserInputError(
+            "option 'shards' shards the workers of the local algorithms "
+            f"({', '.join(local)}), not {cfg.algorithm!r}"
+        )
+
+
+def _stacked_refusals(cfg: TrainConfig) -> list[tuple[bool, str]]:
+    """(refused, why) of every setting a stacked run (``workers_per_process > 1``) does not
+    run, in the order they are reported."""
+    return [
+        (cfg.nproc > 1, f"--nproc {cfg.nproc}: every worker runs in one process, give "
+         "--nproc 1 (several processes of several workers each are not supported yet)"),
+        (bool(cfg.sync_delay), f"--sync-delay {cfg.sync_delay}: the sync is blocking"),
+        (bool(cfg.interleave_outer_steps), "--interleave-outer-steps: the outer steps of a "
+         "sync are taken at once"),
+        (cfg.precision == "fp16", "--precision fp16: no GradScaler (use bf16 or fp32)"),
+        (cfg.shards > 1, f"--shards {cfg.shards}: the stacked workers are not sharded"),
+        (cfg.compile, "--compile: the vmapped step is not compiled"),
+        (bool(cfg.comm_delay_s or cfg.comm_delay_per_byte_s), "--comm-delay-s / "
+         "--comm-delay-per-byte-s: there is no all-reduce to delay"),
+    ]  # fmt: skip
+
+
+def _stackable_algorithms() -> list[str]:
+    """The algorithms with local steps closed by an averaging or outer-step sync (the rows
+    ``empirical.algorithms.local.SYNC_PARTS`` runs, named here without importing torch)."""
+    rows = [(n, lookup(n)) for n in distributed_choices()]
+    return [n for n, row in rows if row.local and row.sync in ("average", "outer")]
+
+
+def check_workers_per_process(cfg: TrainConfig) -> None:
+    """Refuse, naming the flags, what ``--workers-per-process W > 1`` does not run: an
+    algorithm without local steps, and each setting of :func:`_stacked_refusals`."""
+    w = cfg.workers_per_process
+    if w == 1:
+        return
+    if cfg.algorithm not in (stackable := _stackable_algorithms()):
+        local = stackable
+        raise UserInputError(
+            f"--workers-per-process {w} stacks the workers of the algorithms with local "
+            f"steps ({', '.join(local)}), not --algorithm {cfg.algorithm}: give "
+            "--workers-per-process 1 and --nproc K"
+        )
+    for refused, why in _stacked_refusals(cfg):
+        if refused:
+            raise UserInputError(f"--workers-per-process {w} does not support {why}")
 
 
 def allowed_changes(cfg: TrainConfig) -> tuple[str, ...]:

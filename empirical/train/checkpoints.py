@@ -173,7 +173,10 @@ class Checkpoints:
             "format": _RANK_FORMAT,
             "rank": st.rank,
             "step": step,
-            "model": self._local(st.model.state_dict()),
+            # stacked workers: the global model (the workers' rows are in "algorithm")
+            "model": st.algo.anchor_state_dict()
+            if st.stacked
+            else self._local(st.model.state_dict()),
             "optimizer": self._local(st.optimizer.state_dict()),
             "algorithm": st.algo.state_dict(),
             "data": st.stream.state_dict(),

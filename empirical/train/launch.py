@@ -37,6 +37,7 @@ from empirical.train.options import PROG
 from empirical.train.outcomes import EXIT_DIVERGED, EXIT_NO_RESOURCES, EXIT_OK, EXIT_USER_ERROR
 from empirical.train.prepare import algorithm_config, check_devices, check_names
 from empirical.train.session import train
+from empirical.train.stacked import check_stacked_algorithm
 
 __all__ = [
     "check_before_launch",
@@ -73,7 +74,9 @@ def check_before_launch(cfg: TrainConfig) -> None:
     :class:`~core.errors.UserInputError`.
     """
     check_names(cfg)
-    check_stability(algorithm_config(cfg), cfg.alpha, strict=True)
+    alg = algorithm_config(cfg)
+    check_stacked_algorithm(cfg, alg)
+    check_stability(alg, cfg.alpha, strict=True)
     check_devices(cfg, cfg.nproc)
     if cfg.resume not in (None, "auto"):
         resolve_resume(cfg.resume, cfg.output_dir)

@@ -55,8 +55,9 @@ class Monitor:
         every checkpoint, so no checkpoint ever holds a diverged state."""
         inf = torch.tensor(math.inf, dtype=torch.float64, device=self.state.device)
         bad = torch.stack([self._bad_pending.clone(), inf])
-        model = self.state.model
-        if params and not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        st = self.state  # stacked workers: their (K, n) parameters and the anchor
+        tensors = st.algo.params if st.stacked else st.model.parameters()
+        if params and not all(bool(torch.isfinite(p).all()) for p in tensors):
             bad[1] = float(step)
         dist.all_reduce(bad, op=dist.ReduceOp.MIN)
         loss_step, param_step = float(bad[0].item()), float(bad[1].item())
@@ -65,13 +66,14 @@ class Monitor:
         if math.isfinite(param_step):
             raise Diverged(int(param_step), "parameters")
 
-    def note_loss(self, loss: torch.Tensor, step: int) -> None:
-        """Add a step's loss to the window; remember the first non-finite step. Device
-        kernels only: the step number enters as a kernel argument, nothing is copied to or
-        read from the device (no host synchronisation)."""
+    def note_loss(self, loss: torch.Tensor, step: int, count: int = 1) -> None:
+        """Add a step's loss to the window (``count`` > 1: the sum of that many workers'
+        losses, stacked workers); remember the first non-finite step. Device kernels only:
+        the step number enters as a kernel argument, nothing is copied to or read from the
+        device (no host synchronisation)."""
         counters = self.state.counters
         counters.loss_sum += loss
-        counters.loss_count += 1
+        counters.loss_count += count
         first_bad = ~torch.isfinite(loss) & ~torch.isfinite(self._bad_pending)
         self._bad_pending.masked_fill_(first_bad, float(step))
 
@@ -88,6 +90,8 @@ class Monitor:
         """
         st = self.state
         state = st.algo.anchor_state_dict(device=device)
+        if st.stacked:  # one process: the anchor, or the workers' average formed there
+            return state, st.algo.evaluated()
         if not st.algo.anchorless() or st.world == 1:
             return state, "anchor"
         for val in state.values():

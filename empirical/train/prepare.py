@@ -30,6 +30,7 @@ from empirical.distributed import bind_device, device_for_rank
 from empirical.resume import check_resume, checkpoint_meta
 from empirical.train.options import PROG
 from empirical.train.outcomes import rank_tag
+from empirical.train.stacked import check_stacked_algorithm
 from theory.algorithm import lookup
 
 __all__ = [
@@ -304,6 +305,7 @@ def prepare(cfg: TrainConfig, rank: int | None = None, world_size: int | None = 
     world_size = ws if world_size is None else world_size
     task = check_names(cfg)
     alg = algorithm_config(cfg)
+    check_stacked_algorithm(cfg, alg)
     stability = check_stability(alg, cfg.alpha, strict=True)
     overrides: dict[str, Any] = {}
     if task == "lm":

@@ -97,6 +97,12 @@ class RunState:
         return self.prep.cfg
 
     @property
+    def stacked(self) -> bool:
+        """True when this process runs several workers (``--workers-per-process W > 1``:
+        ``algo`` is a :class:`~empirical.algorithms.stacked_run.StackedAlgorithm`)."""
+        return self.prep.cfg.workers_per_process > 1
+
+    @property
     def main(self) -> bool:
         """True on rank 0 (the rank that writes the records)."""
         return self.rank == 0

@@ -32,6 +32,7 @@ from empirical.train.monitor import Monitor
 from empirical.train.outcomes import EXIT_OK, CheckpointFailed, Diverged, InjectedFailure
 from empirical.train.prepare import Prepared, build_inner_optimizer
 from empirical.train.records import Records
+from empirical.train.stacked import build_stacked
 from empirical.train.state import Counters, RunState
 
 __all__ = ["Trainer", "Built", "build_state"]
@@ -90,25 +91,13 @@ def build_state(prep: Prepared) -> Built:
     if cfg.compile:  # in place: the same parameters, the plain module's state-dict names
         models.compile_model(model)
     optimizer = build_inner_optimizer(cfg, model.parameters())
-    algo = build_algorithm(
-        prep.algorithm,
-        model,
-        optimizer,
-        coin_source=prep.coin_trace,
-        process_group=None if mesh is None else mesh.replicate_group,
-    )
-    stream: Any = data_mod.BatchStream(
-        prep.train_set,
-        cfg.batch_size * (1 if mesh is None else mesh.S),
-        rank=rank if mesh is None else mesh.worker,
-        world_size=world if mesh is None else mesh.K,
-        seed=cfg.seed,
-        iid=cfg.iid,
-        num_workers=cfg.num_workers,
-        pin_memory=cfg.pin_memory and device.type == "cuda",
-    )
-    if mesh is not None:  # this rank's slice of its worker's batch
-        stream = SliceStream(stream, mesh.shard, mesh.S)
+    if cfg.workers_per_process > 1:  # K workers in this process (docs/stacked_workers.md)
+        algo, stream = build_stacked(
+            cfg, prep.algorithm, model, optimizer, task=prep.task,
+            train_set=prep.train_set, coin_source=prep.coin_trace, device=device,
+        )  # fmt: skip
+    else:
+        algo, stream = _rank_algorithm(prep, model, optimizer, mesh, device)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     state = RunState(
         prep=prep,
@@ -126,6 +115,33 @@ def build_state(prep: Prepared) -> Built:
         changed=dict(prep.changed),
     )
     return Built(state, eval_model, eval_loader, plain_model)
+
+
+def _rank_algorithm(
+    prep: Prepared, model: torch.nn.Module, optimizer: Any, mesh: Any, device: torch.device
+) -> tuple[Any, Any]:
+    """This rank's algorithm and batch stream (a sharded worker's slice of it)."""
+    cfg = prep.cfg
+    algo = build_algorithm(
+        prep.algorithm,
+        model,
+        optimizer,
+        coin_source=prep.coin_trace,
+        process_group=None if mesh is None else mesh.replicate_group,
+    )
+    stream: Any = data_mod.BatchStream(
+        prep.train_set,
+        cfg.batch_size * (1 if mesh is None else mesh.S),
+        rank=dist.get_rank() if mesh is None else mesh.worker,
+        world_size=dist.get_world_size() if mesh is None else mesh.K,
+        seed=cfg.seed,
+        iid=cfg.iid,
+        num_workers=cfg.num_workers,
+        pin_memory=cfg.pin_memory and device.type == "cuda",
+    )
+    if mesh is not None:  # this rank's slice of its worker's batch
+        stream = SliceStream(stream, mesh.shard, mesh.S)
+    return algo, stream
 
 
 class Trainer:
@@ -195,13 +211,13 @@ class Trainer:
             outer.set_hyperparameters(gamma=gamma)
 
     # ------------------------------------------------------------------ the loop
-    def _next_batch(self) -> Any:
-        """The stream's next micro-batch. A DataLoader draws its base seed from torch's
+    def _next_batch(self, *worker: int) -> Any:
+        """The stream's next micro-batch (``worker``: with stacked workers, whose). A DataLoader draws its base seed from torch's
         default generator whenever an iterator starts (every epoch, and once more after a
         resume); isolating that draw keeps the generator that dropout uses identical to an
         uninterrupted run's."""
         with torch.random.fork_rng(devices=[]):
-            return self.state.stream.next()
+            return self.state.stream.next(*worker)
 
     def _one_step(self) -> None:
         """One step through ``algo.train_step`` (micro-batches, pulls, discarded batches,
@@ -219,8 +235,8 @@ class Trainer:
         if int(algo.t) >= self.cfg.T:
             algo.finish()  # an overlapped sync's outer step still in flight lands
         self.clock.add("wall_s", start, self.clock.mark())
-        if res.loss is not None:
-            self.monitor.note_loss(res.loss, int(algo.t))
+        if res.loss is not None:  # stacked workers: the sum of `count` workers' losses
+            self.monitor.note_loss(res.loss, int(algo.t), getattr(res, "count", 1))
 
     def _run_steps(self) -> str:
         """Steps until ``T`` (or ``max_steps_this_run``: ``"stopped"``), with the records,

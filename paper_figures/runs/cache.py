@@ -48,8 +48,13 @@ def resolve_spec(spec: RunSpec, backend: str | None = None) -> dict[str, Any]:
 
 
 def run_key(config: Mapping[str, Any], nproc: int, device_kind: str | None = None) -> str:
-    """Hash of what determines a run's results (16 hex digits)."""
+    """Hash of what determines a run's results (16 hex digits). ``nproc``: the run's
+    workers ``K`` (processes x ``workers_per_process``); a stacked run
+    (``workers_per_process > 1``) has its own key, a run of one worker per process the key
+    it had before the option existed."""
     payload = {k: v for k, v in sorted(config.items()) if k not in _NOT_IN_KEY}
+    if payload.get("workers_per_process", 1) == 1:  # the keys of runs made before the field
+        payload.pop("workers_per_process", None)
     payload["__world_size__"] = int(nproc)
     payload["__device_kind__"] = device_kind or current_device_kind()
     text = json.dumps(payload, sort_keys=True, default=str)

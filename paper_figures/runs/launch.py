@@ -136,15 +136,19 @@ def _launch(plan_file: Path, nproc: int, log: Callable[[str], None]) -> int:
 
 
 def _locate(
-    plan: Plan, runs_dir: Path, progress: bool, backend: str | None = None
+    plan: Plan, runs_dir: Path, progress: bool, placement: Placement | None = None
 ) -> tuple[dict[str, RunResult], list[dict[str, Any]]]:
     """Each run's result (cached, or missing) and the plan items of the missing ones;
-    ``backend``: the runs' process-group backend (the placement's), None to leave it."""
+    ``placement``: the runs' GPUs (their backend, and their processes: :meth:`Placement.layout`)."""
     results: dict[str, RunResult] = {}
     todo: list[dict[str, Any]] = []
     dev = current_device_kind()
+    backend = placement.config_backend if placement is not None else None
     for spec in plan.runs:
         cfg = resolve_spec(spec, backend)
+        nproc, cfg["workers_per_process"] = (
+            (plan.nproc, 1) if placement is None else placement.layout(cfg)
+        )
         key = run_key(cfg, plan.nproc, dev)
         directory = run_directory(runs_dir, spec, key)
         rec = cached(directory, key)
@@ -166,7 +170,7 @@ def _locate(
             output_dir=str(directory),
             overwrite=True,
             progress=bool(progress and plan.scale == "paper"),
-            nproc=plan.nproc,
+            nproc=nproc,
         )
         todo.append({"name": spec.name, "key": key, "config": cfg})
     return results, todo
@@ -243,10 +247,9 @@ def execute(
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     runs_dir = Path(runs_dir)
-    backend = placement.config_backend if placement is not None else None
     if placement is not None and placement.parallel > 1:
         progress = False  # runs side by side: no progress bars in their logs
-    results, todo = _locate(plan, runs_dir, progress, backend)
+    results, todo = _locate(plan, runs_dir, progress, placement)
     if todo and not train_missing:
         names = ", ".join(t["name"] for t in todo)
         raise UserInputError(

@@ -55,7 +55,8 @@ def launch_run(item: Mapping[str, Any], placement: Placement, slot: int) -> int:
     plan_file.write_text(json.dumps(plan, indent=1, default=str))
     # core.child: quiet on Ctrl-C while torch is imported (the agent and each rank)
     cmd = [sys.executable, "-m", "core.child", "torch.distributed.run", "--standalone"]
-    cmd += [f"--nproc-per-node={placement.workers}", "-m", "core.child", "paper_figures.runs"]
+    nproc = int(item["config"].get("nproc", placement.workers))  # 1: stacked workers
+    cmd += [f"--nproc-per-node={nproc}", "-m", "core.child", "paper_figures.runs"]
     cmd += ["--plan", str(plan_file)]
     env = {**os.environ, **placement.env(slot)}
     env.setdefault("OMP_NUM_THREADS", "1")

@@ -10,12 +10,19 @@ A run of ``K`` workers is ``K`` processes (ranks) in one process group. Two case
   gloo with CUDA tensors (NCCL refuses two ranks on one GPU): each rank binds
   ``cuda:LOCAL_RANK mod G`` (:func:`empirical.distributed.bind_device`).
 
-Why several processes per GPU and not ``K`` workers in one process: the trainer, the
-algorithms and their checkpoints are written per rank over a ``torch.distributed``
-process group (every sync, pull and all-reduce is a collective); ``K`` workers in one
-process would need a second trainer. Sharing a GPU between processes costs a CUDA context
-per rank (about 0.5 GiB) and time-slices the GPU between the ranks; the cost model's
-estimate assumes ``r`` times a rank's compute per step for that (docs/paper_figures_gpus.md).
+Why several processes per GPU by default: each rank is a ``torch.distributed`` process
+(every sync and all-reduce a collective). Sharing a GPU between processes costs a CUDA
+context per rank (about 0.5 GiB) and time-slices the GPU between the ranks; the cost
+model's estimate assumes ``r`` times a rank's compute per step for that
+(docs/paper_figures_gpus.md).
+
+With ``stack_workers`` (:func:`place`) a run whose ``K`` workers share ONE GPU is planned
+as ONE process of ``K`` workers instead (``--nproc 1 --workers-per-process K``,
+docs/stacked_workers.md: the workers stacked on a worker axis, the sync on the device, no
+gloo copy through the host), when its settings allow it (:meth:`Placement.layout`: a
+local-step algorithm, none of the refused options); the others keep ``K`` ranks. Off by
+default: the speed of the two on one GPU has not been measured yet, and several processes
+of several workers each (``G`` GPUs, ``1 < G < K``) are not supported by the trainer.
 
 Every run is launched with ``CUDA_VISIBLE_DEVICES`` naming its GPU set (:meth:`Placement.env`),
 so that a rank's ``cuda:LOCAL_RANK`` is a GPU of its set.
@@ -25,9 +32,12 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from core.errors import UserInputError
+from empirical.config import check_workers_per_process, config_from_dict
 
 __all__ = ["Placement", "place", "visible_devices"]
 
@@ -55,6 +65,23 @@ class Placement:
     ranks_per_gpu: int
     slots: tuple[tuple[int, ...], ...]
     names: tuple[str, ...]
+    stack: bool = False
+
+    @property
+    def workers_per_process(self) -> int:
+        """``W`` of the runs that can be stacked: ``K`` when ``stack`` and a run's ``K``
+        workers share one GPU, else 1."""
+        one_gpu = self.gpus_per_run == 1 and self.workers > 1
+        return self.workers if self.stack and one_gpu else 1
+
+    def layout(self, config: Mapping[str, Any]) -> tuple[int, int]:
+        """``(nproc, workers_per_process)`` of a run with the resolved ``config``:
+        ``(1, K)`` when its workers are stacked (:attr:`workers_per_process` and settings
+        ``--workers-per-process`` runs), else ``(K, 1)``."""
+        w = self.workers_per_process
+        if w > 1 and _stackable(config, w):
+            return 1, w
+        return self.workers, 1
 
     @property
     def gpus_per_run(self) -> int:
@@ -107,6 +134,11 @@ class Placement:
             )
         else:
             how = f"{k} worker(s), one GPU each (NCCL)"
+        if self.workers_per_process > 1:
+            how = (
+                f"{k} workers in one process on 1 GPU (--workers-per-process {k}; a run "
+                f"that cannot be stacked: {k} ranks, gloo)"
+            )
         side = f"{self.parallel} run(s) side by side on {self.parallel} GPU set(s)"
         idle = f"; {self.idle} GPU(s) idle" if self.idle else ""
         return f"{self.gpus} GPU(s): {how}; {side}{idle}"
@@ -116,6 +148,7 @@ class Placement:
             "workers": self.workers,
             "gpus": self.gpus,
             "ranks_per_gpu": self.ranks_per_gpu,
+            "workers_per_process": self.workers_per_process,
             "backend": self.backend,
             "slots": [list(s) for s in self.slots],
             "cuda_visible_devices": [
@@ -130,10 +163,13 @@ def place(
     *,
     max_parallel: int | None = None,
     names: tuple[str, ...] | None = None,
+    stack_workers: bool = False,
 ) -> Placement:
     """The placement of runs of ``workers`` ranks on ``gpus`` GPUs (module docstring), at
     most ``max_parallel`` runs at a time (None: as many as there are GPU sets); ``names``:
-    the GPUs' ``CUDA_VISIBLE_DEVICES`` entries (default :func:`visible_devices`)."""
+    the GPUs' ``CUDA_VISIBLE_DEVICES`` entries (default :func:`visible_devices`);
+    ``stack_workers``: plan the runs of ``K`` workers on one GPU as one process of ``K``
+    workers (module docstring)."""
     if workers < 1:
         raise UserInputError(f"--nproc must be >= 1, got {workers}")
     if gpus < 1:
@@ -146,4 +182,17 @@ def place(
     if max_parallel is not None:
         count = min(count, max_parallel)
     slots = tuple(tuple(range(i * per_run, (i + 1) * per_run)) for i in range(count))
-    return Placement(workers, gpus, per_gpu, slots, names or visible_devices(gpus))
+    return Placement(
+        workers, gpus, per_gpu, slots, names or visible_devices(gpus), stack=stack_workers
+    )
+
+
+def _stackable(config: Mapping[str, Any], w: int) -> bool:
+    """Whether ``palsgd train --nproc 1 --workers-per-process w`` runs ``config`` (the
+    options' checks, and no interleaved outer steps the authors' preset would add)."""
+    try:
+        cfg = config_from_dict({**config, "nproc": 1, "workers_per_process": w})
+        check_workers_per_process(cfg)
+    except UserInputError:
+        return False
+    return not (cfg.reference_faithful and (cfg.outer_steps_per_sync or 1) > 1)
