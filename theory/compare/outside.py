@@ -25,12 +25,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from core.io import atomic_write_json
 from theory.compare.exact import Quadratic, exact_rounds
+from theory.compare.jsonrow import JsonObject
 from theory.compare.methods import METHODS, Method, alpha_edge, round_cost
 from theory.compare.precision import longdouble_verifier
 from theory.compare.records import MapResult
@@ -176,7 +176,7 @@ class GapRow:
     ratio: float | None
     refused: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from theory.compare.jsonrow import JsonObject
 from theory.compare.methods import PALSGD_METHODS, SHARED_METHODS
 from theory.compare.records import MapResult
 
@@ -32,7 +33,7 @@ class StepRatio:
     low: float | None
     high: float | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
 
 from core.errors import UserInputError
 from core.options import Option, declare, option
@@ -36,7 +35,7 @@ __all__ = [
 
 
 #: settings of ``--quick`` (a smoke run: every file is written, little statistical power)
-QUICK: dict[str, Any] = dict(
+QUICK: dict[str, int | tuple[int, ...]] = dict(
     replicas=12,
     configs=2,
     outside=1,
@@ -263,7 +262,7 @@ def _parse_declared(items: list[str]) -> dict[str, dict[str, float]]:
 
 def settings_from_args(args: argparse.Namespace) -> V.VerifySettings:
     """Build and validate :class:`theory.verify.VerifySettings` from parsed options."""
-    kw: dict[str, Any] = dict(QUICK) if args.quick else {}
+    kw: dict[str, object] = dict(QUICK) if args.quick else {}
     for name in ("replicas", "configs", "outside", "d", "noise", "sigma", "zeta"):
         val = getattr(args, name)
         if val is not None:
