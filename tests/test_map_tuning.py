@@ -43,7 +43,9 @@ def test_every_cell_is_extended_not_only_the_first():
     assert len(set(seen.values())) == 1, seen  # the same number of configurations per cell
     for row in res:
         t = row[0]
-        assert t.extended >= 2 and t.rounds <= 8  # 5 at the optimum, up to the grid spacing
+        # the global probe lands near gamma = 40 (its row, adopted, is walked around): one
+        # extension where the walk from the base grid took two
+        assert t.extended >= 1 and t.rounds <= 8  # 5 at the optimum, up to the grid spacing
         assert t.gamma_edge == "interior" and t.alpha_edge == "interior"
         assert 20.0 < t.gamma < 80.0
 

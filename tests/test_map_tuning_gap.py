@@ -136,3 +136,43 @@ def test_tuned_within_the_limit_on_held_out_problems(tmp_path, criterion):
                      budgets={"grads": 2e5, "rounds": 2e4})  # fmt: skip
     worst = max(r.ratio for r in rows if r.ratio is not None and not math.isinf(r.ratio))
     assert worst <= LIMIT, worst
+
+
+def _two_basins(m, *, H, eta, p, alpha, gamma, eps, cap, group, mu, known=None):
+    """A fake landscape: a basin of about 20 rounds around ``alpha gamma = 0.01``,
+    ``gamma = 0.5`` (inside the base grids) and one of 8 rounds at ``gamma >= 30``,
+    ``alpha gamma`` in ``[0.3, 3]`` that no grid stage reaches."""
+    c = alpha * gamma
+    r = 20 + np.round(5 * np.abs(np.log10(c / 0.01)) + 2 * np.abs(np.log2(gamma / 0.5)))
+    r = np.where((gamma >= 30) & (c >= 0.3) & (c <= 3.0), 8, r).astype(np.int64)
+    return np.repeat(r[:, None], np.size(eps), axis=1), np.zeros(alpha.size, dtype=bool)
+
+
+@pytest.mark.parametrize("name", [n for n in METHODS if METHODS[n].has_outer])
+def test_the_global_probe_finds_a_far_basin_for_every_outer_method(name, monkeypatch):
+    """The same rule for every method with an outer rate: the probe over
+    ``[GAMMA_MIN, GAMMA_MAX]`` finds the far basin; without it the tuner stays in the near
+    one (the negative control)."""
+    import theory.compare.tune as tune_mod
+
+    kw = dict(H=16, cells=[(1.0, 0.5)], eps=np.array([0.1]), caps=np.array([1000]),
+              grid=Grid(polish=0), L=1.0)  # fmt: skip
+    (row,) = tune(_two_basins, METHODS[name], **kw)
+    assert row[0].rounds == 8 and row[0].gamma >= 30, row[0]
+    monkeypatch.setattr(tune_mod, "global_probe", lambda c, T: False)
+    (row,) = tune(_two_basins, METHODS[name], **kw)
+    assert row[0].rounds >= 19, row[0]
+
+
+@pytest.mark.parametrize("criterion, outside, tuned", [("first", 8, 8), ("sustained", 9, 8)])
+def test_the_global_probe_finds_the_second_basin_of_a_held_out_problem(
+    tmp_path, criterion, outside, tuned
+):
+    """Held-out problem 4, ``H = 256, eta = 20, p = 0.5``, 2% target: PALSGD-Nesterov's
+    grid stages found 19 rounds (first passage) and 20 (sustained) at ``gamma ~ 3-6``,
+    ``alpha gamma ~ 6e-4``, interior in their basin; the outside search's 8 and 9 lie in a
+    second basin at ``gamma >= 11``, ``alpha gamma ~ 8e-3``, which the probe reaches (the
+    stages after it find 8 sustained, a round below the outside search's grid)."""
+    (row,) = _gap(4, tmp_path, criterion, H=(256,), eta=(20.0,), p=(0.5,), eps_frac=(0.02,),
+                  budgets={"rounds": 2e4}, methods=("palsgd_nesterov",))  # fmt: skip
+    assert row.outside_rounds == outside and row.tuned_rounds == tuned, row

@@ -114,6 +114,8 @@ class Cell:
         self.extra: list[tuple[float, float]] = []  # refinement points off the product grid
         self.diag_steps = 0
         self.polished = 0  # configurations the polish evaluated by their values alone
+        self.probed: set[tuple[float, float]] = set()  # the global probe's configurations
+        self.ratio = float(gammas[1] / gammas[0]) if len(gammas) > 1 else 1.0  # rows apart
 
     def pending(self) -> list[tuple[float, float]]:
         grid = [(a, g) for a in self.alphas for g in self.gammas if (a, g) not in self.index]

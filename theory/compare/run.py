@@ -40,8 +40,8 @@ __all__ = [
     "caps_for", "columns",
 ]  # fmt: skip
 
-_SOURCES = ("pairs.py", "scan.py", "exact.py", "tune.py", "refine.py", "polish.py", "methods.py",
-            "precision.py")  # fmt: skip
+_SOURCES = ("pairs.py", "scan.py", "exact.py", "tune.py", "refine.py", "polish.py", "probe.py",
+            "methods.py", "precision.py")  # fmt: skip
 
 
 def _engine_hash() -> str:

@@ -5,8 +5,8 @@
 target, the least number of rounds over the method's grid (:mod:`theory.compare.methods`)
 and the configuration that attains it. Within one cell every configuration pays the same
 per round, so the least rounds is the least cost in every budget. The targets are the
-evaluator's columns: with the exact engine the first passage below each ``eps`` and then the
-sustained passage (the value stays below it), each tuned on its own.
+evaluator's columns: with the exact engine the first passage below each ``eps``, then the
+sustained one (the value stays below it), each tuned on its own.
 
 Edges, the same rule in every cell of every unit: after each evaluation, every cell whose
 optimum (for any target) lies on an edge of what it has evaluated is extended past that edge,
@@ -17,26 +17,28 @@ reached:
   not all diverge): ``ceil(n_alpha/2)`` more steps over ``max(span/2, 1)`` decades below,
   at most ``Grid.max_extend`` times per cell (the top inner step is the stability edge, 98%
   of it, never extended: ``alpha_edge = "stability"``);
-* the lowest or highest outer rate: ``ceil(n_outer/2)`` more rates at the grid's ratio,
-  until the rates pass ``[GAMMA_MIN, GAMMA_MAX]`` (PALSGD's useful outer rate grows like
-  ``(l + eta)/l``, far above the base grid).
+* an outer rate with no row within the grid's ratio below (above), the lowest (highest) of
+  a grid without gaps: ``ceil(n_outer/2)`` more rates at that ratio, until the rates pass
+  ``[GAMMA_MIN, GAMMA_MAX]`` (PALSGD's useful outer rate grows like ``(l + eta)/l``).
 
 Refinement, the same rule in every cell (after the extensions): ``Grid.refine`` times, around
 each target's reported optimum ``(a, g)``, the geometric midpoints between ``a`` and its
-nearest evaluated inner steps below and above, and likewise for ``g``, are evaluated on
-the ``3 x 3`` patch they span (at most 8 new configurations per optimum and level; the
-spacing near the optimum halves in log at each level), and around the best inner step of
-every outer rate whose best is within ``NEAR`` (2x) of the optimum's rounds, the midpoints
-in the inner step alone. The optimum often sits on a cliff (the
-last stable inner step of an outer rate, where a Nesterov or large-outer-rate map turns
-unstable): a fixed log grid lands on either side of it by chance, and an outside search of
-much wider and finer grids found up to 2.25x fewer rounds there before this step
-(``benchmarks/bench_map_tuning_gap.py``). The patch and the near rows are taken around up to
-:data:`~theory.compare.refine.SPREAD` configurations of a tie of optima where the optimum
-takes at most :data:`~theory.compare.refine.FEW` rounds (only the middle above), and with
-outer rates each optimum is also extended along its ``alpha * gamma`` diagonal until interior
-there (:mod:`theory.compare.refine`). ``max_extend = 0`` refines nothing either, nor does the Monte-Carlo engine (a sampled
-value's cliff is noise).
+nearest evaluated inner steps below and above, and likewise for ``g``, are evaluated on the
+``3 x 3`` patch they span (at most 8 new configurations per optimum and level; the spacing
+near the optimum halves in log at each level), and around the best inner step of every outer
+rate whose best is within ``NEAR`` (2x) of the optimum's rounds, the midpoints in the inner
+step alone. The optimum often sits on a cliff (the last stable inner step of an outer rate),
+which a fixed log grid straddles by chance (up to 2.25x the rounds of the outside search of
+``benchmarks/bench_map_tuning_gap.py`` before this step). The patch and the near rows are
+taken around up to :data:`~theory.compare.refine.SPREAD` configurations of a tie of optima
+where the optimum takes at most :data:`~theory.compare.refine.FEW` rounds (only the middle
+above), and with outer rates each optimum is also extended along its ``alpha * gamma``
+diagonal until interior there (:mod:`theory.compare.refine`). ``max_extend = 0`` refines
+nothing either, nor does the Monte-Carlo engine (a sampled value's cliff is noise).
+
+Probe, the same in every cell with outer rates (once, before the extensions): outer rates
+every factor 4 over ``[GAMMA_MIN, GAMMA_MAX]`` at each optimum's inner step and along its
+``alpha * gamma`` diagonal (:mod:`theory.compare.probe`): far basins no local stage reaches.
 
 Polish, the same in every cell (last): where a target's best takes at most
 :data:`~theory.compare.refine.FEW` rounds, Nelder–Mead searches in ``(log alpha, log gamma)``
@@ -66,6 +68,7 @@ from core.validation import check_fraction, check_int, check_number
 from theory.compare.exact import Quadratic, exact_rounds, exact_values
 from theory.compare.methods import Method, alpha_edge, default_outer_grid
 from theory.compare.polish import polish
+from theory.compare.probe import adopt_rows, extend_rows, global_probe
 from theory.compare.refine import (
     GAMMA_MAX,
     GAMMA_MIN,
@@ -230,9 +233,11 @@ def tune(
     T = run()
     levels = grid.refine if grid.max_extend > 0 else 0
     diag = m.has_outer and levels > 0 and len(grid.gammas(m)) > 1
+    if diag and any([global_probe(c, T) for c in state]):  # every cell alike
+        run()
     while True:
         while True:
-            grown = [_extend(c, T, grid) for c in state]  # every cell, not the first
+            grown = [adopt_rows(c, T) | _extend(c, T, grid) for c in state]  # every cell
             if diag:
                 grown += [diagonal_step(c, T) for c in state]
             if not any(grown):
@@ -297,8 +302,7 @@ def _extend(c: Cell, T: int, grid: Grid) -> bool:
     reached at all, below its smallest inner step unless every configuration there
     diverged), within the caps of the module docstring. Whether anything was added."""
     lo_a = min(c.alphas)
-    gs = sorted(c.gammas)
-    down = up_g = down_g = False
+    down, args = False, []
     for e in range(T):
         arg = argmins(c, e)
         if not arg:
@@ -306,9 +310,7 @@ def _extend(c: Cell, T: int, grid: Grid) -> bool:
             down |= not all(lowest)
             continue
         down |= all(a == lo_a for a, _ in arg)
-        if len(gs) > 1:
-            down_g |= all(g == gs[0] for _, g in arg)
-            up_g |= all(g == gs[-1] for _, g in arg)
+        args.append(arg)
     down &= c.ext_alpha < grid.max_extend
     added = False
     if down:
@@ -317,14 +319,8 @@ def _extend(c: Cell, T: int, grid: Grid) -> bool:
         c.alphas = [lo_a * 10.0 ** (-decades * k / n_new) for k in range(n_new, 0, -1)] + c.alphas
         c.ext_alpha += 1
         added = True
-    if (down_g or up_g) and len(gs) > 1 and grid.max_extend > 0:
-        step = gs[1] / gs[0]
-        k = range(1, max(1, int(np.ceil(grid.n_outer / 2))) + 1)
-        lower = [gs[0] / step**j for j in k if gs[0] / step**j >= GAMMA_MIN] if down_g else []
-        upper = [gs[-1] * step**j for j in k if gs[-1] * step**j <= GAMMA_MAX] if up_g else []
-        if lower or upper:
-            c.gammas = sorted(lower) + gs + upper
-            added = True
+    if grid.max_extend > 0 and extend_rows(c, args, grid.n_outer):
+        added = True
     c.extended += int(added)
     return added
 
