@@ -14,6 +14,7 @@ from theory.compare.averages import exact_averages
 from theory.compare.bounds_side import agreement, term_family
 from theory.compare.diagnose import diagnose
 from theory.compare.exact import Quadratic, exact_rounds
+from theory.compare.methods import DEFAULT_METHODS
 from theory.compare.records import CellResult
 from theory.compare.tune import exact_evaluator, tune
 from theory.problems.hessians import make_hetero_hessian
@@ -36,7 +37,7 @@ def test_every_cell_has_a_cost_per_method_and_budget(small_map):
     cell = d["cells"][0]
     for key in ("H", "eta", "p", "eps", "budget", "B", "cost", "tuned", "ratio", "winner"):
         assert key in cell
-    assert set(cell["cost"]) == set(METHODS)
+    assert set(cell["cost"]) == set(DEFAULT_METHODS)
     assert cell["measured_at"] == "anchor after a sync"
 
 

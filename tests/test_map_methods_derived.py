@@ -19,6 +19,7 @@ EXPECTED = {
     "palsgd": {"palsgd", "palsgd_outer", "palsgd_pull_aware"},
     "palsgd_nesterov": {"palsgd_outer", "palsgd_pull_aware"},
     "palsgd_shared": {"palsgd_shared_coins"},
+    "slowmo": {"local_sgd_outer"},  # heavy-ball outer step: Theorem 2 covers momentum
 }
 
 

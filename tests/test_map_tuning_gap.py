@@ -10,6 +10,7 @@ import pytest
 
 from theory.compare import METHODS, Grid, MapSpec, ProblemSource, run_map
 from theory.compare.exact import Quadratic
+from theory.compare.methods import DEFAULT_METHODS
 from theory.compare.outside import WideGrid, held_out_problem, outside_rounds, tuning_gap
 from theory.compare.tune import tune
 from theory.problems.hessians import load_hetero_hessian
@@ -60,7 +61,7 @@ def test_tuned_within_the_limit_on_a_held_out_cell(tmp_path):
     needed 9 rounds against the outside search's 4 (2.25x) before the refinement."""
     rows = _gap(1, tmp_path, "first", H=(64,), eta=(1.0,), p=(0.5,), eps_frac=(0.002,),
                 budgets={"rounds": 2e4})  # fmt: skip
-    assert {r.method for r in rows} == set(METHODS)
+    assert {r.method for r in rows} == set(DEFAULT_METHODS)
     bad = [(r.method, r.tuned_rounds, r.outside_rounds) for r in rows if r.ratio > LIMIT]
     assert not bad, bad
     assert all(r.outside_rounds is not None for r in rows)

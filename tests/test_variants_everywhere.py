@@ -76,3 +76,37 @@ def test_one_meaning_per_name():
     assert not hasattr(theory.algorithm, "PRESETS") and not hasattr(theory.algorithm, "Preset")
     assert not hasattr(empirical.config, "PRESETS")
     assert set(empirical.config.TRAIN_PRESETS) and set(VARIANTS) == {"slowmo"}
+
+
+def test_the_map_tunes_a_variant_with_its_own_outer_momentum():
+    """``palsgd map --methods local_sgd slowmo``: SlowMo is tuned like Local SGD but runs its
+    heavy-ball outer step (mu = 0.5); its tuned rounds are the exact engine's at the tuned
+    configuration with that momentum, and a plain outer SGD step there (mu = 0, Local SGD's
+    rule: the negative control) gives other rounds. The default methods do not include it."""
+    import numpy as np
+
+    from theory.compare import Grid, MapSpec, ProblemSource, run_map
+    from theory.compare.exact import Quadratic, exact_rounds
+    from theory.compare.methods import BASELINES, DEFAULT_METHODS, METHODS
+
+    assert "slowmo" not in DEFAULT_METHODS and "slowmo" in BASELINES
+    spec = MapSpec(H=(16,), eta=(2.0,), p=(0.5,), zeta=(1.0,), eps=(0.05,),
+                   budgets={"rounds": 5e3}, methods=("local_sgd", "slowmo"),
+                   grid=Grid(n_alpha=6, n_outer=3))  # fmt: skip
+    res = run_map(spec, bounds=False, tuned_points=False)
+    (cell,) = res.cells
+    t = cell.tuned["slowmo"]
+    assert t["mu"] == 0.5 and t["rounds"]
+    q = Quadratic.of(ProblemSource().build(1.0))
+    one = np.ones(1)
+
+    def rounds(method: str) -> int:
+        r = exact_rounds(
+            q, METHODS[method], H=16, eta=2 * one, p=0.5 * one, alpha=t["alpha"] * one,
+            gamma=t["gamma"] * one, eps=np.array([0.05]), cap=np.array([5000]),
+            group=np.zeros(1, dtype=int), sustained=True,
+        )[0]  # fmt: skip
+        return int(np.asarray(r).reshape(-1)[0])
+
+    assert rounds("slowmo") == t["rounds"]
+    assert rounds("local_sgd") != t["rounds"]

@@ -165,7 +165,7 @@ def _guarantee_rounds(m, consts, H, eta, p, eps, grid) -> dict[str, np.ndarray]:
         if "gamma" in b.parameters:
             vals.update(
                 gamma=np.asarray(grid.gammas(m), dtype=float),
-                mu=grid.mu if m.nesterov else 0.0,
+                mu=m.outer_momentum(grid.mu),
             )
         vals = {k: v for k, v in vals.items() if k in b.parameters}
         r = guaranteed_rounds(b, vals, np.asarray(eps, dtype=float), H=Hb)  # (..., G?, E)

@@ -54,8 +54,7 @@ def _map(q: Quadratic, m: Method, H: int, eta: float, p: float, alpha: float, ga
         H, p, eta, outer, gamma, mu = 1, 0.0, 0.0, "sgd", 1.0, 0.0
     else:
         outer = m.outer
-        if not m.nesterov:
-            mu = 0.0
+        mu = m.outer_momentum(mu)
         if not m.pulls:
             p, eta = 0.0, 0.0
     one = np.ones(1)

@@ -150,7 +150,7 @@ def _round_maps(q, m, H, eta, p, alpha, gamma, mu) -> np.ndarray:
     else:
         Hn = H
         p_, eta_ = (p, eta) if m.pulls else (np.zeros(n), np.zeros(n))
-        outer, g, mu_ = m.outer, gamma, (mu if m.nesterov else 0.0)
+        outer, g, mu_ = m.outer, gamma, m.outer_momentum(mu)
     with np.errstate(all="ignore"):
         mom = round_moments(
             q.lam, q.delta, q.s2, alpha=alpha, eta=eta_, p=p_, H=np.full(n, Hn), shared=m.shared

@@ -41,7 +41,9 @@ from core.validation import check_choice
 from theory.algorithm import (
     DILOCO_DEFAULT_GAMMA,
     DILOCO_DEFAULT_MU,
+    LABELS,
     PULL_EDGE,
+    VARIANTS,
     AlgorithmSpec,
     lookup,
 )
@@ -49,6 +51,7 @@ from theory.coins import round_excess
 
 __all__ = [
     "METHODS",
+    "DEFAULT_METHODS",
     "BASELINES",
     "PALSGD_METHODS",
     "SHARED_METHODS",
@@ -107,6 +110,12 @@ class Method:
     def nesterov(self) -> bool:
         return self.spec.nesterov
 
+    def outer_momentum(self, nesterov_mu: float) -> float:
+        """The outer momentum a configuration of the method runs: ``nesterov_mu`` (the grid's,
+        fixed) for a Nesterov method, else the spec's own (SlowMo's heavy ball ``0.5``; ``0``
+        for averaging and a plain outer SGD step)."""
+        return nesterov_mu if self.nesterov else self.spec.mu
+
     @property
     def coins(self) -> str:
         return self.spec.coins
@@ -142,8 +151,17 @@ METHODS: dict[str, Method] = {
         _method("palsgd_shared", "palsgd", "PALSGD, shared coins", outer="sgd", coins="shared"),
     )
 }  # fmt: skip
-#: the methods without pulls: PALSGD's cost is compared with the best of these
-BASELINES = ("sgd", "local_sgd", "diloco")
+#: the methods a map compares unless told otherwise (``palsgd map --methods``)
+DEFAULT_METHODS = tuple(METHODS)
+#: the table's variants whose base a map runs (SlowMo over Local SGD: DiLoCo's rounds with a
+#: heavy-ball outer step), each tuned like its base with the variant's own outer momentum
+METHODS.update(
+    (v.name, Method(v.name, AlgorithmSpec.of(v.name), LABELS[v.name]))
+    for v in VARIANTS.values()
+    if lookup(v.base).name in {m.kind for m in METHODS.values()}
+)
+#: the methods without pulls: PALSGD's cost is compared with the best of those a map runs
+BASELINES = tuple(n for n, m in METHODS.items() if not m.pulls)
 #: PALSGD with independent coins (the algorithm as described), both outer families
 PALSGD_METHODS = ("palsgd", "palsgd_nesterov")
 #: PALSGD as the authors' code runs it (shared coins), judged on its own beside them

@@ -76,7 +76,7 @@ def spec_of(
     if not m.local:
         return m.spec.replace(alpha=alpha, seed=seed)
     pull = dict(p=p, eta=eta) if m.pulls else {}
-    mu = mu if m.nesterov else 0.0
+    mu = m.outer_momentum(mu)
     return m.spec.replace(
         alpha=alpha, H=H, gamma=gamma, mu=mu, seed=seed, sync_delay=m.sync_delay, **pull
     )

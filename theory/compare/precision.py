@@ -60,7 +60,7 @@ def _round_map(q: Quadratic, m: Method, H, eta, p, alpha, gamma, mu) -> np.ndarr
     else:
         Hn = H
         p_, eta_ = (p, eta) if m.pulls else (np.zeros(n), np.zeros(n))
-        outer, g, mu_ = m.outer, gamma, (mu if m.nesterov else 0.0)
+        outer, g, mu_ = m.outer, gamma, m.outer_momentum(mu)
     lam, delta, s2 = (np.asarray(x, dtype=LD) for x in (q.lam, q.delta, q.s2))
     mom = {}
     for j, k in pairs_of(q.K, m.shared):  # (errors of far-out designs become inf/nan, refused)

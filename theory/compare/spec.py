@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from core.errors import UserInputError
 from core.validation import check_choice, check_int, check_number
 from theory.compare.jsonrow import JsonObject, JsonRow
-from theory.compare.methods import BUDGET_KINDS, METHODS, Prices
+from theory.compare.methods import BUDGET_KINDS, DEFAULT_METHODS, METHODS, Prices
 from theory.compare.tune import Grid
 from theory.problems.hessians import (
     HeteroHessianQuadratic,
@@ -32,9 +32,6 @@ __all__ = [
 #: what "reaches eps" means: the value stays at or below eps from that round on
 #: (``sustained``, :func:`theory.compare.scan.first_passage`), or first passage
 CRITERIA = ("sustained", "first")
-
-#: every method of :data:`theory.compare.methods.METHODS`, in table order
-DEFAULT_METHODS = tuple(METHODS)
 
 
 @dataclass(frozen=True)

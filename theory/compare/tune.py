@@ -383,7 +383,7 @@ def _best(c: Cell, e: int, m: Method, grid: Grid) -> Tuned:
         rounds=rounds,
         alpha=float(a),
         gamma=float(g) if m.has_outer else None,
-        mu=(grid.mu if m.nesterov else 0.0) if m.has_outer else None,
+        mu=m.outer_momentum(grid.mu) if m.has_outer else None,
         alpha_edge=a_edge,
         gamma_edge=g_edge,
         **common,
