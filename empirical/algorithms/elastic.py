@@ -72,9 +72,6 @@ class ElasticSync(Sync):
             )
         super().__init__(model, anchor, comm, config, stats, clock)
         self.coef = float(config.spec.elastic_coef(comm.size))
-        if anchor.z is None:  # the centre persists between mixings
-            anchor.z = torch.zeros(model.n, dtype=model.dtype, device=model.device)
-            anchor.z_views = model.layout.views(anchor.z)
 
     @torch.no_grad()
     def _sync(self) -> None:

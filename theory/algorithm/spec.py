@@ -253,10 +253,12 @@ class AlgorithmSpec:
     @property
     def uses_anchor(self) -> bool:
         """Whether the anchor ``z`` must be kept between syncs: pulls toward it, an outer
-        optimiser stepping on it, or an overlapped sync restarting from it (Local SGD with
-        plain, blocking averaging needs none: ``z`` is the average computed at the sync)."""
+        optimiser stepping on it, an overlapped sync restarting from it, or EASGD's centre
+        mixed with the workers (Local SGD with plain, blocking averaging needs none: ``z`` is
+        the average computed at the sync)."""
+        row = self.definition
         return self.local and (
-            self.definition.pulls or self.outer != "average" or self.sync_delay > 0
+            row.pulls or row.elastic or self.outer != "average" or self.sync_delay > 0
         )
 
     @property
