@@ -16,24 +16,8 @@ from __future__ import annotations
 
 from core.lazy import lazy_exports
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "theory.bound.core": (
-            "Bound",
-            "Condition",
-            "ConditionResult",
-            "CompiledFn",
-            "MaxH",
-            "OptimalStep",
-            "RateTerm",
-            "param_name",
-            "RTOL",
-        ),
-    },
-)
-
-__all__ = [
+#: the names of :mod:`theory.bound.core` the package re-exports
+_CORE = (
     "Bound",
     "Condition",
     "ConditionResult",
@@ -43,4 +27,6 @@ __all__ = [
     "RateTerm",
     "param_name",
     "RTOL",
-]
+)
+__getattr__, __dir__ = lazy_exports(__name__, {"theory.bound.core": _CORE})
+__all__ = list(_CORE)
