@@ -7,30 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from harness.torchrun import ENV, TORCHRUN_2
 
 from empirical import checkpoint as ck
 from empirical.config import TrainConfig, resolve_config
 from empirical.metrics import read_jsonl
 from palsgd.cli import main as cli_main
-
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-
-#: a torchrun launch of 2 ranks on this node
-TORCHRUN_2 = [
-    sys.executable,
-    "-m",
-    "torch.distributed.run",
-    "--standalone",
-    "--nproc-per-node",
-    "2",
-]
 
 
 def test_bad_input_exit_2_subprocess():
