@@ -13,9 +13,9 @@ The comparison engine behind ``palsgd map`` (README, ``docs/when_pulling_pays.md
 * ``spec.py``, ``run.py``, ``run_mc.py``, ``records.py``: a map's cells, its resumable
   computation (exact or Monte Carlo) and its typed results; ``summary.py``,
   ``summary_records.py``, ``diagnose.py``, ``report.py``, ``plots.py``: the answer (largest
-  ``H`` within a budget, wins and losses, why, as typed records) and its pictures;
-  ``jsonrow.py``: the base of the records, converted to dicts only where map.json and
-  map.csv are written;
+  ``H`` within a budget, wins and losses, why, as typed records) and its pictures (the
+  records' base, shared with verify's: :class:`core.records.JsonRow`, converted to dicts
+  only where map.json and map.csv are written);
 * ``averages.py``, ``bounds_side.py``: the registered bounds scored against the truth
   (bound map, agreement, tightness at the tuned point, the term that misses).
 """

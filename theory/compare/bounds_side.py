@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from core.records import JsonRow
 from theory.assumptions import A3_IID
 from theory.bound import Bound
 from theory.bounds import all_bounds, get
 from theory.compare.averages import exact_parts
 from theory.compare.exact import Quadratic
-from theory.compare.jsonrow import JsonRow
 from theory.compare.methods import BASELINES, METHODS, PALSGD_METHODS, Method, round_cost
 from theory.compare.records import CellResult, best_of
 from theory.compare.spec import MapSpec

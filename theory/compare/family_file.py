@@ -36,7 +36,7 @@ from typing import Protocol, runtime_checkable
 
 from core.errors import UserInputError
 from core.files import read_mapping_file, resolve_input_path
-from theory.compare.jsonrow import Json, JsonRow
+from core.records import Json, JsonRow
 from theory.problems.base import Problem
 from theory.problems.hessians import HeteroHessianQuadratic, hetero_hessian_from, with_zeta
 from theory.problems.hetero_cosine import HeteroCosine

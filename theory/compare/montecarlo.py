@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import UserInputError
+from core.records import JsonRow
 from core.validation import check_choice
 from theory.algorithm import AlgorithmSpec
-from theory.compare.jsonrow import JsonRow
 from theory.compare.methods import Method
 from theory.problems import Problem
 

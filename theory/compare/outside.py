@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from core.io import atomic_write_json
+from core.records import JsonObject
 from theory.compare.exact import Quadratic, exact_rounds
-from theory.compare.jsonrow import JsonObject
 from theory.compare.methods import METHODS, Method, alpha_edge, round_cost
 from theory.compare.precision import longdouble_verifier
 from theory.compare.records import MapResult

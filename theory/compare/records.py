@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from core.io import atomic_write_json, write_csv
-from theory.compare.jsonrow import Json, JsonObject, plain
+from core.records import Json, JsonObject, plain
 from theory.compare.methods import BASELINES, PALSGD_METHODS, SHARED_METHODS
 
 if TYPE_CHECKING:

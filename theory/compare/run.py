@@ -24,9 +24,9 @@ from tqdm.auto import tqdm
 
 from core.errors import UserInputError
 from core.io import atomic_write_json
+from core.records import Json, JsonRow
 from theory.compare.bounds_side import agreement, score_bounds
 from theory.compare.exact import Quadratic
-from theory.compare.jsonrow import Json, JsonRow
 from theory.compare.methods import METHODS, Method, round_cost
 from theory.compare.precision import longdouble_verifier
 from theory.compare.records import CellResult, MapResult

@@ -12,9 +12,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from core.errors import UserInputError
+from core.records import Json, JsonObject, JsonRow, plain
 from core.validation import check_int
 from theory.compare.family_file import ProblemFamily
-from theory.compare.jsonrow import Json, JsonObject, JsonRow, plain
 from theory.compare.methods import METHODS, Method
 from theory.compare.montecarlo import build_family, estimate, mc_evaluator
 from theory.compare.records import MapResult

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from core.errors import UserInputError
+from core.records import JsonObject, JsonRow
 from core.validation import check_choice, check_int, check_number
-from theory.compare.jsonrow import JsonObject, JsonRow
 from theory.compare.methods import BUDGET_KINDS, DEFAULT_METHODS, METHODS, Prices
 from theory.compare.tune import Grid
 from theory.problems.hessians import (

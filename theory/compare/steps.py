@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from theory.compare.jsonrow import JsonObject
+from core.records import JsonObject
 from theory.compare.methods import PALSGD_METHODS, SHARED_METHODS
 from theory.compare.records import MapResult
 

@@ -1,7 +1,7 @@
 """The typed summary of a map (:func:`theory.compare.summary.summarize`), written as the
 ``summary`` object of ``map.json``.
 
-Every record is a frozen :class:`~theory.compare.jsonrow.JsonRow`: ``to_dict()`` gives the
+Every record is a frozen :class:`~core.records.JsonRow`: ``to_dict()`` gives the
 object as written and the record reads like it (``summary["verdicts"]``). Costs and ratios
 are in the units of the cell's budget (``grads``: gradient evaluations per worker,
 ``rounds``: communication rounds, ``time``: modelled seconds); a ratio is the best PALSGD
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from core.records import Json, JsonObject, JsonRow, plain
 from theory.compare.diagnose import Diagnosis
-from theory.compare.jsonrow import Json, JsonObject, JsonRow, plain
 from theory.compare.records import BASELINE_SIDE, PALSGD_SIDE
 
 __all__ = [

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, Union
 
 from core.io import json_safe as jsonable
+from core.records import JsonRow
 
 __all__ = [
     "JSON",
@@ -63,32 +64,13 @@ BoundEntry = Mapping[str, object]
 
 
 @dataclass(frozen=True)
-class Record:
-    """A typed row; :meth:`to_row` is its one conversion to a JSON-ready mapping."""
-
-    #: fields left out of the row when ``None`` (they do not apply to this row)
-    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+class Record(JsonRow):
+    """A typed row of verify's report (:class:`core.records.JsonRow`: read like its JSON
+    object, ``omit_none`` the fields left out when ``None``); :meth:`to_row` is its one
+    conversion to the JSON-ready mapping the report writes."""
 
     def to_row(self) -> Row:
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.name in self.OPTIONAL:
-                continue
-            out[f.name] = value.to_row() if isinstance(value, Record) else value
-        return jsonable(out)
-
-    def __getitem__(self, key: str) -> object:
-        """Read access by column name (the raw value, before :meth:`to_row`)."""
-        if key in {f.name for f in dataclasses.fields(self)}:
-            return getattr(self, key)
-        raise KeyError(key)
-
-    def get(self, key: str, default: object = None) -> object:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        return jsonable(self.to_dict())
 
 
 class _ToDict(Protocol):
@@ -265,7 +247,7 @@ class AgreementSummary(Record):
     """One algorithm of the exact-vs-Monte-Carlo comparison: the largest ``|z|`` against
     the Bonferroni ``threshold``; only ``algorithm`` and ``status`` when it was skipped."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("spec", "T", "R", "max_abs_z", "threshold")
+    omit_none: ClassVar[frozenset[str]] = frozenset({"spec", "T", "R", "max_abs_z", "threshold"})
 
     algorithm: str
     spec: Mapping[str, object] | None = None

@@ -1,9 +1,10 @@
-"""Typed records that write themselves as JSON objects: the rows of ``map.json``.
+"""Typed records that write themselves as JSON objects: the rows of ``palsgd map``'s
+``map.json`` (:mod:`theory.compare.records`, :mod:`theory.compare.summary_records`) and of
+``palsgd verify``'s report (:mod:`theory.verify.records`).
 
-The map's results are frozen dataclasses (:mod:`theory.compare.records`,
-:mod:`theory.compare.summary_records`); they become plain dicts only where ``map.json`` and
-``map.csv`` are written. :class:`JsonRow` is their base: :meth:`JsonRow.to_dict` gives the
-JSON object as written (fields in declaration order, nested records converted, the fields of
+The results are frozen dataclasses; they become plain dicts only where the files are
+written. :class:`JsonRow` is their base: :meth:`JsonRow.to_dict` gives the JSON object as
+written (fields in declaration order, nested records converted, the fields of
 ``omit_none`` left out when ``None``), and the record reads like that object
 (``row["key"]``, ``row.get(key)``, ``key in row``, iteration over the keys: a read-only
 :class:`~collections.abc.Mapping`), so code written against the JSON keys reads a record
