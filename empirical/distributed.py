@@ -221,6 +221,33 @@ class WorkerError(RuntimeError):
     """A spawned worker raised; the message carries its rank and traceback."""
 
 
+#: what the fork server imports once, before it forks the workers (torch's start-up is
+#: most of a worker's: the import, and torch._dynamo, which an optimizer's first
+#: ``add_param_group`` imports)
+_PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "numpy"]
+#: the variables read when an interpreter starts (Python's own, the dynamic loader's, and
+#: the project's, which start-up hooks may read): a worker forked from the server sees
+#: the values the server started with
+_START_UP_VARIABLES = ("PYTHON", "LD_", "PALSGD_")
+_server_env: dict[str, str] | None = None  # those variables when the fork server started
+
+
+def _start_context() -> Any:
+    """The multiprocessing context of :func:`spawn_workers`: ``"forkserver"`` (the workers
+    forked from one server process that imported :data:`_PRELOAD` once: seconds of start-up
+    saved per worker) while the variables read at start-up are the ones the server started
+    with, else ``"spawn"`` (a fresh interpreter). The other variables reach the worker
+    either way (:func:`_worker_entry` sets the caller's environment)."""
+    global _server_env
+    env = {k: v for k, v in os.environ.items() if k.startswith(_START_UP_VARIABLES)}
+    if _server_env is None:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        _server_env = env
+        return ctx
+    return mp.get_context("forkserver" if env == _server_env else "spawn")
+
+
 def _worker_entry(
     rank: int,
     world_size: int,
@@ -230,7 +257,10 @@ def _worker_entry(
     fn: Callable[..., Any],
     args: Sequence[Any],
     results: Any,
+    env: dict[str, str],
 ) -> None:
+    os.environ.clear()  # the caller's environment, whichever process this was forked from
+    os.environ.update(env)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     torch.set_num_threads(threads)
     payload: tuple[int, str, bytes]
@@ -264,7 +294,9 @@ def spawn_workers(
     results ordered by rank.
 
     Each process joins a ``backend`` group on a free local port (``tcp://127.0.0.1``) and
-    uses ``threads_per_worker`` intra-op threads. ``fn`` must be importable (module level)
+    uses ``threads_per_worker`` intra-op threads; it is forked from a server process that
+    has imported torch (:func:`_start_context`), or spawned afresh when the environment
+    changed since that server started. ``fn`` must be importable (module level)
     and its result picklable. A worker exception is re-raised here as :class:`WorkerError`
     with the worker's traceback; a worker that does not finish within ``timeout_s`` seconds
     is terminated. Meant for tests and benchmarks (CPU, gloo, a few processes).
@@ -272,13 +304,23 @@ def spawn_workers(
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
     check_processes(world_size, "world_size")  # never more processes than the machine runs
-    ctx = mp.get_context("spawn")
+    ctx = _start_context()
     results = ctx.Queue()
     port = find_free_port()
     procs = [
         ctx.Process(
             target=_worker_entry,
-            args=(r, world_size, port, backend, threads_per_worker, fn, tuple(args), results),
+            args=(
+                r,
+                world_size,
+                port,
+                backend,
+                threads_per_worker,
+                fn,
+                tuple(args),
+                results,
+                dict(os.environ),
+            ),  # fmt: skip
             daemon=False,
         )
         for r in range(world_size)

@@ -8,6 +8,7 @@ functions below only compare. Models are float64 so that "equal" means bit-for-b
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -354,3 +355,32 @@ def _fail(rank: int, world: int) -> None:
 def test_spawn_workers_reports_worker_errors():
     with pytest.raises(WorkerError, match="worker 0 failed(.|\n)*boom from rank 0"):
         spawn_workers(_fail, 1, timeout_s=60)
+
+
+def _environment(rank: int, world: int) -> dict:
+    return {
+        "ppid": os.getppid(),
+        "other": os.environ.get("SPAWN_PROBE_OTHER"),
+        "startup": os.environ.get("PALSGD_SPAWN_PROBE"),
+    }
+
+
+def test_spawned_workers_see_the_callers_environment(monkeypatch):
+    """Workers are forked from a server that imported torch while the variables read at
+    start-up are those it started with; every other variable set since reaches them; a
+    changed start-up variable (``PALSGD_*``) gets fresh interpreters (their parent: this
+    process)."""
+    from empirical import distributed
+
+    monkeypatch.delenv("PALSGD_SPAWN_PROBE", raising=False)
+    monkeypatch.setenv("SPAWN_PROBE_OTHER", "a")
+    same = distributed._server_env is None or distributed._server_env == {
+        k: v for k, v in os.environ.items() if k.startswith(distributed._START_UP_VARIABLES)
+    }
+    (res,) = spawn_workers(_environment, 1, timeout_s=60)
+    assert res["other"] == "a" and res["startup"] is None
+    if same:  # forked from the server, not from this process
+        assert res["ppid"] != os.getpid()
+    monkeypatch.setenv("PALSGD_SPAWN_PROBE", "b")
+    (res,) = spawn_workers(_environment, 1, timeout_s=60)
+    assert res == {"ppid": os.getpid(), "other": "a", "startup": "b"}
