@@ -18,6 +18,13 @@ same run.
 
 A resumed stacked run (stopped after 6 steps, resumed from the checkpoint of step 4) is
 the uninterrupted one exactly (one process: the same operations in the same order).
+
+``--nproc 2 --workers-per-process 2`` (two torchrun ranks of two stacked workers each) is
+the same run again, to the same tolerance: rank ``r`` holds the workers ``2r, 2r + 1``
+with their coins and data streams, and each mean over the workers is a sum over the rows,
+then over the ranks. Its resume is the one-process resume above on each rank's file
+(stopped after 6 steps and resumed, it was measured equal to the ranks' run as well; the
+suite runs it once, uninterrupted, for time).
 """
 
 from __future__ import annotations
@@ -105,6 +112,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     part = base / "part"
     _run(part, export=False, nproc=1, workers_per_process=K, max_steps_this_run=6)
     out["part"] = _run(part, nproc=1, workers_per_process=K, resume="auto")
+    # torchrun, 2 ranks of 2 workers each
+    out["two_by_two"] = _run(base / "two_by_two", nproc=2, workers_per_process=2)
     return out
 
 
@@ -119,6 +128,23 @@ def test_stacked_workers_are_the_ranks_of_a_gloo_run(runs):
     # the recorded trace of the ranks' own coins is the same run
     assert _gap(runs["trace"], runs["ranks"]) < PARAM_TOL
     _assert_same_losses(runs["trace"], runs["ranks"])
+
+
+@pytest.mark.distributed
+def test_ranks_of_stacked_workers_are_the_ranks_of_a_gloo_run(runs):
+    two = runs["two_by_two"]
+    assert _gap(two, runs["ranks"]) < PARAM_TOL
+    _assert_same_losses(two, runs["ranks"])
+    summary = json.loads((two / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["totals"]["syncs"] == 2
+    assert summary["totals"]["allreduce_calls"] > 0  # the sync crosses the processes
+    d = ck.latest_complete(two / "checkpoints")
+    manifest = ck.read_manifest(d)
+    assert manifest["world_size"] == 2
+    for rank in (0, 1):
+        state = ck.load_rank_state(d, manifest, rank)
+        assert (state["algorithm"]["K"], state["algorithm"]["W"]) == (K, 2)
+        assert [s["rank"] for s in state["data"]["workers"]] == [2 * rank, 2 * rank + 1]
 
 
 @pytest.mark.distributed
@@ -159,14 +185,13 @@ def test_a_checkpoint_of_other_workers_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("kw", "named"),
     [
-        (dict(nproc=2), "--nproc 2"),
         (dict(algorithm="ddp", p=None, eta=None, T0=None), "--algorithm ddp"),
         (dict(sync_delay=1), "--sync-delay"),
         (dict(interleave_outer_steps=True), "--interleave-outer-steps"),
         (dict(precision="fp16"), "--precision fp16"),
-        (dict(nproc=2, shards=2), "--nproc 2"),
+        (dict(nproc=2, shards=2), "--shards 2"),
         (dict(compile=True), "--compile"),
-        (dict(comm_delay_s=0.1), "--comm-delay-s"),
+        (dict(comm_delay_s=0.1), "--comm-delay-s / --comm-delay-per-byte-s with --nproc 1"),
     ],
 )
 def test_unsupported_settings_are_refused_naming_the_flags(kw, named):
@@ -190,7 +215,8 @@ def test_help_says_what_it_does_and_refuses(capsys):
     assert cli_main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "--workers-per-process WORKERS_PER_PROCESS" in text
-    assert "K = nproc x W" in text and "with --nproc 1" in text and "not ddp, sgd" in text
+    assert "K = nproc x W" in text and "delay-* with --nproc 1" in text
+    assert "not ddp, sgd" in text
 
 
 def test_bf16_and_local_sgd_run_and_evaluate_the_average(tmp_path):

@@ -1,11 +1,15 @@
-"""``K`` PALSGD workers in ONE process: the workers' parameters stacked along a leading
+"""``W`` PALSGD workers in ONE process: the workers' parameters stacked along a leading
 worker axis (:class:`~empirical.algorithms.stacked_model.StackedModel`), their step
 vmapped, the sync a mean over the worker axis on the device. For one GPU: ``K`` ranks
 on one GPU over gloo spend their syncs copying through the host; here nothing leaves the
 device.
 
+In a process group of ``P`` ranks (``K = P W`` workers; rank ``r``'s rows are the workers
+``rW .. rW + W - 1``) each mean over the workers sums this process's rows, then ONE
+all-reduce (:class:`~empirical.algorithms.base.Communicator`) sums over the ranks.
+
 The algorithm is :class:`~empirical.algorithms.local.LocalAlgorithm`'s (Naganuma et al.
-2025, Algorithm 1), for every worker ``k`` at once, step ``t``:
+2025, Algorithm 1), for every worker ``k`` (of the ``K``) at once, step ``t``:
 
 * warm-up (``t < T0``): every worker a gradient step on the MEAN of the ``K`` gradients
   (the gradient all-reduce), learning rate ``alpha``;
@@ -43,12 +47,15 @@ import torch
 from torch import nn
 
 from core.errors import UserInputError
+from empirical.algorithms.base import Communicator
 from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
 from empirical.algorithms.local import sync_part
 from empirical.algorithms.outer import OuterOptimizer
+from empirical.algorithms.slowlink import link_delay_fn
 from empirical.algorithms.stacked_inner import StackedInner
 from empirical.algorithms.stacked_model import StackedModel
+from empirical.timing import DeviceClock
 from theory.sync import is_sync_step
 
 __all__ = ["StackedWorkers", "StackedStep", "check_supported"]
@@ -58,9 +65,10 @@ _COIN_BLOCK = 1024  # steps of coins drawn (and moved to the device) at once
 
 @dataclass
 class StackedStep:
-    """Result of :meth:`StackedWorkers.step`: ``pulls`` (host bool ``(K,)``: which workers
-    pulled), ``synced`` (a sync followed the step), ``t`` (steps done), ``losses`` (device
-    float64 ``(K,)``, NaN for a pulling worker; ``None`` when every worker pulled)."""
+    """Result of :meth:`StackedWorkers.step`: ``pulls`` (host bool ``(W,)``: which of this
+    process's workers pulled), ``synced`` (a sync followed the step), ``t`` (steps done),
+    ``losses`` (device float64 ``(W,)``, NaN for a pulling worker; ``None`` when every
+    worker here pulled)."""
 
     pulls: np.ndarray
     synced: bool
@@ -69,27 +77,30 @@ class StackedStep:
 
 
 class StackedWorkers:
-    """``K`` workers of ``config``'s local algorithm on copies of ``model`` (module
+    """``W`` workers of ``config``'s local algorithm on copies of ``model`` (module
     docstring). ``inner``: a :class:`StackedInner` or the ``torch.optim`` optimizer a
     rank would use (its hyperparameters are read; it is not stepped). ``loss_fn(module,
     batch)``: the mean loss of one micro-batch. ``coin_source``: as for
     :func:`~empirical.algorithms.build_algorithm`. ``randomness``: vmap's (dropout).
+    ``process_group``: the ranks of ``W`` workers each averaged together (default: the
+    world, when initialised). ``K``, ``first``: the workers in all, the first one here.
     """
 
     def __init__(
         self,
         config: AlgorithmConfig,
         model: nn.Module,
-        K: int,
+        W: int,
         inner: StackedInner | torch.optim.Optimizer,
         loss_fn: Callable[[nn.Module, Any], torch.Tensor],
         *,
         coin_source: Any = None,
         randomness: str = "different",
+        process_group: Any = None,
     ) -> None:
         check_supported(config)
-        self.config, self.K, self.t = config, int(K), 0
-        self.model = StackedModel(model, K, loss_fn, randomness)
+        self.config, self.W, self.t = config, int(W), 0
+        self.model = StackedModel(model, self.W, loss_fn, randomness)
         self.inner = inner if isinstance(inner, StackedInner) else StackedInner.from_torch(inner)
         self.lr = self.inner.lr
         self.T0 = config.warmup_steps
@@ -108,27 +119,50 @@ class StackedWorkers:
         self.anchor_buffers: dict[str, torch.Tensor] | None = None
         self.local_started = False
         self.last_consensus: torch.Tensor | None = None  # device scalar of the last sync
-        self.stats = {"grad_steps": np.zeros(K, np.int64), "pull_steps": np.zeros(K, np.int64),
-                      "warmup_steps": 0, "syncs": 0, "outer_steps": 0}  # fmt: skip
+        self.stats = {"grad_steps": np.zeros(W, np.int64), "pull_steps": np.zeros(W, np.int64),
+                      "warmup_steps": 0, "syncs": 0, "outer_steps": 0, "allreduce_calls": 0,
+                      "broadcast_calls": 0, "bytes_communicated": 0,
+                      "time_comm_s": 0.0}  # fmt: skip
+        self.clock = DeviceClock(fm.device, self.stats)
+        delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
+        self.comm = Communicator(process_group, self.stats, delay=delay, clock=self.clock)
+        self.K, self.first = self.W * self.comm.size, self.W * self.comm.rank
+        self._broadcast_initial_state()
         if self.T0 == 0:
             self._start_local_phase()
 
     @property
     def x(self) -> torch.Tensor:
-        """The workers' parameters, ``(K, n)`` (row ``k``: worker ``k``)."""
+        """This process's workers' parameters, ``(W, n)`` (row ``k``: worker
+        ``first + k``)."""
         return self.model.x
+
+    @torch.no_grad()
+    def _broadcast_initial_state(self) -> None:
+        """Every rank's workers start from rank 0's parameters and buffers (as
+        :func:`~empirical.algorithms.collectives.broadcast_initial_state` on a rank)."""
+        if self.comm.active:
+            for t in (self.x, *self.model.buffers.values()):
+                self.comm.broadcast(t)
+
+    @torch.no_grad()
+    def mean_over_workers(self, local_sum: torch.Tensor) -> torch.Tensor:
+        """``local_sum`` (the sum over this process's workers) made the mean over all ``K``
+        workers, in place: one all-reduce over the ranks (none with one process)."""
+        self.comm.all_reduce_sum(local_sum)
+        return local_sum.div_(self.K)
 
     # ------------------------------------------------------------------ coins
     def coins(self, t: int) -> np.ndarray:
-        """The pull coins of step ``t`` (host bool ``(K,)``; all False in the warm-up or
-        without pulls)."""
+        """The pull coins of step ``t`` of this process's workers (host bool ``(W,)``; all
+        False in the warm-up or without pulls)."""
         if t < self.T0 or not self.config.has_pulls:
-            return np.zeros(self.K, dtype=bool)
+            return np.zeros(self.W, dtype=bool)
         return self._coin_row(t)[0]
 
     def _coin_row(self, t: int) -> tuple[np.ndarray, torch.Tensor]:
-        """Step ``t``'s coins (host ``(K,)``) and the order of the workers on the device
-        (``(K,)`` int64: the gradient workers first, ascending)."""
+        """Step ``t``'s coins (host ``(W,)``) and the order of the workers on the device
+        (``(W,)`` int64: the gradient workers first, ascending)."""
         length = getattr(self.coin_source, "length", None)
         if length is not None and t >= length:
             raise UserInputError(
@@ -137,7 +171,11 @@ class StackedWorkers:
         if self._block is None or not self._block[0] <= t < self._block[0] + _COIN_BLOCK:
             steps = np.arange(t, t + _COIN_BLOCK)
             host = np.stack(
-                [np.asarray(self.coin_source(steps, k), dtype=bool) for k in range(self.K)], 1
+                [
+                    np.asarray(self.coin_source(steps, self.first + k), dtype=bool)
+                    for k in range(self.W)
+                ],
+                1,  # fmt: skip
             )
             order = np.argsort(host, axis=1, kind="stable")  # False (gradient) first
             dev = self.model.device
@@ -148,13 +186,13 @@ class StackedWorkers:
     # ------------------------------------------------------------------ the step
     def step(self, batch: Any, lr: float | None = None, *, micro_batches: int = 1) -> StackedStep:
         """Local step ``t`` of every worker on ``batch`` (leaves with a leading axis of
-        size ``K``; a pulling worker's micro-batch is not used). ``lr``: the inner learning
+        size ``W``; a pulling worker's micro-batch is not used). ``lr``: the inner learning
         rate ``alpha`` from this step on (a schedule), else the current one.
         ``micro_batches = A > 1``: ``batch`` is a sequence of ``A`` such batches, the
         gradient their mean (gradient accumulation; losses: the mean over them)."""
         if lr is not None:
             self.lr = float(lr)
-        s, K = self.t, self.K
+        s, K = self.t, self.W
         warm = s < self.T0
         if warm or not self.config.has_pulls:
             pulls, order = np.zeros(K, dtype=bool), None
@@ -188,7 +226,7 @@ class StackedWorkers:
     ) -> torch.Tensor:
         """Gradients of the ``m`` workers not pulling (the mean over the micro-batches
         ``batches``), then their inner step."""
-        K, fm = self.K, self.model
+        K, fm = self.W, self.model
         workers = np.flatnonzero(~pulls).tolist()
         idx = host = None
         if m < K:
@@ -204,7 +242,7 @@ class StackedWorkers:
             losses = losses / len(batches)
         if warm:  # the warm-up's gradient all-reduce: every worker the mean gradient
             self.stats["warmup_steps"] += 1
-            g.copy_((g.sum(0, keepdim=True) / K).expand_as(g))
+            g.copy_(self.mean_over_workers(g.sum(0, keepdim=True)).expand_as(g))
         self._clip(g)
         p = 0.0 if warm else self.config.p
         self.inner.step(fm.x, g, workers, self.lr / (1.0 - p))
@@ -243,18 +281,19 @@ class StackedWorkers:
 
     @torch.no_grad()
     def sync(self) -> None:
-        """The outer step (or the average) on the workers' mean, ``x_k <- z``, the
-        consensus statistic (a device scalar) and the buffer policy."""
-        cfg, K, x = self.config, self.K, self.x
+        """The outer step (or the average) on the workers' mean (one all-reduce over the
+        ranks), ``x_k <- z``, the consensus statistic (a device scalar: the mean over the
+        workers of ``||x_k - xbar||^2``) and the buffer policy."""
+        cfg, x = self.config, self.x
+        xbar = torch.sum(x, 0, out=self.z) if self.outer is None else x.sum(0)
+        self.mean_over_workers(xbar)  # no (W, n) temporary
         every = cfg.consensus_interval
         if every and self.stats["syncs"] % every == 0:
-            xbar = x.sum(0) / K
-            self.last_consensus = (x - xbar).square().sum(1).mean()
+            self.last_consensus = self.mean_over_workers((x - xbar).square().sum())
         if self.outer is None:
-            torch.sum(x, 0, out=self.z).div_(K)
             self.stats["outer_steps"] += 1
         else:
-            delta = torch.sub(self.z, x.sum(0).div_(K))  # mean_k (z - x_k), no (K, n) temporary
+            delta = torch.sub(self.z, xbar, out=xbar)  # mean_k (z - x_k)
             self.stats["outer_steps"] += self.outer.step(delta)
         x.copy_(self.z.expand_as(x))
         self.stats["syncs"] += 1
@@ -268,7 +307,7 @@ class StackedWorkers:
         if policy == "average":
             for b in bufs.values():
                 if b.is_floating_point():
-                    b.copy_((b.sum(0) / self.K).expand_as(b))
+                    b.copy_(self.mean_over_workers(b.sum(0)).expand_as(b))
             self.anchor_buffers = {n: b[0].clone() for n, b in bufs.items()}
         elif policy == "anchor" and self.anchor_buffers is not None:
             for n, b in bufs.items():
@@ -302,7 +341,7 @@ class StackedWorkers:
 
     @torch.no_grad()
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (same ``K`` and model)."""
+        """Restore :meth:`state_dict` (same ``W`` and model)."""
         if tuple(state["x"].shape) != tuple(self.x.shape):
             raise UserInputError(
                 f"the state holds {tuple(state['x'].shape)} stacked parameters, this run "

@@ -17,9 +17,10 @@ records hold.
 
 Statistics (:attr:`StackedAlgorithm.stats`, the keys of
 :func:`~empirical.algorithms.base.new_stats`): ``grad_steps`` and ``pull_steps`` are summed
-over the ``K`` workers; ``warmup_steps``, ``syncs`` and ``outer_steps`` are counted once
-(every worker takes them together); no collective runs, so ``allreduce_calls``,
-``bytes_communicated`` and ``time_comm_s`` stay 0.
+over this process's ``W`` workers (all ``K`` with one process); ``warmup_steps``, ``syncs``
+and ``outer_steps`` are counted once (every worker takes them together);
+``allreduce_calls``, ``broadcast_calls``, ``bytes_communicated`` and ``time_comm_s`` count
+the collectives across processes (none with one process).
 """
 
 from __future__ import annotations
@@ -56,11 +57,12 @@ class StackedStepResult(StepResult):
 
 
 class StackedAlgorithm(DistributedAlgorithm):
-    """``K`` workers of ``config``'s local algorithm on copies of ``model`` in this process
-    (module docstring). ``inner_optimizer``: the ``torch.optim`` optimizer a rank would use;
-    it is never stepped, its param group carries the scheduled learning rate and the
-    hyperparameters (re-read before every step). ``loss_fn(module, batch)``: one
-    micro-batch's mean loss. ``coin_source``: as for
+    """``W`` workers of ``config``'s local algorithm on copies of ``model`` in this process
+    (module docstring), of ``K = W x ranks`` in all (``process_group``: as for
+    :class:`~empirical.algorithms.stacked.StackedWorkers`). ``inner_optimizer``: the
+    ``torch.optim`` optimizer a rank would use; it is never stepped, its param group carries
+    the scheduled learning rate and the hyperparameters (re-read before every step).
+    ``loss_fn(module, batch)``: one micro-batch's mean loss. ``coin_source``: as for
     :func:`~empirical.algorithms.build_algorithm` (a ``(T, K)`` trace: column ``k``)."""
 
     def __init__(
@@ -68,16 +70,17 @@ class StackedAlgorithm(DistributedAlgorithm):
         config: AlgorithmConfig,
         model: nn.Module,
         inner_optimizer: torch.optim.Optimizer,
-        K: int,
+        W: int,
         loss_fn: Callable[[nn.Module, Any], torch.Tensor],
         *,
         coin_source: Any = None,
+        process_group: Any = None,
     ) -> None:
         self.config, self.model, self.inner_optimizer = config, model, inner_optimizer
-        self.K = int(K)
         self.sw = StackedWorkers(
-            config, model, self.K, inner_optimizer, loss_fn, coin_source=coin_source
-        )
+            config, model, W, inner_optimizer, loss_fn, coin_source=coin_source,
+            process_group=process_group,
+        )  # fmt: skip
         self._consensus: float | None = None
 
     # ------------------------------------------------------------------ the rank's view
@@ -101,18 +104,20 @@ class StackedAlgorithm(DistributedAlgorithm):
         """Rank-style statistics (module docstring), plain Python numbers."""
         s = self.sw.stats
         out = new_stats()
+        counts = ("warmup_steps", "syncs", "outer_steps", "allreduce_calls", "broadcast_calls",
+                  "bytes_communicated")  # fmt: skip
+        out.update({k: int(s[k]) for k in counts})
         out.update(
             grad_steps=int(np.sum(s["grad_steps"])),
             pull_steps=int(np.sum(s["pull_steps"])),
-            warmup_steps=int(s["warmup_steps"]),
-            syncs=int(s["syncs"]),
-            outer_steps=int(s["outer_steps"]),
+            time_comm_s=float(s["time_comm_s"]),
             last_consensus=self._consensus,
         )
         return out
 
     def next_action(self) -> str:
-        """``"pull"`` when every worker pulls at step ``t``, else ``"grad"``."""
+        """``"pull"`` when every worker of this process pulls at step ``t``, else
+        ``"grad"``."""
         return "pull" if bool(self.sw.coins(self.sw.t).all()) else "grad"
 
     def anchorless(self) -> bool:
@@ -138,7 +143,7 @@ class StackedAlgorithm(DistributedAlgorithm):
         next micro-batch. ``loss_fn`` is the one given at construction (ignored here)."""
         if scaler is not None:
             raise UserInputError("stacked workers take no GradScaler (fp16): use bf16 or fp32")
-        sw, K, a = self.sw, self.K, int(micro_batches)
+        sw, K, a = self.sw, self.sw.W, int(micro_batches)
         self._refresh_inner()
         pulls = sw.coins(sw.t)
         rows: list[list[Any] | None] = [None] * K
@@ -174,7 +179,9 @@ class StackedAlgorithm(DistributedAlgorithm):
             setattr(self.sw.inner, name, getattr(fresh, name))
 
     def resolve_timings(self) -> None:
-        """The consensus statistic of the last sync into :attr:`stats` (one device read)."""
+        """The device-timed collectives and the consensus statistic of the last sync into
+        :attr:`stats` (one device read)."""
+        self.sw.clock.resolve()
         c = self.sw.last_consensus
         self._consensus = None if c is None else float(c)
 
@@ -183,17 +190,18 @@ class StackedAlgorithm(DistributedAlgorithm):
     def anchor_state_dict(
         self, device: torch.device | str | None = None
     ) -> dict[str, torch.Tensor]:
-        """The global model's state (copies, on ``device`` when given): the anchor ``z``,
-        or for Local SGD with averaging the workers' mean (floating-point buffers averaged
-        too unless a snapshot of the last sync is kept)."""
+        """Collective with several processes: the global model's state (copies, on
+        ``device`` when given): the anchor ``z``, or for Local SGD with averaging the
+        workers' mean (floating-point buffers averaged too unless a snapshot of the last
+        sync is kept)."""
         sw = self.sw
         if self.anchorless():
             fm = sw.model
             bufs = sw.anchor_buffers or {
-                n: b.sum(0) / self.K if b.is_floating_point() else b[0]
+                n: sw.mean_over_workers(b.sum(0)) if b.is_floating_point() else b[0]
                 for n, b in fm.buffers.items()
             }
-            state = fm.state_dict_of(sw.x.sum(0) / self.K, bufs)
+            state = fm.state_dict_of(sw.mean_over_workers(sw.x.sum(0)), bufs)
         else:
             state = sw.anchor_state_dict()
         return {k: v.to(device or v.device) for k, v in state.items()}
@@ -205,7 +213,8 @@ class StackedAlgorithm(DistributedAlgorithm):
             "version": 1,
             "kind": "stacked",
             "config": self.config.to_dict(),
-            "K": self.K,
+            "K": self.sw.K,
+            "W": self.sw.W,
             "t": self.sw.t,
             "local_started": self.sw.local_started,
             "z": self.sw.z.clone(),
@@ -214,12 +223,15 @@ class StackedAlgorithm(DistributedAlgorithm):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (same ``K``, model and algorithm)."""
+        """Restore :meth:`state_dict` (same ``K`` and ``W``, model and algorithm)."""
         self._check_state_name(state)
-        if state.get("kind") != "stacked" or int(state.get("K", -1)) != self.K:
+        sw, stacked = self.sw, state.get("kind") == "stacked"
+        saved = (int(state.get("K", -1)), int(state.get("W", state.get("K", -1))))
+        if not stacked or saved != (sw.K, sw.W):
+            held = f"{saved[0]} ({saved[1]} per process)" if stacked else "no stacked"
             raise UserInputError(
-                f"the checkpoint holds {state.get('K', 'no stacked')} workers of one "
-                f"process, this run {self.K} (--workers-per-process must match)"
+                f"the checkpoint holds {held} workers, this run {sw.K} ({sw.W} per "
+                "process): --nproc and --workers-per-process must match"
             )
         inner = dict(state["stacked"])
         inner["stats"] = {k: _array(v) for k, v in inner["stats"].items()}

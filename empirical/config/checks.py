@@ -159,16 +159,15 @@ def _stacked_refusals(cfg: TrainConfig) -> list[tuple[bool, str]]:
     """(refused, why) of every setting a stacked run (``workers_per_process > 1``) does not
     run, in the order they are reported."""
     return [
-        (cfg.nproc > 1, f"--nproc {cfg.nproc}: every worker runs in one process, give "
-         "--nproc 1 (several processes of several workers each are not supported yet)"),
         (bool(cfg.sync_delay), f"--sync-delay {cfg.sync_delay}: the sync is blocking"),
         (bool(cfg.interleave_outer_steps), "--interleave-outer-steps: the outer steps of a "
          "sync are taken at once"),
         (cfg.precision == "fp16", "--precision fp16: no GradScaler (use bf16 or fp32)"),
         (cfg.shards > 1, f"--shards {cfg.shards}: the stacked workers are not sharded"),
         (cfg.compile, "--compile: the vmapped step is not compiled"),
-        (bool(cfg.comm_delay_s or cfg.comm_delay_per_byte_s), "--comm-delay-s / "
-         "--comm-delay-per-byte-s: there is no all-reduce to delay"),
+        (cfg.nproc == 1 and bool(cfg.comm_delay_s or cfg.comm_delay_per_byte_s),
+         "--comm-delay-s / --comm-delay-per-byte-s with --nproc 1: there is no all-reduce "
+         "to delay"),
     ]  # fmt: skip
 
 

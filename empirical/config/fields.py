@@ -380,9 +380,9 @@ class TrainConfig:
         1,
         "workers W run by each process (K = nproc x W), stacked on a worker axis, one vmapped "
         "step, the sync on the device (docs/stacked_workers.md); W > 1 for the algorithms with "
-        "local steps only (not ddp, sgd), with --nproc 1, and not with --sync-delay, "
+        "local steps only (not ddp, sgd), and not with --sync-delay, "
         "--interleave-outer-steps, --precision fp16, --shards > 1, --compile, "
-        "--comm-delay-*",
+        "--comm-delay-* with --nproc 1",
         resume=MATCH, match_default=1, range=Range(1, 1024, integer=True),
     )  # fmt: skip
     max_restarts: int = flag(

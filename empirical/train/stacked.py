@@ -1,7 +1,7 @@
 """The trainer's part of ``--workers-per-process W > 1`` (docs/stacked_workers.md): the
-``K = nproc x W`` workers of one process as
-:class:`~empirical.algorithms.stacked_run.StackedAlgorithm` and their data as
-:class:`StackedStreams`, the ``K`` batch streams ranks ``0 .. K-1`` of a ``K``-rank run
+``W`` workers of each process (``K = nproc x W`` in all; rank ``r``'s are the workers
+``r*W .. r*W + W - 1``) as :class:`~empirical.algorithms.stacked_run.StackedAlgorithm` and
+their data as :class:`StackedStreams`, the batch streams those ranks of a ``K``-rank run
 read. The validation that refuses what a stacked run does not support is
 :func:`empirical.config.checks.check_workers_per_process` (options) and
 :func:`check_stacked_algorithm` (the resolved algorithm)."""
@@ -25,8 +25,9 @@ __all__ = ["StackedStreams", "build_stacked", "check_stacked_algorithm"]
 
 
 class StackedStreams:
-    """The batch streams of ``K`` workers: :meth:`next` of worker ``k`` is rank ``k``'s
-    next micro-batch; the state is every stream's, in worker order."""
+    """The batch streams of this process's workers: :meth:`next` of its worker ``k`` is
+    the next micro-batch of rank ``first + k`` of a ``K``-rank run; the state is every
+    stream's, in worker order."""
 
     def __init__(self, streams: list[Any]) -> None:
         self.streams = list(streams)
@@ -77,14 +78,15 @@ def build_stacked(
     coin_source: Any,
     device: torch.device,
 ) -> tuple[StackedAlgorithm, StackedStreams]:
-    """The ``K = workers_per_process`` workers of this process (``--nproc 1``) on copies of
-    ``model`` and their ``K`` batch streams."""
-    K = cfg.workers_per_process * cfg.nproc
+    """The ``W = workers_per_process`` workers of this process on copies of ``model`` and
+    their batch streams (the sync averages over every process of the default group)."""
+    W = cfg.workers_per_process
 
     def loss(m: nn.Module, batch: Any) -> torch.Tensor:
         return models.compute_loss(m, batch, task)
 
-    algo = StackedAlgorithm(alg, model, optimizer, K, loss, coin_source=coin_source)
+    algo = StackedAlgorithm(alg, model, optimizer, W, loss, coin_source=coin_source)
+    first, K = algo.sw.first, algo.sw.K
     streams = [
         data_mod.BatchStream(
             train_set,
@@ -96,6 +98,6 @@ def build_stacked(
             num_workers=cfg.num_workers,
             pin_memory=cfg.pin_memory and device.type == "cuda",
         )
-        for k in range(K)
+        for k in range(first, first + W)
     ]
     return algo, StackedStreams(streams)
