@@ -21,7 +21,14 @@ float32:
   (``noise_rng="numpy"`` only);
 * gradients of the built-in quadratics (diagonal or rotated) and of the cosine problem are
   computed in torch; any other :class:`~theory.problems.Problem` is evaluated through its
-  numpy methods (correct on every device, fast on none).
+  numpy methods (correct on every device, fast on none);
+* a local step reads nothing back from the device and copies nothing to it: the coins of a
+  chunk of steps, their pulled rows' indices and the gradient rows' rates move to the device
+  once per chunk. Every row takes the gradient step (rate ``alpha/(1-p)``) and the pulled
+  rows are then overwritten with their pull from the step's start (whole rows). For the diagonal
+  quadratic with additive noise the step is fused, ``x <- x (1 - lr lam) + lr lam b_k -
+  lr xi``: two passes over the state after the noise draw instead of three (the same
+  update, rounded differently).
 
 Recorded statistics are computed in the run's dtype on the device and returned as float64
 numpy arrays in the same :class:`~theory.simulate.Trace` as the numpy backend.
@@ -106,6 +113,20 @@ class _QuadraticOps(_NumpyOps):
     def grads(self, X, out):
         torch.sub(X, self.b, out=out)
         return out.mul_(self.lam) if self.A is None else out.copy_(out @ self.A)
+
+    def fused_step(self, lr: float) -> Any:
+        """``step(X, noise)``: ``X <- X - lr ((X - b) lam + noise)`` in place, in two passes
+        (diagonal ``A``; ``None`` otherwise)."""
+        if self.A is not None:
+            return None
+        scale, shift = 1.0 - lr * self.lam, lr * self.lam * self.b  # (d,), (K, d)
+
+        def step(X: torch.Tensor, noise: torch.Tensor | None) -> None:
+            torch.addcmul(shift, X, scale, out=X)
+            if noise is not None:
+                X.add_(noise, alpha=-lr)
+
+        return step
 
     def noisy_grads(self, X, noise, out):
         if self.A is not None or noise is None:
@@ -216,6 +237,9 @@ class TorchRun(RunLoop):
         self.buf = torch.zeros((R, d), device=dev, dtype=dt)
         self.G = torch.empty_like(self.X)
         self.rec = torch.empty((4, R, self.n_rec), device=dev, dtype=torch.float64)
+        fused = getattr(self.ops, "fused_step", None)  # used where _grads is noisy_grads
+        self.fused = fused(float(self.lr_g)) if fused is not None else None
+        self._pulls: tuple[torch.Tensor, np.ndarray] | None = None  # the chunk's pulled rows
 
     def point(self) -> torch.Tensor:
         X = self.X
@@ -248,26 +272,35 @@ class TorchRun(RunLoop):
         self.Z.sub_(self.G.mean(1).mul_(self.alpha))
         self.X.copy_(self.Z[:, None, :].expand(self.R, self.K, self.d))
 
+    def _pulled(self, i: int) -> torch.Tensor:
+        """The rows (of ``X2``) pulled at step ``i`` of the chunk: the chunk's indices move to
+        the device once, a step slices them with host offsets (no copy, no read)."""
+        if self.coins.fresh or self._pulls is None:
+            flat = self.coins.coins.reshape(len(self.coins.coins), -1)
+            rows = np.nonzero(flat)[1]  # step-major: step i's rows are consecutive
+            offsets = np.concatenate([[0], np.cumsum(np.count_nonzero(flat, axis=1))])
+            self._pulls = (_to_device(rows, self.dev), offsets)
+        rows, offsets = self._pulls
+        return rows[offsets[i] : offsets[i + 1]]
+
     def local_step(self, draw, i: int | None, do_grad: bool, do_pull: bool) -> None:
         X, X2, Z, m, K = self.X, self.X2, self.Z, self.m, self.K
-        wg = None
-        if i is not None:
-            if self.coins.fresh:
-                wg_c = np.where(self.coins.coins, 0.0, self.lr_g)[..., None]
-                self.wg_c = torch.as_tensor(wg_c, dtype=self.dt).to(self.dev)
-            wg = self.wg_c[i]
-        if do_pull:
-            pulled = torch.as_tensor(np.flatnonzero(self.coins.coins[i]), device=self.dev)
-            sub = X2[pulled, :m]
-            sub.sub_((sub - Z[pulled // K, :m]).mul_(self.c))
-        if do_grad:
-            self._grads(draw)
-            if wg is None:
-                X.add_(self.G, alpha=-self.lr_g)
+        if i is not None and self.coins.fresh:
+            self._pulls = None
+        if do_pull:  # the pulled rows at the step's start, pulled on their first m coordinates
+            pulled = self._pulled(i)
+            sub = X2[pulled]
+            head = sub[:, :m]
+            head.sub_((head - Z[pulled // K, :m]).mul_(self.c))
+        if do_grad:  # every row; a pulled row is overwritten below
+            eps, host_draw = draw
+            if self.fused is not None and host_draw is None:
+                self.fused(X, eps)
             else:
-                X.addcmul_(self.G, wg, value=-1.0)  # wg: lr_g on gradient rows, 0 on pulled rows
-        if do_pull:
-            X2[:, :m].index_copy_(0, pulled, sub)
+                self._grads(draw)
+                X.add_(self.G, alpha=-self.lr_g)
+        if do_pull:  # whole rows: a pulled row takes no gradient step
+            X2.index_copy_(0, pulled, sub)
 
     def mix(self) -> None:
         X, Z, a = self.X, self.Z, self.a_el
@@ -306,6 +339,12 @@ class TorchRun(RunLoop):
 
 def _np64(x: torch.Tensor) -> np.ndarray:
     return x.to("cpu", torch.float64).numpy()
+
+
+def _to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``a`` (int64) on ``device`` with one copy, pinned and non-blocking to a GPU."""
+    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
+    return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t
 
 
 def run(
