@@ -181,20 +181,24 @@ def _steps_on_a_fake_gpu(rank: int, world: int) -> dict:
         return None
 
     runner.local_step = counted
-    runner.run(False, "fake gpu")
-    return {"steps": steps, "fused": runner.fused is not None}
+    trace, runner.trace = runner.trace, lambda: None  # the final copy to the host: after
+    with SyncCounter() as whole:  # the records, the syncs, every step
+        runner.run(False, "fake gpu")
+    trace()
+    return {"steps": steps, "fused": runner.fused is not None, "run_syncs": whole.calls}
 
 
 def test_local_steps_neither_wait_for_nor_copy_to_a_gpu():
     """On a (faked) GPU a local step reads nothing back and copies nothing from the host: the
     pulled rows' indices of a chunk of coins move once, asynchronously, at the chunk's first
-    step; the fused update runs (diagonal quadratic)."""
+    step; the fused update runs (diagonal quadratic). The whole run up to the trace (the
+    records every 50 steps, the syncs) waits for the GPU nowhere."""
     from empirical.distributed import spawn_workers
 
     (res,) = spawn_workers(_steps_on_a_fake_gpu, 1, timeout_s=120)
     steps = res["steps"]
     assert res["fused"] and len(steps) == 600 and sum(s["pull"] for s in steps) > 500
-    assert [s["syncs"] for s in steps if s["syncs"]] == []
+    assert [s["syncs"] for s in steps if s["syncs"]] == [] and res["run_syncs"] == []
     fresh = [s for s in steps if s["fresh"]]
     assert len(fresh) >= 2  # several chunks of coins
     assert all(s["copies"] == [] for s in steps if not s["fresh"])
