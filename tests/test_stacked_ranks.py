@@ -53,6 +53,7 @@ def _result(sw: StackedWorkers) -> dict:
         "pulls": sw.stats["pull_steps"].copy(),
         "syncs": sw.stats["syncs"],
         "allreduce_calls": sw.stats["allreduce_calls"],
+        "time_sync_s": sw.stats["time_sync_s"],
     }
 
 
@@ -99,6 +100,7 @@ def test_ranks_of_stacked_workers_are_one_process_holding_all(ranks, name):
         assert np.abs(r[name]["z"] - one["z"]).max() < TOL
         assert r[name]["syncs"] == one["syncs"] >= 2
         assert r[name]["allreduce_calls"] > 0 and one["allreduce_calls"] == 0
+        assert r[name]["time_sync_s"] > 0 and one["time_sync_s"] > 0  # the syncs are timed
         if one["consensus"] is not None:
             assert r[name]["consensus"] == pytest.approx(one["consensus"], rel=1e-10, abs=TOL)
     assert np.array_equal(np.concatenate([r[name]["pulls"] for r in ranks]), one["pulls"])

@@ -47,6 +47,7 @@ import torch
 from torch import nn
 
 from core.errors import UserInputError
+from core.transfer import to_device_async
 from empirical.algorithms.base import Communicator
 from empirical.algorithms.coins import as_coin_source
 from empirical.algorithms.config import AlgorithmConfig
@@ -122,7 +123,7 @@ class StackedWorkers:
         self.stats = {"grad_steps": np.zeros(W, np.int64), "pull_steps": np.zeros(W, np.int64),
                       "warmup_steps": 0, "syncs": 0, "outer_steps": 0, "allreduce_calls": 0,
                       "broadcast_calls": 0, "bytes_communicated": 0,
-                      "time_comm_s": 0.0}  # fmt: skip
+                      "time_comm_s": 0.0, "time_sync_s": 0.0}  # fmt: skip
         self.clock = DeviceClock(fm.device, self.stats)
         delay = link_delay_fn(config.comm_delay_s, config.comm_delay_per_byte_s)
         self.comm = Communicator(process_group, self.stats, delay=delay, clock=self.clock)
@@ -179,7 +180,7 @@ class StackedWorkers:
             )
             order = np.argsort(host, axis=1, kind="stable")  # False (gradient) first
             dev = self.model.device
-            self._block = (t, host, _to_device(order, dev))
+            self._block = (t, host, to_device_async(order, dev))
         start, host, dev_order = self._block
         return host[t - start], dev_order[t - start]
 
@@ -284,6 +285,10 @@ class StackedWorkers:
         """The outer step (or the average) on the workers' mean (one all-reduce over the
         ranks), ``x_k <- z``, the consensus statistic (a device scalar: the mean over the
         workers of ``||x_k - xbar||^2``) and the buffer policy."""
+        with self.clock.region("time_sync_s"):  # CUDA events on a GPU: no wait
+            self._sync()
+
+    def _sync(self) -> None:
         cfg, x = self.config, self.x
         xbar = torch.sum(x, 0, out=self.z) if self.outer is None else x.sum(0)
         self.mean_over_workers(xbar)  # no (W, n) temporary
@@ -387,11 +392,3 @@ def check_supported(config: AlgorithmConfig) -> None:
     if config.interleave_outer_steps and config.outer_steps_per_sync > 1:
         # with one outer step per sync there is nothing to interleave (the authors' A = 1)
         raise UserInputError("stacked workers take the outer steps at once (no interleaving)")
-
-
-def _to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``a`` on ``device`` with one copy (pinned and non-blocking to a GPU)."""
-    t = torch.from_numpy(np.ascontiguousarray(a))
-    if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)

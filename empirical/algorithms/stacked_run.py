@@ -20,7 +20,8 @@ Statistics (:attr:`StackedAlgorithm.stats`, the keys of
 over this process's ``W`` workers (all ``K`` with one process); ``warmup_steps``, ``syncs``
 and ``outer_steps`` are counted once (every worker takes them together);
 ``allreduce_calls``, ``broadcast_calls``, ``bytes_communicated`` and ``time_comm_s`` count
-the collectives across processes (none with one process).
+the collectives across processes (none with one process); ``time_sync_s`` is the time in
+the syncs (device-timed on a GPU).
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class StackedAlgorithm(DistributedAlgorithm):
             grad_steps=int(np.sum(s["grad_steps"])),
             pull_steps=int(np.sum(s["pull_steps"])),
             time_comm_s=float(s["time_comm_s"]),
+            time_sync_s=float(s["time_sync_s"]),
             last_consensus=self._consensus,
         )
         return out

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from core.errors import UserInputError
+from core.transfer import to_device_async
 from theory.algorithm import AlgorithmSpec
 from theory.problems import CosineProblem, Problem, QuadraticProblem
 from theory.simulate.loop import RunLoop
@@ -279,7 +280,7 @@ class TorchRun(RunLoop):
             flat = self.coins.coins.reshape(len(self.coins.coins), -1)
             rows = np.nonzero(flat)[1]  # step-major: step i's rows are consecutive
             offsets = np.concatenate([[0], np.cumsum(np.count_nonzero(flat, axis=1))])
-            self._pulls = (_to_device(rows, self.dev), offsets)
+            self._pulls = (to_device_async(rows, self.dev), offsets)
         rows, offsets = self._pulls
         return rows[offsets[i] : offsets[i + 1]]
 
@@ -339,12 +340,6 @@ class TorchRun(RunLoop):
 
 def _np64(x: torch.Tensor) -> np.ndarray:
     return x.to("cpu", torch.float64).numpy()
-
-
-def _to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``a`` (int64) on ``device`` with one copy, pinned and non-blocking to a GPU."""
-    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
-    return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t
 
 
 def run(
