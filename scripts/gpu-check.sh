@@ -11,7 +11,9 @@
 #   4. two processes sharing one GPU over gloo (`--nproc 2 --device cuda --backend gloo`),
 #      then the paper recipe's K = 4 workers on one GPU (`palsgd figures --scale paper
 #      --smoke-runs 1 --gpus 1`: one run of the plan, shrunk, its 4 ranks on cuda:0 over
-#      gloo with CUDA tensors, launched as the real plan launches its runs),
+#      gloo with CUDA tensors, launched as the real plan launches its runs), then K = 4
+#      workers at H = 8 as 4 gloo ranks against one process of 4 stacked workers
+#      (benchmarks/bench_workers_one_device.py: the share of time in the syncs, tokens/s),
 #   5. one process, NCCL, bf16,
 #   6. measured step costs of GPT-Neo-8M and GPT-Neo-125M written as a profile JSON and
 #      read back by `palsgd cost predict --profiles-file`,
@@ -197,12 +199,14 @@ if [ "$DRY" = 1 ]; then
   shared_gpu() {
     fake 1 "$OUT/fake-gpu-log-4" train --nproc 2 --device cuda --backend gloo \
       --output-dir "$OUT/run-gloo-2proc" &&
-    fake 1 "$OUT/fake-gpu-log-4-paper" paper_recipe_one_gpu
+    fake 1 "$OUT/fake-gpu-log-4-paper" paper_recipe_one_gpu &&
+    "$PY" benchmarks/bench_workers_one_device.py --dry-run --K 2 --out "$OUT/bench-workers-one-gpu.json"
   }
 else
   shared_gpu() {
     train --nproc 2 --device cuda --backend gloo --output-dir "$OUT/run-gloo-2proc" &&
-    paper_recipe_one_gpu
+    paper_recipe_one_gpu &&
+    "$PY" benchmarks/bench_workers_one_device.py --device cuda --out "$OUT/bench-workers-one-gpu.json"
   }
 fi
 profile_and_predict() {
@@ -218,7 +222,8 @@ if [ "$DRY" = 1 ]; then
     "${PYTEST[@]}" tests/test_sync_free_steps.py -k "no_host_sync or gpt_neo_attention"
   run_step 3 "2 ranks over NCCL, one fake GPU each" 60 \
     fake 2 "$OUT/fake-gpu-log-3" train --nproc 2 --device cuda --output-dir "$OUT/run-nccl"
-  run_step 4 "2 ranks + the paper recipe's 4 share one fake GPU (gloo)" 60 shared_gpu
+  run_step 4 "2 ranks + the paper recipe's 4 share one fake GPU (gloo); 4 ranks vs 4 stacked" \
+    90 shared_gpu
   run_step 5 "1 process, NCCL, on a fake GPU" 40 \
     fake 1 "$OUT/fake-gpu-log-5" train --nproc 1 --device cuda --backend nccl \
     --output-dir "$OUT/run-1proc"
@@ -233,7 +238,8 @@ else
   else
     skip_step 3 "ranks over NCCL, one GPU each" "one GPU: NCCL needs a GPU per rank"
   fi
-  run_step 4 "2 ranks + the paper recipe's 4 share one GPU (gloo)" 90 shared_gpu
+  run_step 4 "2 ranks + the paper recipe's 4 share one GPU (gloo); 4 ranks vs 4 stacked" 150 \
+    shared_gpu
   run_step 5 "1 process, NCCL, bf16" 40 \
     train --nproc 1 --device cuda --backend nccl --precision bf16 --output-dir "$OUT/run-1proc"
 fi

@@ -36,6 +36,7 @@ SHORT = {
         "--budget", "rounds:2e4", "--alpha-decades", "3", "--per-decade", "4",
         "--per-octave", "1", "--out", "reports/bench-gap-short",
     ],
+    "bench_workers_one_device.py": ["--dry-run"],
     "bench_suite.py": [
         "--workers", "1", "--slowest", "3", "--tests", "tests/test_cli_core.py",
         "--out", "reports/bench-suite-short",
