@@ -21,8 +21,16 @@ Outputs in ``--out``:
   model knows it, otherwise the known device of the same compute peak (H200 -> H100 SXM5,
   both 989 dense BF16 TFLOP/s; the name measured is kept in ``source``).
 
+* ``throughput`` (in ``gpu-measurements.json``, for each of ``--throughput-models``,
+  default GPT-Neo-125M): a plain training loop at the same sizes (forward, backward, AdamW
+  step, ``zero_grad``), eager and compiled (:func:`empirical.models.compile_model`, the
+  model ``palsgd train --compile`` runs; its first steps, the compilation, timed apart),
+  each as seconds per step, tokens/s, TFLOP/s by ``6 N`` per token (``N``: every
+  parameter) and the fraction of the bf16 matmul rate measured on the device in the same
+  run (``8192^3`` products). The issue's target: the compiled step at 40% of it or more.
+
 ``--dry-run``: the tiny GPT-Neo on the CPU with small batches and few repetitions (checks
-the script end to end in seconds).
+the script end to end in seconds; compiled with ``aot_eager``, no code generated).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from empirical.algorithms import AlgorithmConfig, build_algorithm
 from empirical.algorithms.sync import sq_norm
 from empirical.cost.paper import paper_setting
 from empirical.distributed import cleanup, init_distributed
-from empirical.models import build_model
+from empirical.models import build_model, compile_model
 from theory.options import notation_option
 
 #: device name -> the cost model's GPU of the same dense BF16 peak
@@ -128,6 +136,49 @@ def profile_model(name: str, args: argparse.Namespace, device: torch.device) -> 
     return out
 
 
+def matmul_peak(device: torch.device, dry_run: bool) -> float:
+    """FLOP/s of a bf16 (fp32 in the dry run) ``n x n`` matrix product on ``device``
+    (``n = 8192``; 256 in the dry run), the median of 10."""
+    n, dtype = (256, torch.float32) if dry_run else (8192, torch.bfloat16)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    return 2.0 * n**3 / Timer(device)(lambda: a @ b, 10)
+
+
+def throughput(
+    name: str, args: argparse.Namespace, device: torch.device, compiled: bool, peak: float
+) -> dict[str, Any]:
+    """The plain training loop of ``name`` (module docstring), eager or compiled."""
+    vocab = 257 if args.dry_run else 50257
+    model = build_model(name, vocab_size=vocab).to(device)
+    if compiled:
+        compile_model(model, backend="aot_eager" if args.dry_run else None)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    B, S = args.batch, args.context
+    ids = torch.randint(0, vocab, (B, S), device=device)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    start = time.perf_counter()
+    for _ in range(3):  # compiles (forward and backward) when compiled
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    first_s = time.perf_counter() - start
+    t = Timer(device)(step, args.reps)
+    n = sum(p.numel() for p in model.parameters())
+    flops = 6.0 * n * B * S / t
+    return {"compiled": compiled, "step_s": t, "tokens_per_s": B * S / t,
+            "tflops_6n": flops / 1e12, "fraction_of_measured_peak": flops / peak,
+            "first_3_steps_s": first_s}  # fmt: skip
+
+
 def implied_utilisation(name: str, fb: dict[str, Any], gpu: str) -> float | None:
     """Utilisation at which the cost model's FLOP estimate of one micro-batch takes the
     measured forward+backward time (pass it as ``palsgd cost predict --utilisation``)."""
@@ -155,7 +206,11 @@ OPTIONS = (
     option("--link-workers", type=int, default=2),
     option("--out", default="gpu-check-out"),
     option("--dry-run", action="store_true", help="tiny model on the CPU"),
-)
+    option(
+        "--throughput-models", nargs="*", default=["gptneo-125m"],
+        help="models of the eager/compiled loop (none: skip it)",
+    ),
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         args.models, args.batch, args.context, args.reps = ["gptneo-tiny"], 2, 32, 2
         args.precision = "fp32"
+        args.throughput_models = ["gptneo-tiny"] if args.throughput_models else []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     use_cuda = torch.cuda.is_available() and not args.dry_run
@@ -176,6 +232,20 @@ def main(argv: list[str] | None = None) -> int:
         for m in args.models:
             result["models"][m] = profile_model(m, args, device)
             print(f"{m}: {json.dumps(result['models'][m])}", flush=True)
+        if args.throughput_models:
+            peak = matmul_peak(device, args.dry_run)
+            result["measured_matmul_flops"] = peak
+            result["throughput"] = {}
+            for m in args.throughput_models:
+                rows = [throughput(m, args, device, c, peak) for c in (False, True)]
+                result["throughput"][m] = {"eager": rows[0], "compiled": rows[1],
+                                           "compiled_speedup": rows[0]["step_s"] / rows[1]["step_s"]}  # fmt: skip
+                for r in rows:
+                    print(f"{m} {'compiled' if r['compiled'] else 'eager'}: "
+                          f"{1e3 * r['step_s']:.1f} ms/step, {r['tokens_per_s']:.0f} tokens/s, "
+                          f"{r['tflops_6n']:.1f} TFLOP/s by 6N = "
+                          f"{100 * r['fraction_of_measured_peak']:.1f}% of the measured "
+                          f"{peak / 1e12:.0f} TFLOP/s", flush=True)  # fmt: skip
     finally:
         cleanup(ctx)
     gpu = next((v for k, v in SAME_PEAK.items() if k in name), name)

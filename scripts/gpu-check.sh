@@ -16,7 +16,9 @@
 #      (benchmarks/bench_workers_one_device.py: the share of time in the syncs, tokens/s),
 #   5. one process, NCCL, bf16,
 #   6. measured step costs of GPT-Neo-8M and GPT-Neo-125M written as a profile JSON and
-#      read back by `palsgd cost predict --profiles-file`,
+#      read back by `palsgd cost predict --profiles-file`, and GPT-Neo-125M's training
+#      step at the README sizes eager and compiled, as a share of the bf16 matmul rate
+#      measured in the same run,
 #   7. the data / offload benchmark on the GPU,
 #   8. the simulator's numpy and torch backends (CPU and CUDA) with the roofline,
 #   9. the overlapped sync against the blocking one on the emulated slow link, and the memory
@@ -244,7 +246,8 @@ else
     train --nproc 1 --device cuda --backend nccl --precision bf16 --output-dir "$OUT/run-1proc"
 fi
 
-run_step 6 "step costs -> profile JSON -> palsgd cost predict" 70 profile_and_predict
+run_step 6 "step costs, 125M eager vs compiled -> profile JSON -> cost predict" 150 \
+  profile_and_predict
 run_step 7 "data time per step and offload memory" 40 \
   "$PY" benchmarks/bench_data.py --out "$OUT/bench-data.json" "${DATA_ARGS[@]}"
 run_step 8 "simulator backends (numpy, torch CPU/CUDA) and roofline" 50 \
