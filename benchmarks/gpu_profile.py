@@ -23,8 +23,10 @@ Outputs in ``--out``:
 
 * ``throughput`` (in ``gpu-measurements.json``, for each of ``--throughput-models``,
   default GPT-Neo-125M): a plain training loop at the same sizes (forward, backward, AdamW
-  step, ``zero_grad``), eager and compiled (:func:`empirical.models.compile_model`, the
-  model ``palsgd train --compile`` runs; its first steps, the compilation, timed apart),
+  step, ``zero_grad``), eager, compiled (:func:`empirical.models.compile_model`, the
+  model ``palsgd train --compile`` runs; its first steps, the compilation, timed apart)
+  and compiled with the attention through ``scaled_dot_product_attention``
+  (``attention="sdpa"``, :mod:`empirical.models.gptneo`),
   each as seconds per step, tokens/s, TFLOP/s by ``6 N`` per token (``N``: every
   parameter) and the fraction of the bf16 matmul rate measured on the device in the same
   run (``8192^3`` products). The issue's target: the compiled step at 40% of it or more.
@@ -145,12 +147,17 @@ def matmul_peak(device: torch.device, dry_run: bool) -> float:
     return 2.0 * n**3 / Timer(device)(lambda: a @ b, 10)
 
 
+#: the loops timed by :func:`throughput`: name -> (attention, compiled)
+LOOPS = {"eager": ("eager", False), "compiled": ("eager", True), "compiled_sdpa": ("sdpa", True)}
+
+
 def throughput(
-    name: str, args: argparse.Namespace, device: torch.device, compiled: bool, peak: float
+    name: str, args: argparse.Namespace, device: torch.device, loop: str, peak: float
 ) -> dict[str, Any]:
-    """The plain training loop of ``name`` (module docstring), eager or compiled."""
+    """The plain training loop of ``name`` (module docstring) as :data:`LOOPS` names it."""
+    attention, compiled = LOOPS[loop]
     vocab = 257 if args.dry_run else 50257
-    model = build_model(name, vocab_size=vocab).to(device)
+    model = build_model(name, vocab_size=vocab, attention=attention).to(device)
     if compiled:
         compile_model(model, backend="aot_eager" if args.dry_run else None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -174,7 +181,7 @@ def throughput(
     t = Timer(device)(step, args.reps)
     n = sum(p.numel() for p in model.parameters())
     flops = 6.0 * n * B * S / t
-    return {"compiled": compiled, "step_s": t, "tokens_per_s": B * S / t,
+    return {"attention": attention, "compiled": compiled, "step_s": t, "tokens_per_s": B * S / t,
             "tflops_6n": flops / 1e12, "fraction_of_measured_peak": flops / peak,
             "first_3_steps_s": first_s}  # fmt: skip
 
@@ -237,11 +244,10 @@ def main(argv: list[str] | None = None) -> int:
             result["measured_matmul_flops"] = peak
             result["throughput"] = {}
             for m in args.throughput_models:
-                rows = [throughput(m, args, device, c, peak) for c in (False, True)]
-                result["throughput"][m] = {"eager": rows[0], "compiled": rows[1],
-                                           "compiled_speedup": rows[0]["step_s"] / rows[1]["step_s"]}  # fmt: skip
-                for r in rows:
-                    print(f"{m} {'compiled' if r['compiled'] else 'eager'}: "
+                rows = {loop: throughput(m, args, device, loop, peak) for loop in LOOPS}
+                result["throughput"][m] = rows
+                for loop, r in rows.items():
+                    print(f"{m} {loop}: "
                           f"{1e3 * r['step_s']:.1f} ms/step, {r['tokens_per_s']:.0f} tokens/s, "
                           f"{r['tflops_6n']:.1f} TFLOP/s by 6N = "
                           f"{100 * r['fraction_of_measured_peak']:.1f}% of the measured "

@@ -12,6 +12,14 @@ device and handed to transformers as a prepared 4-D mask, so ``masking_utils`` b
 transformers 5.17's ``eager_mask`` made ``torch.tensor(0.0, device=...)`` in every forward)
 and the self-attention makes its mask value without a host tensor. The outputs equal
 transformers' own classes' (tests/test_host_copies.py).
+
+``attention="sdpa"`` (a build option, not a config field) computes the same attention with
+``torch.nn.functional.scaled_dot_product_attention`` (fused kernels on a GPU: no
+``(batch, heads, n, n)`` scores in memory): unscaled scores in float32 (autocast off inside,
+as GPT-Neo's own upcast), the layer's causal or local-window mask and the additive mask in
+one float mask; equal to the eager attention within float32 rounding
+(tests/test_gptneo_sdpa.py). Off by default until it is measured faster on a GPU
+(``benchmarks/gpu_profile.py``).
 """
 
 from __future__ import annotations
@@ -121,7 +129,22 @@ def _host_free_classes() -> dict[str, type]:
                     )
                 return super().forward(input_ids, *args, attention_mask=attention_mask, **kwargs)
 
-        for cls in (HostFreeGPTNeoSelfAttention, HostFreeGPTNeoModel):
+        class FusedGPTNeoSelfAttention(HostFreeGPTNeoSelfAttention):
+            def _attn(self, query, key, value, attention_mask=None):
+                n_q, n_k = query.size(-2), key.size(-2)
+                allowed = self.bias[:, :, n_k - n_q : n_k, :n_k]
+                mask = torch.where(allowed, 0.0, torch.finfo(torch.float32).min)
+                if attention_mask is not None:
+                    mask = mask + attention_mask.to(torch.float32)
+                p = self.attn_dropout.p if self.training else 0.0
+                with torch.autocast(query.device.type, enabled=False):
+                    out = nn.functional.scaled_dot_product_attention(
+                        query.float(), key.float(), value.float(), attn_mask=mask,
+                        dropout_p=p, scale=1.0,
+                    )  # fmt: skip
+                return out.to(value.dtype), None
+
+        for cls in (HostFreeGPTNeoSelfAttention, HostFreeGPTNeoModel, FusedGPTNeoSelfAttention):
             cls.__qualname__ = cls.__name__
             _HOST_FREE[cls.__name__] = cls
     return _HOST_FREE
@@ -134,7 +157,7 @@ def __getattr__(name: str) -> Any:
     """``HostFreeGPTNeoSelfAttention`` and ``HostFreeGPTNeoModel``, made on first use (so
     that pickling a model finds them by name without importing transformers before it is
     needed)."""
-    if name in ("HostFreeGPTNeoSelfAttention", "HostFreeGPTNeoModel"):
+    if name in ("HostFreeGPTNeoSelfAttention", "HostFreeGPTNeoModel", "FusedGPTNeoSelfAttention"):
         return _host_free_classes()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -168,11 +191,20 @@ def gptneo_config(spec: Mapping[str, Any]) -> Any:
         raise UserInputError(f"invalid GPT-Neo configuration {cfg}: {exc}") from None
 
 
+#: the self-attention of ``build_gptneo``'s ``attention`` option
+ATTENTIONS = {"eager": "HostFreeGPTNeoSelfAttention", "sdpa": "FusedGPTNeoSelfAttention"}
+
+
 def build_gptneo(spec: Mapping[str, Any]) -> nn.Module:
     """A ``GPTNeoForCausalLM`` of a spec, its sizes checked (positive integers, ``num_heads``
     dividing ``hidden_size``); initialised by the caller's RNG on the current device. Its
     mask and self-attention layers compute transformers' attention without a host-to-device
-    copy (:func:`_host_free_classes`)."""
+    copy (:func:`_host_free_classes`); ``spec["attention"]``: ``"eager"`` (default) or
+    ``"sdpa"`` (module docstring)."""
+    spec = dict(spec)
+    attention = spec.pop("attention", "eager")
+    if attention not in ATTENTIONS:
+        raise ParameterError("attention", attention, f"one of {sorted(ATTENTIONS)}")
     for key in GPTNEO_SIZES:
         check_int(key, spec[key], 1, integral_floats=True)
     if spec["hidden_size"] % spec["num_heads"]:
@@ -181,11 +213,12 @@ def build_gptneo(spec: Mapping[str, Any]) -> nn.Module:
         )
     _, model_class = _transformers_gptneo()
     model = model_class(gptneo_config(spec))
-    host_free = _host_free_classes()
+    classes = _host_free_classes()
+    model_cls, eager = classes["HostFreeGPTNeoModel"], classes[ATTENTIONS["eager"]]
+    swap = {model_cls.__base__: model_cls, eager.__base__: classes[ATTENTIONS[attention]]}
     for module in model.modules():
-        for cls in host_free.values():
-            if type(module) is cls.__base__:
-                module.__class__ = cls  # same parameters and buffers, no host copy
+        if type(module) in swap:
+            module.__class__ = swap[type(module)]  # same parameters and buffers, no host copy
     return model
 
 
