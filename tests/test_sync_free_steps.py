@@ -87,8 +87,10 @@ def _attention(rank: int, world: int) -> dict:
     ids = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(1))
     mask = torch.ones(2, 24, dtype=torch.long)
     mask[1, :7] = 0  # left padding: the additive attention mask is used too
+    torch.manual_seed(0)
+    fused = build_model("gptneo-tiny", vocab_size=64, attention="sdpa").to("cuda")
     out = {}
-    for name, m in {"project": model, "transformers": original}.items():
+    for name, m in {"project": model, "transformers": original, "sdpa": fused}.items():
         with fake_cuda.SyncCounter() as c:
             logits = m(input_ids=ids, attention_mask=mask).logits
         out[name] = (logits, c.count)
@@ -103,3 +105,5 @@ def test_gpt_neo_attention_copies_nothing_from_the_host_and_matches_transformers
     assert ours_syncs == 0
     # transformers' class copies its mask value from the host in every layer (the control)
     assert theirs_syncs == res["layers"]
+    # the attention through scaled_dot_product_attention copies nothing either
+    assert res["sdpa"][1] == 0 and torch.allclose(res["sdpa"][0], ours, rtol=1e-5, atol=1e-5)
