@@ -104,6 +104,7 @@ def test_each_rank_binds_its_own_gpu(nproc, restart, tmp_path):
     assert train[-1]["step"] == 4
 
 
+@pytest.mark.slow  # its parts run by default: raw torchrun (test_train_cli), the binding
 def test_raw_torchrun_with_device_auto(tmp_path):
     """``torchrun -m empirical.train --device auto`` (no palsgd launcher): auto is CUDA,
     each rank ``cuda:LOCAL_RANK`` over NCCL."""
