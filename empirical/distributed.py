@@ -263,7 +263,6 @@ def _worker_entry(
     os.environ.update(env)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     torch.set_num_threads(threads)
-    payload: tuple[int, str, bytes]
     try:
         dist.init_process_group(
             backend,
@@ -272,6 +271,12 @@ def _worker_entry(
             world_size=world_size,
             timeout=datetime.timedelta(seconds=300),
         )
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        taken = "EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()
+        results.put((rank, "port" if taken else "error", traceback.format_exc().encode()))
+        return
+    payload: tuple[int, str, bytes]
+    try:
         try:
             out = fn(rank, world_size, *args)
         finally:
@@ -280,6 +285,10 @@ def _worker_entry(
     except BaseException:  # noqa: BLE001 - reported to the parent with its traceback
         payload = (rank, "error", traceback.format_exc().encode())
     results.put(payload)
+
+
+class _PortTaken(Exception):
+    """Another process took the rendezvous port between its choice and the bind."""
 
 
 def spawn_workers(
@@ -299,28 +308,45 @@ def spawn_workers(
     changed since that server started. ``fn`` must be importable (module level)
     and its result picklable. A worker exception is re-raised here as :class:`WorkerError`
     with the worker's traceback; a worker that does not finish within ``timeout_s`` seconds
-    is terminated. Meant for tests and benchmarks (CPU, gloo, a few processes).
+    is terminated. A port another process takes between its choice and rank 0's bind is
+    replaced by a new one (:data:`_PORT_ATTEMPTS` tries). Meant for tests and benchmarks
+    (CPU, gloo, a few processes).
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
     check_processes(world_size, "world_size")  # never more processes than the machine runs
     ctx = _start_context()
+    taken = None
+    for _ in range(_PORT_ATTEMPTS):
+        try:
+            return _spawn_once(ctx, fn, world_size, args, backend, timeout_s, threads_per_worker)
+        except _PortTaken as exc:  # another process took the port: a new one
+            taken = exc
+    raise WorkerError(f"the rendezvous port was taken {_PORT_ATTEMPTS} times (last: {taken})")
+
+
+#: tries of :func:`spawn_workers` when the port it chose is taken before rank 0 binds it
+_PORT_ATTEMPTS = 3
+
+
+def _spawn_once(
+    ctx: Any,
+    fn: Callable[..., Any],
+    world_size: int,
+    args: Sequence[Any],
+    backend: str,
+    timeout_s: float,
+    threads: int,
+) -> list[Any]:
+    """One try of :func:`spawn_workers` on a fresh port; :class:`_PortTaken` when a rank
+    found it taken (every worker is stopped first)."""
     results = ctx.Queue()
     port = find_free_port()
+    env = dict(os.environ)
     procs = [
         ctx.Process(
             target=_worker_entry,
-            args=(
-                r,
-                world_size,
-                port,
-                backend,
-                threads_per_worker,
-                fn,
-                tuple(args),
-                results,
-                dict(os.environ),
-            ),  # fmt: skip
+            args=(r, world_size, port, backend, threads, fn, tuple(args), results, env),
             daemon=False,
         )
         for r in range(world_size)
@@ -345,6 +371,8 @@ def spawn_workers(
                     ) from None
                 continue
             collected[rank] = (status, data)
+            if status == "port":
+                raise _PortTaken(f"port {port}")
             if status == "error":
                 raise WorkerError(f"worker {rank} failed:\n{data.decode()}")
     finally:

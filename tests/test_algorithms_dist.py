@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import socket
 
 import numpy as np
 import pytest
@@ -384,3 +385,22 @@ def test_spawned_workers_see_the_callers_environment(monkeypatch):
     monkeypatch.setenv("PALSGD_SPAWN_PROBE", "b")
     (res,) = spawn_workers(_environment, 1, timeout_s=60)
     assert res == {"ppid": os.getpid(), "other": "a", "startup": "b"}
+
+
+def test_a_port_taken_before_the_bind_is_replaced(monkeypatch):
+    """Another process listens on the port chosen (the race of a busy machine): the workers
+    start again on a new port; a port taken at every try is an error that says so."""
+    from empirical import distributed
+
+    real = distributed.find_free_port
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        first = iter([taken])
+        monkeypatch.setattr(distributed, "find_free_port", lambda: next(first, None) or real())
+        (res,) = spawn_workers(_environment, 1, timeout_s=60)
+        assert res["other"] == os.environ.get("SPAWN_PROBE_OTHER")
+        monkeypatch.setattr(distributed, "find_free_port", lambda: taken)
+        with pytest.raises(WorkerError, match="port was taken 3 times"):
+            spawn_workers(_environment, 1, timeout_s=60)
