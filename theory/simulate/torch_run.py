@@ -91,6 +91,10 @@ class _NumpyOps:
     def grads_from_draw(self, X: torch.Tensor, draw: np.ndarray | None, out: torch.Tensor):
         return out.copy_(self._t(self.p.stochastic_grads_from(self._np(X), draw)))
 
+    def fused_step(self, lr: float) -> Any:
+        """A fused gradient step ``step(X, noise)`` (``None``: the problem has none)."""
+        return None
+
     def grad(self, v: torch.Tensor) -> torch.Tensor:
         return self._t(self.p.grad(self._np(v)))
 
@@ -238,8 +242,7 @@ class TorchRun(RunLoop):
         self.buf = torch.zeros((R, d), device=dev, dtype=dt)
         self.G = torch.empty_like(self.X)
         self.rec = torch.empty((4, R, self.n_rec), device=dev, dtype=torch.float64)
-        fused = getattr(self.ops, "fused_step", None)  # used where _grads is noisy_grads
-        self.fused = fused(float(self.lr_g)) if fused is not None else None
+        self.fused = self.ops.fused_step(float(self.lr_g))  # where _grads is noisy_grads
         self._pulls: tuple[torch.Tensor, np.ndarray] | None = None  # the chunk's pulled rows
 
     def point(self) -> torch.Tensor:
@@ -275,8 +278,9 @@ class TorchRun(RunLoop):
 
     def _pulled(self, i: int) -> torch.Tensor:
         """The rows (of ``X2``) pulled at step ``i`` of the chunk: the chunk's indices move to
-        the device once, a step slices them with host offsets (no copy, no read)."""
-        if self.coins.fresh or self._pulls is None:
+        the device once (at the chunk's first pull; ``local_step`` forgets the last chunk's),
+        a step slices them with host offsets (no copy, no read)."""
+        if self._pulls is None:
             flat = self.coins.coins.reshape(len(self.coins.coins), -1)
             rows = np.nonzero(flat)[1]  # step-major: step i's rows are consecutive
             offsets = np.concatenate([[0], np.cumsum(np.count_nonzero(flat, axis=1))])
@@ -286,7 +290,7 @@ class TorchRun(RunLoop):
 
     def local_step(self, draw, i: int | None, do_grad: bool, do_pull: bool) -> None:
         X, X2, Z, m, K = self.X, self.X2, self.Z, self.m, self.K
-        if i is not None and self.coins.fresh:
+        if i is not None and self.coins.fresh:  # a new chunk of coins
             self._pulls = None
         if do_pull:  # the pulled rows at the step's start, pulled on their first m coordinates
             pulled = self._pulled(i)
