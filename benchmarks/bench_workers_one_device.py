@@ -33,17 +33,25 @@ from typing import Any
 
 from core.io import emit_json
 from core.options import declare, option
+from empirical.config.flags import POSITIVE
+from theory.validation import PARAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 
 OPTIONS = (
-    option("--K", type=int, default=4, help="workers (default 4)"),
-    option("--H", type=int, default=8, help="local steps between syncs (default 8)"),
-    option("--T", type=int, default=64, help="steps of each run (default 64)"),
+    option("--K", type=int, default=4, range=PARAMS["K"], help="workers (default 4)"),
+    option("--H", type=int, default=8, range=PARAMS["H"], help="steps between syncs (default 8)"),
+    option("--T", type=int, default=64, range=PARAMS["T"], help="steps of a run (default 64)"),
     option("--model", default="gptneo-8m", help="model (default gptneo-8m)"),
     option("--algorithm", default="local_sgd", help="algorithm (default local_sgd)"),
-    option("--batch-size", type=int, default=16, help="micro-batch per worker (default 16)"),
-    option("--seq-len", type=int, default=256, help="context (default 256)"),
+    option(
+        "--batch-size",
+        type=int,
+        default=16,
+        range=POSITIVE,
+        help="micro-batch per worker (default 16)",
+    ),
+    option("--seq-len", type=int, default=256, range=POSITIVE, help="context (default 256)"),
     option("--device", default="cuda", help="device of both runs (default cuda)"),
     option("--precision", default="fp32", choices=["fp32", "bf16"], help="(default fp32)"),
     option("--out", help="write the results as JSON to this file"),
