@@ -71,7 +71,9 @@ def _train(args: argparse.Namespace, out: Path, **layout: Any) -> dict[str, Any]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit(f"bench_workers_one_device: the run {layout} failed ({proc.returncode})")
+        print(f"bench_workers_one_device: the run {layout} failed ({proc.returncode})",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(proc.returncode)  # palsgd train's code: 2 for a bad input
     totals = json.loads((out / "summary.json").read_text())["totals"]
     wall, sync = float(totals["wall_s"]), float(totals["time_sync_s"])
     return {
